@@ -1,0 +1,7 @@
+#pragma once
+// ctg umbrella header: everything a user needs, in one include.
+//   #include <ctg/ctg.hpp>
+// Each area adds its public header here when it lands.
+
+#include "core/config.hpp"
+#include "core/dtypes.hpp"
