@@ -3,17 +3,34 @@
 #   -DCTG_CF_MODE=fail|ok  -DCTG_CF_OBJECT=<scratch .o>  [-DCTG_CF_OPTIONS=a|b|c]
 #   [-DCTG_CF_EXPECT_VERDICT=compiled|wrong_message|ok_failed|no_expectation]
 # Verdicts: pass, compiled (fail half compiled), wrong_message (failed, but no error line
-# matches), ok_failed (corrected twin did not compile), no_expectation (no expect-error line).
+# matches), ok_failed (corrected twin did not compile), no_expectation (no expect-error line),
+# compiler_not_run (the compiler could not be started).
 cmake_minimum_required(VERSION 3.25)
+
+# Harness misuse is never the verdict a self-test expects: with EXPECT_VERDICT set it exits 0,
+# so that a WILL_FAIL self-test cannot pass because of it.
+macro(ctg_cf_misuse msg)
+  if(DEFINED CTG_CF_EXPECT_VERDICT AND NOT CTG_CF_EXPECT_VERDICT STREQUAL "")
+    message("harness self-test FAILED: ${msg} (harness misuse; exiting 0 so that WILL_FAIL reports it)")
+    return()
+  endif()
+  message(FATAL_ERROR "ctg_check_compile_fail: ${msg} (harness misuse)")
+endmacro()
 
 foreach(v CTG_CF_SETTINGS CTG_CF_SOURCE CTG_CF_MODE CTG_CF_OBJECT)
   if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
-    message(FATAL_ERROR "ctg_check_compile_fail: ${v} not set (harness misuse)")
+    ctg_cf_misuse("${v} not set")
   endif()
 endforeach()
-include("${CTG_CF_SETTINGS}")
+if(NOT CTG_CF_MODE MATCHES "^(fail|ok)$")
+  ctg_cf_misuse("CTG_CF_MODE must be fail or ok, not '${CTG_CF_MODE}'")
+endif()
+include("${CTG_CF_SETTINGS}" OPTIONAL RESULT_VARIABLE settings_found)
+if(NOT settings_found)
+  ctg_cf_misuse("no settings file ${CTG_CF_SETTINGS} (re-run cmake)")
+endif()
 if(NOT EXISTS "${CTG_CF_SOURCE}")
-  message(FATAL_ERROR "ctg_check_compile_fail: no such file ${CTG_CF_SOURCE} (harness misuse)")
+  ctg_cf_misuse("no such file ${CTG_CF_SOURCE}")
 endif()
 
 # ---- expected regexes: every `// expect-error: <regex>` line of the file ----
@@ -72,7 +89,7 @@ elseif(rc EQUAL 0)
   set(verdict compiled)
 elseif(NOT rc MATCHES "^[0-9]+$")
   # The compiler could not be run at all (e.g. "No such file or directory").
-  set(verdict wrong_message)
+  set(verdict compiler_not_run)
 else()
   # Only diagnostic lines that are errors count (not notes, not echoed source). Lines are
   # walked with string(FIND) rather than as a CMake list: compiler output is full of '[' and
@@ -120,23 +137,25 @@ elseif(verdict STREQUAL "wrong_message")
   set(why "the program failed to compile, but no error line matches the expected regex")
 elseif(verdict STREQUAL "ok_failed")
   set(why "the corrected twin (-DCTG_CORRECTED) does NOT compile; it must")
+elseif(verdict STREQUAL "compiler_not_run")
+  set(why "the compiler could not be run")
 elseif(verdict STREQUAL "no_expectation")
   set(why "the file has no `// expect-error: <regex>` line")
 endif()
 if(NOT verdict STREQUAL "pass")
   string(JOIN "\n    " exp_str ${expected})
   string(JOIN "\n    " miss_str ${missing})
-  set(report "ctg compile-fail check FAILED (${verdict}): ${why}\n"
-    "  file:     ${CTG_CF_SOURCE}\n"
-    "  mode:     ${CTG_CF_MODE}\n"
-    "  expected (each must match an error line):\n    ${exp_str}\n")
+  # string(APPEND), not a list: compiler output is full of ';' that a list would eat.
+  set(report "ctg compile-fail check FAILED (${verdict}): ${why}\n")
+  string(APPEND report "  file:     ${CTG_CF_SOURCE}\n")
+  string(APPEND report "  mode:     ${CTG_CF_MODE}\n")
+  string(APPEND report "  expected (each must match an error line):\n    ${exp_str}\n")
   if(missing)
-    list(APPEND report "  not found:\n    ${miss_str}\n")
+    string(APPEND report "  not found:\n    ${miss_str}\n")
   endif()
-  list(APPEND report "  command:  ${cmd_str}\n"
-    "  exit:     ${rc}\n"
-    "  compiler output:\n${out}\n")
-  string(JOIN "" report ${report})
+  string(APPEND report "  command:  ${cmd_str}\n")
+  string(APPEND report "  exit:     ${rc}\n")
+  string(APPEND report "  compiler output:\n${out}\n")
 endif()
 
 if(DEFINED CTG_CF_EXPECT_VERDICT AND NOT CTG_CF_EXPECT_VERDICT STREQUAL "")
@@ -158,5 +177,7 @@ if(verdict STREQUAL "pass")
     message("ok: ${CTG_CF_SOURCE} compiles with -DCTG_CORRECTED")
   endif()
 else()
-  message(FATAL_ERROR "${report}")
+  # The report goes out unformatted (message(FATAL_ERROR) would re-wrap the compiler output).
+  message("${report}")
+  message(FATAL_ERROR "ctg compile-fail check FAILED (${verdict}): ${CTG_CF_SOURCE}")
 endif()
