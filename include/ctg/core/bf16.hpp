@@ -1,0 +1,42 @@
+#pragma once
+// bf16: bfloat16 storage type (1 sign, 8 exponent, 7 mantissa bits). The upper
+// half of an IEEE f32. No arithmetic: compute happens in f32.
+
+#include <cstdint>
+
+#include <ctg/core/config.hpp>
+#include <ctg/core/float_bits.hpp>
+
+namespace ctg {
+
+namespace detail {
+
+// f32 -> bf16, round-to-nearest-even; overflow rounds to infinity; any NaN
+// becomes 0x7FFF, as cuda_bf16.h's __float2bfloat16 does (host and sm_80+).
+CTG_HD constexpr std::uint16_t f32_to_bf16_bits(float f) noexcept {
+  const std::uint32_t u = f32_bits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFFu;
+  return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// bf16 -> f32 is exact; NaN payloads and signs are kept (as __bfloat162float).
+CTG_HD constexpr float bf16_bits_to_f32(std::uint16_t b) noexcept {
+  return f32_from_bits(static_cast<std::uint32_t>(b) << 16);
+}
+
+}  // namespace detail
+
+struct bf16 {
+  std::uint16_t bits;
+
+  constexpr bf16() = default;
+  explicit constexpr CTG_HD bf16(float f) noexcept : bits(detail::f32_to_bf16_bits(f)) {}
+  static constexpr CTG_HD bf16 from_bits(std::uint16_t b) noexcept {
+    bf16 r{};
+    r.bits = b;
+    return r;
+  }
+  explicit constexpr CTG_HD operator float() const noexcept { return detail::bf16_bits_to_f32(bits); }
+};
+
+}  // namespace ctg

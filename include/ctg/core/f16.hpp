@@ -1,0 +1,53 @@
+#pragma once
+// f16: IEEE 754 binary16 storage type (1 sign, 5 exponent, 10 mantissa bits).
+// No arithmetic: compute happens in f32.
+
+#include <cstdint>
+
+#include <ctg/core/config.hpp>
+#include <ctg/core/float_bits.hpp>
+
+namespace ctg {
+
+namespace detail {
+
+// f32 -> f16, round-to-nearest-even with subnormals; overflow rounds to
+// infinity (|x| >= 65520); any NaN becomes 0x7FFF, as cuda_fp16.h's
+// __float2half does.
+CTG_HD constexpr std::uint16_t f32_to_f16_bits(float f) noexcept {
+  const std::uint32_t u = f32_bits(f);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 0x7FFFu;
+  std::uint32_t r = rne_magnitude<10, 15>(a);
+  if (r > 0x7C00u) r = 0x7C00u;
+  return static_cast<std::uint16_t>(((u >> 16) & 0x8000u) | r);
+}
+
+// f16 -> f32 is exact; every NaN becomes 0x7FFFFFFF, as __half2float does.
+CTG_HD constexpr float f16_bits_to_f32(std::uint16_t h) noexcept {
+  const std::uint32_t sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
+  const std::uint32_t e = (h >> 10) & 0x1Fu;
+  const std::uint32_t m = h & 0x3FFu;
+  if (e == 0x1Fu) return f32_from_bits(m != 0 ? f32_canonical_nan_bits : (sign | 0x7F800000u));
+  if (e == 0) {  // zero or subnormal: m * 2^-24, exact in f32
+    return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0x1p-24f));
+  }
+  return f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+}  // namespace detail
+
+struct f16 {
+  std::uint16_t bits;
+
+  constexpr f16() = default;
+  explicit constexpr CTG_HD f16(float f) noexcept : bits(detail::f32_to_f16_bits(f)) {}
+  static constexpr CTG_HD f16 from_bits(std::uint16_t b) noexcept {
+    f16 r{};
+    r.bits = b;
+    return r;
+  }
+  explicit constexpr CTG_HD operator float() const noexcept { return detail::f16_bits_to_f32(bits); }
+};
+
+}  // namespace ctg

@@ -1,0 +1,174 @@
+#pragma once
+// FP8 storage types, OCP 8-bit floating point:
+//   e4m3  E4M3FN: 1 sign, 4 exponent (bias 7), 3 mantissa bits. Max 448, no
+//         infinity, NaN = S.1111.111 (one per sign).
+//   e5m2  1 sign, 5 exponent (bias 15), 2 mantissa bits. Max 57344, has
+//         infinity (S.11111.00), NaN = S.11111.{01,10,11}.
+// Conversions from f32 round to nearest even and saturate (satfinite): every
+// finite value beyond ±max and ±inf become ±max; NaN stays NaN (0x7F). This is
+// bit for bit cuda_fp8.h's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...).
+// Conversions to f32 are exact; NaN becomes 0x7FFFFFFF (as cuda_fp8.h's
+// __nv_cvt_fp8_to_halfraw followed by __half2float).
+//
+// An fp8 value alone is only a payload: the real value is payload / scale.
+// So arithmetic and comparisons on e4m3/e5m2 do not compile; the message
+// contains "ctg: fp8 needs a scale".
+
+#include <compare>
+#include <cstdint>
+#include <type_traits>
+
+#include <ctg/core/config.hpp>
+#include <ctg/core/float_bits.hpp>
+
+namespace ctg {
+
+namespace detail {
+
+CTG_HD constexpr std::uint8_t f32_to_e4m3_bits(float f) noexcept {
+  const std::uint32_t u = f32_bits(f);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 0x7Fu;  // NaN, sign dropped (as CUDA)
+  std::uint32_t r = rne_magnitude<3, 7>(a);
+  if (r > 0x7Eu) r = 0x7Eu;  // satfinite: 448
+  return static_cast<std::uint8_t>(((u >> 24) & 0x80u) | r);
+}
+
+CTG_HD constexpr std::uint8_t f32_to_e5m2_bits(float f) noexcept {
+  const std::uint32_t u = f32_bits(f);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 0x7Fu;  // NaN, sign dropped (as CUDA)
+  std::uint32_t r = rne_magnitude<2, 15>(a);
+  if (r > 0x7Bu) r = 0x7Bu;  // satfinite: 57344, also for ±inf
+  return static_cast<std::uint8_t>(((u >> 24) & 0x80u) | r);
+}
+
+CTG_HD constexpr float e4m3_bits_to_f32(std::uint8_t b) noexcept {
+  if ((b & 0x7Fu) == 0x7Fu) return f32_from_bits(f32_canonical_nan_bits);
+  const std::uint32_t sign = (static_cast<std::uint32_t>(b) & 0x80u) << 24;
+  const std::uint32_t e = (b >> 3) & 0xFu;
+  const std::uint32_t m = b & 0x7u;
+  if (e == 0) return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0x1p-9f));
+  return f32_from_bits(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+CTG_HD constexpr float e5m2_bits_to_f32(std::uint8_t b) noexcept {
+  const std::uint32_t sign = (static_cast<std::uint32_t>(b) & 0x80u) << 24;
+  const std::uint32_t e = (b >> 2) & 0x1Fu;
+  const std::uint32_t m = b & 0x3u;
+  if (e == 0x1Fu) return f32_from_bits(m != 0 ? f32_canonical_nan_bits : (sign | 0x7F800000u));
+  if (e == 0) return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0x1p-16f));
+  return f32_from_bits(sign | ((e + 112u) << 23) | (m << 21));
+}
+
+}  // namespace detail
+
+struct e4m3 {
+  std::uint8_t bits;
+
+  constexpr e4m3() = default;
+  explicit constexpr CTG_HD e4m3(float f) noexcept : bits(detail::f32_to_e4m3_bits(f)) {}
+  static constexpr CTG_HD e4m3 from_bits(std::uint8_t b) noexcept {
+    e4m3 r{};
+    r.bits = b;
+    return r;
+  }
+  explicit constexpr CTG_HD operator float() const noexcept { return detail::e4m3_bits_to_f32(bits); }
+};
+
+struct e5m2 {
+  std::uint8_t bits;
+
+  constexpr e5m2() = default;
+  explicit constexpr CTG_HD e5m2(float f) noexcept : bits(detail::f32_to_e5m2_bits(f)) {}
+  static constexpr CTG_HD e5m2 from_bits(std::uint8_t b) noexcept {
+    e5m2 r{};
+    r.bits = b;
+    return r;
+  }
+  explicit constexpr CTG_HD operator float() const noexcept { return detail::e5m2_bits_to_f32(bits); }
+};
+
+template <class T>
+inline constexpr bool is_fp8_v = std::is_same_v<std::remove_cv_t<T>, e4m3> || std::is_same_v<std::remove_cv_t<T>, e5m2>;
+
+// ---- arithmetic and comparisons on fp8 payloads: a compile error ----------
+// Constrained templates (found by argument-dependent lookup whenever either
+// operand is e4m3/e5m2) whose bodies fail a static_assert when used. Their
+// declared return types keep the error to this one message.
+
+namespace detail {
+template <class T>
+inline constexpr bool fp8_dependent_false = false;
+}  // namespace detail
+
+#define CTG_FP8_NEEDS_SCALE_MSG(op)                                                               \
+  "ctg: fp8 needs a scale: operator" op " on an e4m3/e5m2 payload is meaningless without its f32 " \
+  "scale (real = payload / scale); convert to f32 with the scale (or use a scaled fp8 tensor) "   \
+  "and compute in f32"
+
+#define CTG_FP8_DENY_BINARY(op, ret, value)                                                       \
+  template <class L, class R>                                                                     \
+    requires(is_fp8_v<L> || is_fp8_v<R>)                                                          \
+  ret operator op(const L&, const R&) {                                                           \
+    static_assert(detail::fp8_dependent_false<L>, CTG_FP8_NEEDS_SCALE_MSG(#op));                  \
+    return value;                                                                                 \
+  }
+
+#define CTG_FP8_DENY_COMPOUND(op)                                                                 \
+  template <class L, class R>                                                                     \
+    requires(is_fp8_v<L>)                                                                         \
+  L& operator op(L& l, const R&) {                                                                \
+    static_assert(detail::fp8_dependent_false<L>, CTG_FP8_NEEDS_SCALE_MSG(#op));                  \
+    return l;                                                                                     \
+  }
+
+#define CTG_FP8_DENY_UNARY(op)                                                                    \
+  template <class T>                                                                              \
+    requires(is_fp8_v<T>)                                                                         \
+  float operator op(const T&) {                                                                   \
+    static_assert(detail::fp8_dependent_false<T>, CTG_FP8_NEEDS_SCALE_MSG(#op));                  \
+    return 0.0f;                                                                                  \
+  }
+
+#define CTG_FP8_DENY_INCDEC(op)                                                                   \
+  template <class T>                                                                              \
+    requires(is_fp8_v<T>)                                                                         \
+  T& operator op(T& v) {                                                                          \
+    static_assert(detail::fp8_dependent_false<T>, CTG_FP8_NEEDS_SCALE_MSG(#op));                  \
+    return v;                                                                                     \
+  }                                                                                               \
+  template <class T>                                                                              \
+    requires(is_fp8_v<T>)                                                                         \
+  T operator op(T& v, int) {                                                                      \
+    static_assert(detail::fp8_dependent_false<T>, CTG_FP8_NEEDS_SCALE_MSG(#op));                  \
+    return v;                                                                                     \
+  }
+
+CTG_FP8_DENY_BINARY(+, float, 0.0f)
+CTG_FP8_DENY_BINARY(-, float, 0.0f)
+CTG_FP8_DENY_BINARY(*, float, 0.0f)
+CTG_FP8_DENY_BINARY(/, float, 0.0f)
+CTG_FP8_DENY_BINARY(==, bool, false)
+CTG_FP8_DENY_BINARY(!=, bool, false)
+CTG_FP8_DENY_BINARY(<, bool, false)
+CTG_FP8_DENY_BINARY(>, bool, false)
+CTG_FP8_DENY_BINARY(<=, bool, false)
+CTG_FP8_DENY_BINARY(>=, bool, false)
+CTG_FP8_DENY_BINARY(<=>, std::partial_ordering, std::partial_ordering::unordered)
+CTG_FP8_DENY_COMPOUND(+=)
+CTG_FP8_DENY_COMPOUND(-=)
+CTG_FP8_DENY_COMPOUND(*=)
+CTG_FP8_DENY_COMPOUND(/=)
+CTG_FP8_DENY_UNARY(+)
+CTG_FP8_DENY_UNARY(-)
+CTG_FP8_DENY_INCDEC(++)
+CTG_FP8_DENY_INCDEC(--)
+
+#undef CTG_FP8_DENY_INCDEC
+#undef CTG_FP8_DENY_UNARY
+#undef CTG_FP8_DENY_COMPOUND
+#undef CTG_FP8_DENY_BINARY
+#undef CTG_FP8_NEEDS_SCALE_MSG
+
+}  // namespace ctg
