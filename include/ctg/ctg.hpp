@@ -5,3 +5,5 @@
 
 #include "core/config.hpp"
 #include "core/dtypes.hpp"
+#include "graph/graph.hpp"
+#include "exec/cpu.hpp"

@@ -1,0 +1,36 @@
+#pragma once
+// A string usable as a template argument: leaves are named at compile time,
+// e.g. ctg::param<"mlp.w1", ...>.
+#include <cstddef>
+
+namespace ctg {
+
+template <std::size_t N>
+struct fixed_string {
+  char chars[N]{};  // includes the terminating '\0'
+
+  constexpr fixed_string(const char (&s)[N]) {
+    for (std::size_t i = 0; i < N; ++i) chars[i] = s[i];
+  }
+  static constexpr std::size_t size() { return N - 1; }
+  constexpr const char* c_str() const { return chars; }
+
+  template <std::size_t M>
+  constexpr bool operator==(const fixed_string<M>& other) const {
+    if constexpr (M != N) {
+      return false;
+    } else {
+      for (std::size_t i = 0; i < N; ++i)
+        if (chars[i] != other.chars[i]) return false;
+      return true;
+    }
+  }
+};
+
+// A run-time view of a compile-time name that needs no <string>.
+struct name_view {
+  const char* data;
+  std::size_t size;
+};
+
+}  // namespace ctg

@@ -1,0 +1,509 @@
+#pragma once
+// The CPU reference backend: one loop nest per fusion group, the group's
+// expression inlined in the loop body.
+//
+//   ctg::cpu::device dev;
+//   auto store = ctg::make_store(dev, step);   // params, grads, scratch
+//   float loss = step(store, ctg::feed<X>(x, batch));
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <ctg/exec/feed.hpp>
+#include <ctg/exec/group_info.hpp>
+#include <ctg/exec/runtime_shapes.hpp>
+#include <ctg/graph/autodiff.hpp>
+
+namespace ctg {
+namespace cpu {
+
+struct device {};
+
+// 64-byte aligned bytes, grown on demand, never shrunk.
+class arena {
+ public:
+  std::byte* data() { return mem_.get(); }
+  std::size_t size() const { return size_; }
+  void reserve(std::size_t bytes) {
+    if (bytes <= size_) return;
+    mem_.reset(new (std::align_val_t{64}) std::byte[bytes]);
+    std::memset(mem_.get(), 0, bytes);
+    size_ = bytes;
+  }
+
+ private:
+  struct deleter {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<std::byte[], deleter> mem_;
+  std::size_t size_ = 0;
+};
+
+inline constexpr std::size_t align_up(std::size_t n) { return (n + 63) / 64 * 64; }
+
+template <class Step>
+class store {
+  using sched = schedule<Step>;
+  using nodes = typename Step::nodes;
+  static constexpr std::size_t N = sched::size;
+  static constexpr const auto& table = sched::table;
+  template <std::size_t I>
+  using node_at = tl::at_t<I, nodes>;
+
+  template <class L>
+  static constexpr std::size_t numel_of() {
+    std::size_t n = 1;
+    for (dim_t d : L::dims::dims) n *= static_cast<std::size_t>(d);
+    return n;
+  }
+
+  // Parameters (trainable and frozen) live in one arena at fixed offsets; so do gradients.
+  template <class L>
+  static consteval bool stored_leaf() {
+    if constexpr (is_leaf_v<L>) return L::role != leaf_role::input;
+    else return false;
+  }
+  struct leaf_layout {
+    std::size_t param_offset[N]{};
+    std::size_t param_bytes = 0;
+    std::size_t grad_offset[N]{};  // by node index of the leaf
+    std::size_t grad_bytes = 0;
+  };
+  static constexpr leaf_layout layout = [] {
+    leaf_layout l;
+    [&]<class... Ns>(tl::list<Ns...>) {
+      std::size_t i = 0;
+      auto one = [&]<class L>(std::type_identity<L>) {
+        if constexpr (stored_leaf<L>()) {
+          constexpr std::size_t bytes = align_up(sizeof(typename L::dtype) * numel_of<L>());
+          l.param_offset[i] = l.param_bytes;
+          l.param_bytes += bytes;
+          if constexpr (tl::contains_v<L, typename Step::wrt>) {
+            l.grad_offset[i] = l.grad_bytes;
+            l.grad_bytes += bytes;
+          }
+        }
+        ++i;
+      };
+      (one(std::type_identity<Ns>{}), ...);
+    }(nodes{});
+    return l;
+  }();
+
+
+ public:
+  store() {
+    params_.reserve(layout.param_bytes ? layout.param_bytes : 64);
+    grads_.reserve(layout.grad_bytes ? layout.grad_bytes : 64);
+  }
+
+  // The values of a parameter (trainable or frozen): read, write, initialise.
+  template <class L>
+  std::span<typename L::dtype> param() {
+    static_assert(tl::contains_v<L, nodes>, "ctg: this leaf is not part of the step's graph");
+    static_assert(stored_leaf<L>(), "ctg: inputs are fed, not stored: use ctg::feed<X>");
+    constexpr std::size_t i = tl::index_of_v<L, nodes>;
+    return {reinterpret_cast<typename L::dtype*>(params_.data() + layout.param_offset[i]), numel_of<L>()};
+  }
+
+  // The gradient of L from the last successful step.
+  template <class L>
+  std::span<const typename L::dtype> grad() {
+    static_assert(!stored_leaf<L>() || L::role != leaf_role::frozen,
+                  "ctg: frozen parameter: a frozen leaf has no gradient");
+    static_assert(tl::contains_v<L, typename Step::wrt>,
+                  "ctg: no gradient path: this leaf is not in the step's wrt<...>");
+    constexpr std::size_t i = tl::index_of_v<L, nodes>;
+    return {reinterpret_cast<const typename L::dtype*>(grads_.data() + layout.grad_offset[i]), numel_of<L>()};
+  }
+
+  // The value of the step's first output (the loss, or forward(e)'s e) after the last step.
+  auto value() const {
+    using out = tl::at_t<0, typename Step::outputs>;
+    return std::span<const typename out::dtype>(value_.data(), value_.size());
+  }
+
+  // When on, a step whose loss is not finite throws ctg::error and changes nothing.
+  void check_finite(bool on) { check_finite_ = on; }
+
+  // Run one step: validate feeds, resolve shapes, run every group, then commit.
+  template <class... Feeds>
+  float run(const Feeds&... feeds) {
+    bind_feeds(feeds...);
+    resolve_shapes(std::make_index_sequence<N>{});
+    plan_memory(std::make_index_sequence<N>{});
+    run_groups(std::make_index_sequence<N>{});
+    return commit();
+  }
+
+ private:
+  // ------------------------------------------------------------ feeds ----
+  template <class... Feeds>
+  void bind_feeds(const Feeds&... feeds) {
+    (check_feed_used<typename Feeds::leaf>(), ...);
+    [&]<class... Ns>(tl::list<Ns...>) {
+      std::size_t i = 0;
+      ((bind_one<Ns>(i++, feeds...)), ...);
+    }(nodes{});
+  }
+  template <class L>
+  void check_feed_used() {
+    if constexpr (!tl::contains_v<L, nodes>)
+      throw error(std::string("ctg: feed for input '") + L::name.c_str() + "', which this step does not read");
+  }
+  template <class L, class... Feeds>
+  void bind_one(std::size_t i, const Feeds&... feeds) {
+    if constexpr (is_leaf_v<L>) {
+      if constexpr (L::role == leaf_role::input) {
+        constexpr std::size_t count = (std::size_t(0) + ... + std::is_same_v<typename Feeds::leaf, L>);
+        if constexpr (count == 0) {
+          throw error(std::string("ctg: missing feed for input '") + L::name.c_str() + "'");
+        } else {
+          if (count > 1) throw error(std::string("ctg: input '") + L::name.c_str() + "' is fed twice");
+          auto take = [&](const auto& f) {
+            if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::leaf, L>) bind_input<L>(i, f);
+          };
+          (take(feeds), ...);
+        }
+      } else {
+        buf_[i] = params_.data() + layout.param_offset[i];
+      }
+    }
+  }
+  template <class L>
+  void bind_input(std::size_t i, const feed_t<L>& f) {
+    rt_shape s = detail::static_rt<typename L::dims>();
+    for (std::size_t d = 0, k = 0; d < s.rank; ++d)
+      if (s.d[d] == dyn) s.d[d] = f.dyn_dims[k++];
+    const std::string what = std::string("input '") + L::name.c_str() + "'";
+    const dim_t n = detail::checked_numel(s, what.c_str());
+    if (f.data.data() == nullptr && n > 0) throw error("ctg: " + what + " is fed a null pointer");
+    if (static_cast<dim_t>(f.data.size()) != n)
+      throw error("ctg: " + what + " expects " + std::to_string(n) + " elements (dims " + detail::dims_text(s) +
+                  ") but was fed " + std::to_string(f.data.size()));
+    shapes_[i] = s;
+    buf_[i] = const_cast<std::byte*>(reinterpret_cast<const std::byte*>(f.data.data()));
+  }
+
+  // ----------------------------------------------------------- shapes ----
+  template <std::size_t... I>
+  void resolve_shapes(std::index_sequence<I...>) {
+    (detail::resolve_shape<nodes, I>(shapes_.data()), ...);
+  }
+
+  // ----------------------------------------------------------- memory ----
+  // Every materialized node that is not a leaf gets its own scratch region.
+  template <std::size_t... I>
+  void plan_memory(std::index_sequence<I...>) {
+    std::size_t offset[N]{};
+    std::size_t total = 0, acc = 0;
+    auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      using node = node_at<J>;
+      if constexpr (node::kind != node_kind::leaf && (table.materialized[J] || table.group[J] == J)) {
+        const std::string what = "an intermediate";
+        const dim_t n = detail::checked_numel(shapes_[J], what.c_str());
+        offset[J] = total;
+        total += align_up(static_cast<std::size_t>(n) * sizeof(typename node::dtype) + 1);
+        if constexpr (node::kind == node_kind::reduce) acc = std::max(acc, static_cast<std::size_t>(n));
+        if constexpr (node::kind == node_kind::matmul) acc = std::max(acc, static_cast<std::size_t>(shapes_[J].last()));
+      }
+    };
+    (one(std::integral_constant<std::size_t, I>{}), ...);
+    scratch_.reserve(total);
+    if (acc_.size() < acc) acc_.resize(acc);
+    if (accf_.size() < acc) accf_.resize(acc);
+    auto bind = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      using node = node_at<J>;
+      if constexpr (node::kind != node_kind::leaf && (table.materialized[J] || table.group[J] == J)) {
+        buf_[J] = scratch_.data() + offset[J];
+        if constexpr (node::kind == node_kind::runtime_scalar) fill_runtime_scalar<J>();
+      }
+    };
+    (bind(std::integral_constant<std::size_t, I>{}), ...);
+  }
+
+  template <std::size_t J>
+  void fill_runtime_scalar() {
+    using node = node_at<J>;
+    using big = tl::at_t<0, typename node::children>;
+    using small = tl::at_t<1, typename node::children>;
+    const double ratio = static_cast<double>(shapes_[tl::index_of_v<small, nodes>].numel()) /
+                         static_cast<double>(shapes_[tl::index_of_v<big, nodes>].numel());
+    *reinterpret_cast<typename node::dtype*>(buf_[J]) = store_as<typename node::dtype>(ratio);
+  }
+
+  // ----------------------------------------------------------- groups ----
+  template <std::size_t... I>
+  void run_groups(std::index_sequence<I...>) {
+    auto one = [&]<std::size_t R>(std::integral_constant<std::size_t, R>) {
+      if constexpr (table.group[R] == R) {
+        constexpr node_kind k = node_at<R>::kind;
+        if constexpr (k == node_kind::matmul) run_matmul<R>();
+        else if constexpr (k == node_kind::transpose) run_transpose<R>();
+        else run_fused<R>();
+      }
+    };
+    (one(std::integral_constant<std::size_t, I>{}), ...);
+  }
+
+  // Strides of a buffer of shape `s` seen from a loop over shape `it` (right-aligned, 0 where it broadcasts).
+  static void loop_strides(const rt_shape& s, const rt_shape& it, dim_t* stride) {
+    dim_t step = 1;
+    for (std::size_t d = it.rank; d-- > 0;) {
+      const std::size_t off = it.rank - s.rank;
+      if (d < off) {
+        stride[d] = 0;
+        continue;
+      }
+      const dim_t sd = s.d[d - off];
+      stride[d] = sd == 1 ? 0 : step;
+      step *= sd;
+    }
+  }
+
+  template <std::size_t R>
+  struct fused {
+    using info = detail::group_info<Step, R>;
+    static constexpr std::size_t K = info::ninputs > 0 ? info::ninputs : 1;
+    static constexpr std::size_t NR = info::nreductions > 0 ? info::nreductions : 1;
+    struct ctx {
+      const std::byte* ptr[K]{};
+      dim_t base[K]{};
+      double local[NR]{};
+    };
+
+    template <std::size_t I>
+    static CTG_FORCEINLINE compute_t<typename node_at<I>::dtype> eval(const ctx& c, dim_t j) {
+      using node = node_at<I>;
+      using T = typename node::dtype;
+      using C = compute_t<T>;
+      if constexpr (node::kind == node_kind::constant) {
+        return static_cast<C>(node::value);
+      } else if constexpr (I != R && table.materialized[I]) {
+        constexpr std::size_t k = info::info.input_slot[I];
+        const T* p = reinterpret_cast<const T*>(c.ptr[k]);
+        if constexpr (detail::advances_inner<node>) return load_as<T>(p[c.base[k] + j]);
+        else return load_as<T>(p[c.base[k]]);
+      } else if constexpr (node::kind == node_kind::reduce) {
+        return static_cast<C>(c.local[info::info.reduction_slot[I]]);
+      } else {
+        static_assert(node::kind == node_kind::elementwise);
+        return [&]<class... X>(tl::list<X...>) {
+          return round_to<T>(node::op::apply(static_cast<C>(eval<tl::index_of_v<X, nodes>>(c, j))...));
+        }(typename node::children{});
+      }
+    }
+
+    // Reduce child of reduction node I over j in [0, L).
+    template <std::size_t I>
+    static CTG_FORCEINLINE double reduce_row(const ctx& c, dim_t L) {
+      using node = node_at<I>;
+      using Op = typename node::op;
+      constexpr std::size_t child = table.node[I].child[0];
+      double acc = Op::template identity<double>();
+      for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(eval<child>(c, j)));
+      return acc;
+    }
+
+    template <std::size_t... S>
+    static CTG_FORCEINLINE void inline_reductions(ctx& c, dim_t L, std::index_sequence<S...>) {
+      auto one = [&]<std::size_t Slot>(std::integral_constant<std::size_t, Slot>) {
+        constexpr std::size_t I = info::info.reduction[Slot];
+        using node = node_at<I>;
+        const double v = node::op::finalize(reduce_row<I>(c, L), static_cast<double>(L));
+        c.local[Slot] = round_to<typename node::dtype>(static_cast<compute_t<typename node::dtype>>(v));
+      };
+      (one(std::integral_constant<std::size_t, S>{}), ...);
+      (void)one;
+    }
+  };
+
+  template <std::size_t R>
+  void run_fused() {
+    using F = fused<R>;
+    using info = typename F::info;
+    using root = node_at<R>;
+    using T = typename root::dtype;
+    const rt_shape& it = shapes_[info::iteration_node];
+    const dim_t total = it.numel();
+    T* out = reinterpret_cast<T*>(buf_[R]);
+    typename F::ctx c;
+    dim_t stride[F::K][max_rank]{};
+    bool all_same = info::nreductions == 0;
+    for (std::size_t k = 0; k < info::ninputs; ++k) {
+      c.ptr[k] = buf_[info::info.input[k]];
+      const rt_shape& s = shapes_[info::info.input[k]];
+      loop_strides(s, it, stride[k]);
+      all_same = all_same && s == it;
+    }
+    if (total == 0) return;
+    constexpr bool row_reduce = root::kind == node_kind::reduce && table.node[R].row_reduction;
+    constexpr bool generic_reduce = root::kind == node_kind::reduce && !table.node[R].row_reduction;
+    // A loop over rows of the last dim; one flat row when every input matches the loop's shape.
+    const bool flat = all_same && !row_reduce;
+    const dim_t L = flat ? total : it.last();
+    const dim_t rows = total / (L ? L : 1);
+    const std::size_t outer = it.rank > 0 ? it.rank - 1 : 0;
+
+    dim_t out_stride[max_rank]{};
+    double* acc = acc_.data();
+    dim_t out_count = 1;
+    if constexpr (generic_reduce) {
+      loop_strides(shapes_[R], it, out_stride);
+      out_count = shapes_[R].numel();
+      std::fill(acc, acc + out_count, root::op::template identity<double>());
+    }
+    for (dim_t row = 0; row < rows; ++row) {
+      dim_t out_base = 0;
+      if (flat) {
+        for (std::size_t k = 0; k < info::ninputs; ++k) c.base[k] = 0;
+      } else {
+        dim_t rest = row;
+        for (std::size_t k = 0; k < info::ninputs; ++k) c.base[k] = 0;
+        for (std::size_t d = outer; d-- > 0;) {
+          const dim_t idx = rest % it.d[d];
+          rest /= it.d[d];
+          for (std::size_t k = 0; k < info::ninputs; ++k) c.base[k] += idx * stride[k][d];
+          out_base += idx * out_stride[d];
+        }
+      }
+      F::inline_reductions(c, L, std::make_index_sequence<info::nreductions>{});
+      if constexpr (row_reduce) {
+        const double v = F::template reduce_row<R>(c, L);
+        out[row] = store_as<T>(root::op::finalize(v, static_cast<double>(L)));
+      } else if constexpr (generic_reduce) {
+        constexpr std::size_t child = table.node[R].child[0];
+        using Op = typename root::op;
+        if constexpr (detail::advances_inner<root>) {
+          for (dim_t j = 0; j < L; ++j)
+            acc[out_base + j] = Op::combine(acc[out_base + j], static_cast<double>(F::template eval<child>(c, j)));
+        } else {
+          acc[out_base] = Op::combine(acc[out_base], F::template reduce_row<R>(c, L));
+        }
+      } else {
+        T* o = out + row * L;
+        for (dim_t j = 0; j < L; ++j) o[j] = store_as<T>(F::template eval<R>(c, j));
+      }
+    }
+    if constexpr (generic_reduce) {
+      const double count = static_cast<double>(total) / static_cast<double>(out_count);
+      for (dim_t i = 0; i < out_count; ++i) out[i] = store_as<T>(root::op::finalize(acc[i], count));
+    }
+  }
+
+  // Batched matmul: each batch is C[M,N] = A[M,K] B[K,N], accumulated in f32 (f64 for f64).
+  template <std::size_t R>
+  void run_matmul() {
+    using node = node_at<R>;
+    constexpr std::size_t ia = table.node[R].child[0], ib = table.node[R].child[1];
+    using TA = typename node_at<ia>::dtype;
+    using TB = typename node_at<ib>::dtype;
+    using TC = typename node::dtype;
+    using C = compute_t<TC>;
+    const rt_shape &sa = shapes_[ia], &sb = shapes_[ib], &sc = shapes_[R];
+    const dim_t M = sc.d[sc.rank - 2], Nn = sc.d[sc.rank - 1], K = sa.d[sa.rank - 1];
+    rt_shape batch = sc;
+    batch.rank -= 2;
+    rt_shape ba = sa, bb = sb;
+    ba.rank -= 2;
+    bb.rank -= 2;
+    dim_t stride_a[max_rank]{}, stride_b[max_rank]{};
+    loop_strides(ba, batch, stride_a);
+    loop_strides(bb, batch, stride_b);
+    const dim_t nbatch = batch.numel();
+    const TA* A = reinterpret_cast<const TA*>(buf_[ia]);
+    const TB* B = reinterpret_cast<const TB*>(buf_[ib]);
+    TC* Cout = reinterpret_cast<TC*>(buf_[R]);
+    C* acc;
+    if constexpr (std::is_same_v<C, double>) acc = acc_.data();
+    else acc = accf_.data();
+    for (dim_t b = 0; b < nbatch; ++b) {
+      dim_t oa = 0, ob = 0, rest = b;
+      for (std::size_t d = batch.rank; d-- > 0;) {
+        const dim_t idx = rest % batch.d[d];
+        rest /= batch.d[d];
+        oa += idx * stride_a[d];
+        ob += idx * stride_b[d];
+      }
+      const TA* a = A + oa * M * K;
+      const TB* bm = B + ob * K * Nn;
+      TC* cm = Cout + b * M * Nn;
+      for (dim_t i = 0; i < M; ++i) {
+        for (dim_t j = 0; j < Nn; ++j) acc[j] = C(0);
+        for (dim_t k = 0; k < K; ++k) {
+          const C av = static_cast<C>(load_as<TA>(a[i * K + k]));
+          const TB* brow = bm + k * Nn;
+          for (dim_t j = 0; j < Nn; ++j) acc[j] += av * static_cast<C>(load_as<TB>(brow[j]));
+        }
+        for (dim_t j = 0; j < Nn; ++j) cm[i * Nn + j] = store_as<TC>(acc[j]);
+      }
+    }
+  }
+
+  template <std::size_t R>
+  void run_transpose() {
+    using T = typename node_at<R>::dtype;
+    constexpr std::size_t ix = table.node[R].child[0];
+    const rt_shape& s = shapes_[ix];
+    const dim_t rows = s.d[s.rank - 2], cols = s.d[s.rank - 1];
+    const dim_t nbatch = rows * cols > 0 ? s.numel() / (rows * cols) : 0;
+    const T* x = reinterpret_cast<const T*>(buf_[ix]);
+    T* out = reinterpret_cast<T*>(buf_[R]);
+    for (dim_t b = 0; b < nbatch; ++b)
+      for (dim_t i = 0; i < rows; ++i)
+        for (dim_t j = 0; j < cols; ++j) out[b * rows * cols + j * rows + i] = x[b * rows * cols + i * cols + j];
+  }
+
+  // ----------------------------------------------------------- commit ----
+  float commit() {
+    using loss = tl::at_t<0, typename Step::outputs>;
+    constexpr std::size_t il = tl::index_of_v<loss, nodes>;
+    const auto* lp = reinterpret_cast<const typename loss::dtype*>(buf_[il]);
+    const std::size_t count = static_cast<std::size_t>(shapes_[il].numel());
+    const float first = count ? static_cast<float>(load_as(lp[0])) : 0.0f;
+    if (check_finite_) {
+      for (std::size_t i = 0; i < count; ++i)
+        if (!std::isfinite(static_cast<double>(load_as(lp[i]))))
+          throw error("ctg: the loss is not finite (" + std::to_string(static_cast<double>(load_as(lp[i]))) +
+                      "); nothing was written");
+    }
+    // Nothing visible changes before this point.
+    value_.assign(lp, lp + count);
+    copy_grads(std::make_index_sequence<Step::wrt::size>{});
+    return first;
+  }
+
+  template <std::size_t... W>
+  void copy_grads(std::index_sequence<W...>) {
+    auto one = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+      using L = tl::at_t<K, typename Step::wrt>;
+      using G = tl::at_t<K + 1, typename Step::outputs>;
+      constexpr std::size_t ig = tl::index_of_v<G, nodes>;
+      constexpr std::size_t il = tl::index_of_v<L, nodes>;
+      std::memcpy(grads_.data() + layout.grad_offset[il], buf_[ig], numel_of<L>() * sizeof(typename L::dtype));
+    };
+    (one(std::integral_constant<std::size_t, W>{}), ...);
+  }
+
+  arena params_, grads_, scratch_;
+  std::array<std::byte*, N> buf_{};
+  std::array<rt_shape, N> shapes_{};
+  std::vector<double> acc_;
+  std::vector<float> accf_;
+  std::vector<typename tl::at_t<0, typename Step::outputs>::dtype> value_;
+  bool check_finite_ = false;
+};
+
+}  // namespace cpu
+
+template <class Step>
+cpu::store<Step> make_store(cpu::device, Step) {
+  return {};
+}
+
+}  // namespace ctg

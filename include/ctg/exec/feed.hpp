@@ -1,0 +1,38 @@
+#pragma once
+// ctg::feed<X>(data, dyn_dims...): the data of input leaf X for one step, with
+// one size per ctg::dyn dim of X, in order.
+#include <cstddef>
+#include <span>
+
+#include <ctg/graph/node.hpp>
+
+namespace ctg {
+
+template <class Leaf>
+struct feed_t {
+  using leaf = Leaf;
+  std::span<const typename Leaf::dtype> data;
+  dim_t dyn_dims[max_rank]{};
+};
+
+namespace detail {
+template <class S>
+consteval std::size_t dyn_count() {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < S::rank; ++i) n += S::dims[i] == dyn;
+  return n;
+}
+}  // namespace detail
+
+template <class Leaf, class... Sizes>
+feed_t<Leaf> feed(std::span<const typename Leaf::dtype> data, Sizes... sizes) {
+  static_assert(is_leaf_v<Leaf> && Leaf::role == leaf_role::input, "ctg: feed<X> takes an input leaf");
+  static_assert(sizeof...(Sizes) == detail::dyn_count<typename Leaf::dims>(),
+                "ctg: feed<X>(data, sizes...) needs exactly one size per ctg::dyn dim of X");
+  feed_t<Leaf> f{data, {}};
+  std::size_t i = 0;
+  ((f.dyn_dims[i++] = static_cast<dim_t>(sizes)), ...);
+  return f;
+}
+
+}  // namespace ctg

@@ -1,0 +1,54 @@
+#pragma once
+// What one fusion group reads: its input buffers and its inlined row
+// reductions, as constexpr tables derived from the schedule.
+#include <ctg/graph/schedule.hpp>
+
+namespace ctg::detail {
+
+template <class Step, std::size_t Root>
+struct group_info {
+  using sched = schedule<Step>;
+  static constexpr std::size_t n = sched::size;
+  static constexpr const auto& t = sched::table;
+
+  struct tables {
+    std::size_t input[n]{};       // node index of each input buffer
+    std::size_t input_slot[n]{};  // node index -> its input slot
+    std::size_t ninputs = 0;
+    std::size_t reduction[n]{};   // inlined row reductions, in topological order
+    std::size_t reduction_slot[n]{};
+    std::size_t nreductions = 0;
+  };
+  static constexpr tables info = [] {
+    tables r;
+    bool seen[n]{};
+    for (std::size_t i = 0; i <= Root; ++i) {
+      if (t.group[i] != Root) continue;
+      if (i != Root && t.node[i].kind == node_kind::reduce) {
+        r.reduction_slot[i] = r.nreductions;
+        r.reduction[r.nreductions++] = i;
+      }
+      for (std::size_t k = 0; k < t.node[i].nchild; ++k) {
+        const std::size_t c = t.node[i].child[k];
+        if (t.materialized[c] && !seen[c]) {
+          seen[c] = true;
+          r.input_slot[c] = r.ninputs;
+          r.input[r.ninputs++] = c;
+        }
+      }
+    }
+    return r;
+  }();
+  static constexpr std::size_t ninputs = info.ninputs;
+  static constexpr std::size_t nreductions = info.nreductions;
+  // The node whose shape the loop runs over.
+  static constexpr std::size_t iteration_node = t.node[Root].kind == node_kind::reduce ? t.node[Root].child[0] : Root;
+};
+
+// Within a group's loop, along the innermost dim, does buffer node I advance
+// (stride 1) or stay (stride 0, broadcast)? Known statically: a dim that is
+// not a static 1 never broadcasts.
+template <class Node>
+inline constexpr bool advances_inner = Node::dims::rank > 0 && Node::dims::dims[Node::dims::rank - 1] != 1;
+
+}  // namespace ctg::detail

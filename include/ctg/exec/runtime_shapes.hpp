@@ -1,0 +1,117 @@
+#pragma once
+// Run-time shapes: every node's static dims with the fed sizes filled in,
+// checked as they are computed. Shared by every backend.
+#include <cstdio>
+
+#include <ctg/core/error.hpp>
+#include <ctg/graph/schedule.hpp>
+
+namespace ctg::detail {
+
+inline std::string dims_text(const rt_shape& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.rank; ++i) t += (i ? ", " : "") + std::to_string(s.d[i]);
+  return t + "]";
+}
+
+inline dim_t checked_numel(const rt_shape& s, const char* what) {
+  dim_t n = 1;
+  for (std::size_t i = 0; i < s.rank; ++i) {
+    if (s.d[i] < 0) throw error(std::string("ctg: negative size in ") + what + " dims " + dims_text(s));
+    if (__builtin_mul_overflow(n, s.d[i], &n))
+      throw error(std::string("ctg: size overflows in ") + what + ": dims " + dims_text(s));
+  }
+  return n;
+}
+
+// numpy broadcast of two run-time shapes; a dyn dim never stretches.
+inline rt_shape broadcast_rt(const rt_shape& a, const rt_shape& b, const char* where) {
+  rt_shape r;
+  r.rank = a.rank > b.rank ? a.rank : b.rank;
+  for (std::size_t i = 0; i < r.rank; ++i) {
+    const dim_t da = i < a.rank ? a.d[a.rank - 1 - i] : 1, db = i < b.rank ? b.d[b.rank - 1 - i] : 1;
+    dim_t& out = r.d[r.rank - 1 - i];
+    if (da == db || db == 1) out = da;
+    else if (da == 1) out = db;
+    else
+      throw error(std::string("ctg: shape mismatch at run time in ") + where + ": " + dims_text(a) + " vs " +
+                  dims_text(b));
+  }
+  return r;
+}
+
+template <class S>
+rt_shape static_rt() {
+  rt_shape r;
+  r.rank = S::rank;
+  for (std::size_t i = 0; i < S::rank; ++i) r.d[i] = S::dims[i];
+  return r;
+}
+
+// Fill the ctg::dyn dims of static shape S from `from` (a shape S stretches to, right-aligned).
+template <class S>
+rt_shape fill_dyn(const rt_shape& from) {
+  rt_shape r = static_rt<S>();
+  for (std::size_t i = 0; i < S::rank; ++i)
+    if (r.d[i] == dyn) r.d[i] = from.d[from.rank - S::rank + i];
+  return r;
+}
+
+// Compute the run-time shape of node I of Nodes from the shapes before it.
+template <class Nodes, std::size_t I>
+void resolve_shape(rt_shape* shapes) {
+  using N = tl::at_t<I, Nodes>;
+  auto at = [&]<class C>(std::type_identity<C>) -> const rt_shape& { return shapes[tl::index_of_v<C, Nodes>]; };
+  rt_shape& out = shapes[I];
+  if constexpr (N::kind == node_kind::leaf) {
+    if constexpr (N::role != leaf_role::input) out = static_rt<typename N::dims>();
+    // inputs were filled from their feeds
+  } else if constexpr (N::kind == node_kind::constant || N::kind == node_kind::runtime_scalar) {
+    out = rt_shape{};
+  } else if constexpr (N::kind == node_kind::elementwise) {
+    using Op = typename N::op;
+    if constexpr (requires { typename Op::like; }) {
+      if constexpr (std::is_void_v<typename Op::like>) out = static_rt<typename N::dims>();
+      else out = at(std::type_identity<typename Op::like>{});
+    } else {
+      // Each dim is set by the children whose static dim there is not 1; a
+      // static 1 (or a missing dim) stretches, anything else must agree.
+      using S = typename N::dims;
+      out = static_rt<S>();
+      for (std::size_t i = 0; i < S::rank; ++i) out.d[i] = 1;
+      auto merge = [&]<class C>(std::type_identity<C>) {
+        const rt_shape& c = at(std::type_identity<C>{});
+        for (std::size_t i = 0; i < C::dims::rank; ++i) {
+          if (C::dims::dims[i] == 1) continue;
+          dim_t& o = out.d[S::rank - C::dims::rank + i];
+          if (o == 1) o = c.d[i];
+          else if (o != c.d[i])
+            throw error("ctg: shape mismatch at run time in an elementwise op: dim " + std::to_string(c.d[i]) +
+                        " vs " + std::to_string(o) + " (a ctg::dyn dim never broadcasts)");
+        }
+      };
+      [&]<class... C>(tl::list<C...>) { (merge(std::type_identity<C>{}), ...); }(typename N::children{});
+    }
+  } else if constexpr (N::kind == node_kind::reduce) {
+    out = fill_dyn<typename N::dims>(at(std::type_identity<tl::at_t<0, typename N::children>>{}));
+  } else if constexpr (N::kind == node_kind::transpose) {
+    out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+    const dim_t t = out.d[out.rank - 1];
+    out.d[out.rank - 1] = out.d[out.rank - 2];
+    out.d[out.rank - 2] = t;
+  } else {
+    static_assert(N::kind == node_kind::matmul);
+    const rt_shape& a = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+    const rt_shape& b = at(std::type_identity<tl::at_t<1, typename N::children>>{});
+    if (a.d[a.rank - 1] != b.d[b.rank - 2])
+      throw error("ctg: shape mismatch at run time in matmul: " + dims_text(a) + " @ " + dims_text(b));
+    rt_shape ba = a, bb = b;
+    ba.rank -= 2;
+    bb.rank -= 2;
+    out = broadcast_rt(ba, bb, "matmul batch dims");
+    out.d[out.rank++] = a.d[a.rank - 2];
+    out.d[out.rank++] = b.d[b.rank - 1];
+  }
+}
+
+}  // namespace ctg::detail

@@ -1,0 +1,214 @@
+#pragma once
+// Reverse-mode autodiff at compile time. Each op has one rule, written as
+// ordinary ctg expressions, so the backward graph is a graph like any other and
+// is scheduled and fused the same way. The gradient of node N is the sum, over
+// every consumer C of N, of C's rule applied to C's gradient; each
+// contribution is summed down to N's shape and cast to N's dtype.
+#include <ctg/graph/ops.hpp>
+#include <ctg/graph/traits.hpp>
+
+namespace ctg {
+
+// ---------------------------------------------------------------- rules ----
+// rule<K>(node, g): the gradient reaching child K of `node`, given the
+// gradient g of node itself (before summing to the child's shape).
+namespace rules {
+template <class Op, class Self, class G, class X>
+constexpr auto unary(Self self, G g, X x) {
+  if constexpr (std::is_same_v<Op, op::neg>) return -g;
+  else if constexpr (std::is_same_v<Op, op::exp>) return g * self;
+  else if constexpr (std::is_same_v<Op, op::log>) return g / x;
+  else if constexpr (std::is_same_v<Op, op::sqrt>) return g * lit<0.5> / self;
+  else if constexpr (std::is_same_v<Op, op::rsqrt>) return g * lit<-0.5> * self * self * self;
+  else if constexpr (std::is_same_v<Op, op::square>) return g * lit<2.0> * x;
+  else if constexpr (std::is_same_v<Op, op::abs>) return g * detail::make_ew<op::sign, X>();
+  else if constexpr (std::is_same_v<Op, op::relu>) return g * detail::make_ew<op::step, X>();
+  else if constexpr (std::is_same_v<Op, op::sigmoid>) return g * self * (lit<1.0> - self);
+  else if constexpr (std::is_same_v<Op, op::tanh>) return g * (lit<1.0> - square(self));
+  else if constexpr (std::is_same_v<Op, op::silu>) return g * detail::make_ew<op::silu_grad, X>();
+  else if constexpr (std::is_same_v<Op, op::gelu>) return g * detail::make_ew<op::gelu_grad, X>();
+  // cast and broadcast pass the gradient on; the caller casts it back to the
+  // child's dtype and sums it down to the child's shape.
+  else return g;
+}
+
+template <std::size_t K, class Op, class Self, class G, class A, class B>
+constexpr auto binary(Self self, G g, A a, B b) {
+  if constexpr (std::is_same_v<Op, op::add>) return g;
+  else if constexpr (std::is_same_v<Op, op::sub>) {
+    if constexpr (K == 0) return g;
+    else return -g;
+  } else if constexpr (std::is_same_v<Op, op::mul>) {
+    if constexpr (K == 0) return g * b;
+    else return g * a;
+  } else {
+    static_assert(std::is_same_v<Op, op::div>);
+    if constexpr (K == 0) return g / b;
+    else return -(g * self) / b;  // d(a/b)/db = -(a/b)/b
+  }
+}
+}  // namespace rules
+
+template <std::size_t K, class Op, class... Xs, class G>
+constexpr auto rule(elementwise_node<Op, Xs...> self, G g) {
+  using children = tl::list<Xs...>;
+  if constexpr (sizeof...(Xs) == 1) return rules::unary<Op>(self, g, tl::at_t<0, children>{});
+  else return rules::binary<K, Op>(self, g, tl::at_t<0, children>{}, tl::at_t<1, children>{});
+}
+
+template <std::size_t K, class Op, class Out, class X, class G>
+constexpr auto rule(reduce_node<Op, Out, X>, G g) {
+  if constexpr (std::is_same_v<Op, op::sum_r>) {
+    return broadcast_like<X>(g);
+  } else if constexpr (std::is_same_v<Op, op::mean_r>) {
+    return broadcast_like<X>(g) * recip_count_node<X, reduce_node<Op, Out, X>, typename G::dtype>{};
+  } else {
+    // max: the gradient goes to the elements equal to the max, split evenly among ties.
+    auto hit = detail::make_ew<op::equal, X, reduce_node<Op, Out, X>>();
+    return g * hit / sum_to<Out>(hit);
+  }
+}
+
+template <std::size_t K, class A, class B, class G>
+constexpr auto rule(matmul_node<A, B>, G g) {
+  if constexpr (K == 0) return matmul(g, transpose(B{}));
+  else return matmul(transpose(A{}), g);
+}
+
+template <std::size_t K, class X, class G>
+constexpr auto rule(transpose_node<X>, G g) {
+  return transpose(g);
+}
+
+// ------------------------------------------------------- reverse sweep ----
+
+struct no_gradient {};  // marks "no gradient reaches this node"
+
+namespace detail {
+template <class Loss, class Fwd, class N>
+consteval auto gradient_of();
+}
+
+// The gradient expression of node N, for a loss whose forward nodes are Fwd.
+template <class Loss, class Fwd, class N>
+using gradient_t = typename decltype(detail::gradient_of<Loss, Fwd, N>())::type;
+
+namespace detail {
+template <class Loss, class Fwd, class N>
+inline constexpr auto gradient_v = gradient_of<Loss, Fwd, N>();
+
+// The contribution of consumer C (gradient G) to its K-th child, if that child is N.
+template <class N, class C, class G, std::size_t K>
+consteval auto contribution() {
+  using child = tl::at_t<K, typename C::children>;
+  if constexpr (!std::is_same_v<child, N>) {
+    return tl::list<>{};
+  } else {
+    using raw = decltype(rule<K>(C{}, G{}));
+    using summed = decltype(sum_to<typename N::dims>(raw{}));
+    return tl::list<decltype(cast<typename N::dtype>(summed{}))>{};
+  }
+}
+
+template <class Loss, class Fwd, class N, class C>
+consteval auto contributions_from() {
+  if constexpr (!C::requires_grad || !tl::contains_v<N, typename C::children>) {
+    return tl::list<>{};
+  } else {
+    using G = gradient_t<Loss, Fwd, C>;
+    if constexpr (std::is_same_v<G, no_gradient>) return tl::list<>{};
+    else
+      return []<std::size_t... K>(std::index_sequence<K...>) {
+        return tl::concat_t<decltype(contribution<N, C, G, K>())...>{};
+      }(std::make_index_sequence<C::children::size>{});
+  }
+}
+
+template <class... Cs>
+constexpr auto sum_contributions(tl::list<Cs...>) {
+  if constexpr (sizeof...(Cs) == 0) return no_gradient{};
+  else return (Cs{} + ...);
+}
+
+template <class Loss, class Fwd, class N>
+consteval auto gradient_of() {
+  if constexpr (std::is_same_v<N, Loss>) {
+    return std::type_identity<constant_node<1.0, typename Loss::dtype>>{};
+  } else if constexpr (!N::requires_grad) {
+    return std::type_identity<no_gradient>{};
+  } else {
+    return []<class... Cs>(tl::list<Cs...>) {
+      using all = tl::concat_t<decltype(contributions_from<Loss, Fwd, N, Cs>())...>;
+      return std::type_identity<decltype(sum_contributions(all{}))>{};
+    }(Fwd{});
+  }
+}
+}  // namespace detail
+
+// ------------------------------------------------------- value_and_grad ----
+
+template <class... Leaves>
+struct wrt_t {};
+// The leaves to differentiate with respect to: ctg::wrt<W1, W2>.
+template <class... Leaves>
+inline constexpr wrt_t<Leaves...> wrt{};
+
+// A compiled step: the graph of outputs, run by a store on some device.
+// Outputs are the loss (or the forward value) followed by the gradients.
+template <class Outputs, class Wrt>
+struct graph_step {
+  using outputs = Outputs;
+  using wrt = Wrt;
+  using nodes = topo_t<Outputs>;
+  static_assert(leaf_names_unique_v<nodes>, "ctg: two different leaves share one name");
+
+  template <class Store, class... Feeds>
+  float operator()(Store& store, const Feeds&... feeds) const {
+    return store.run(feeds...);
+  }
+};
+
+namespace detail {
+template <class Loss, class L>
+consteval bool check_wrt_leaf() {
+  static_assert(expr<L> && is_leaf_v<L>, "ctg: wrt<...> takes leaves (ctg::param types)");
+  static_assert(L::role != leaf_role::frozen,
+                "ctg: frozen parameter: a frozen leaf never has a gradient; remove it from wrt<...>");
+  static_assert(L::role != leaf_role::input, "ctg: no gradient path: inputs do not get gradients");
+  static_assert(L::role != leaf_role::param || has_grad_path_v<Loss, L>,
+                "ctg: no gradient path from the loss to this parameter (unused, or reached only through no_grad)");
+  return L::role == leaf_role::param && has_grad_path_v<Loss, L>;
+}
+}  // namespace detail
+
+// value_and_grad(loss, wrt<W...>): a step computing the loss and the gradient
+// of each W. All checks happen here, at compile time.
+template <expr Loss, class... Leaves>
+constexpr auto value_and_grad(Loss, wrt_t<Leaves...>) {
+  static_assert(Loss::requires_grad,
+                "ctg: loss does not require grad: no trainable parameter reaches it "
+                "(frozen leaves, inputs and no_grad carry no gradient)");
+  static_assert(Loss::dims::rank == 0, "ctg: loss must be a scalar (reduce it with ctg::sum or ctg::mean)");
+  static_assert(sizeof...(Leaves) > 0, "ctg: value_and_grad needs at least one leaf in wrt<...>");
+  if constexpr (Loss::requires_grad && Loss::dims::rank == 0 && sizeof...(Leaves) > 0) {
+    constexpr bool ok = (detail::check_wrt_leaf<Loss, Leaves>() && ...);
+    if constexpr (ok) {
+      using fwd = topo_t<tl::list<Loss>>;
+      return graph_step<tl::list<Loss, gradient_t<Loss, fwd, Leaves>...>, tl::list<Leaves...>>{};
+    }
+  }
+}
+
+// value_and_grad(loss): with respect to every trainable parameter the loss reaches.
+template <expr Loss>
+constexpr auto value_and_grad(Loss loss) {
+  return []<class... Ps>(Loss l, tl::list<Ps...>) { return value_and_grad(l, wrt<Ps...>); }(loss, params_t<Loss>{});
+}
+
+// forward(e): a step that only evaluates e (any shape); read it with store.value().
+template <expr E>
+constexpr auto forward(E) {
+  return graph_step<tl::list<E>, tl::list<>>{};
+}
+
+}  // namespace ctg

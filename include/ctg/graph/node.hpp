@@ -1,0 +1,319 @@
+#pragma once
+// Graph nodes. Every node is an empty class template whose type names its
+// children; two nodes of the same type are the same node. Each node exposes:
+//   dtype          element type of its value
+//   dims           a ctg::shape<...> (static part of the shape)
+//   children       tl::list of child node types
+//   kind           what executes it (see node_kind)
+//   requires_grad  whether a gradient flows into it
+#include <cstddef>
+#include <type_traits>
+
+#include <ctg/core/fixed_string.hpp>
+#include <ctg/core/math.hpp>
+#include <ctg/core/shape.hpp>
+#include <ctg/core/type_list.hpp>
+#include <ctg/graph/dtype_rules.hpp>
+
+namespace ctg {
+
+enum class node_kind {
+  leaf,            // param / frozen / input: a buffer owned by the store or fed
+  constant,        // a literal, inlined into every loop that reads it
+  runtime_scalar,  // a scalar known once run-time shapes are (e.g. 1/count for mean)
+  elementwise,     // one value per output element from the children's values there
+  reduce,          // sum / mean / max over some axes
+  matmul,          // (batched) matrix product
+  transpose,       // swap of the last two dims
+};
+
+enum class leaf_role { param, frozen, input };
+
+template <class N>
+concept expr = requires {
+  typename N::ctg_node;
+  typename N::dtype;
+  typename N::dims;
+  typename N::children;
+};
+
+template <class N>
+using dtype_t = typename N::dtype;
+template <class N>
+using shape_t = typename N::dims;
+template <class N>
+inline constexpr bool requires_grad_v = N::requires_grad;
+
+namespace detail {
+template <class... Cs>
+inline constexpr bool any_requires_grad = (Cs::requires_grad || ...);
+template <class List>
+struct any_rg;
+template <class... Cs>
+struct any_rg<tl::list<Cs...>> : std::bool_constant<any_requires_grad<Cs...>> {};
+}  // namespace detail
+
+// ---------------------------------------------------------------- leaves ----
+
+template <fixed_string Name, class T, leaf_role Role, dim_t... Dims>
+struct leaf_node {
+  static_assert(element_type<T>, "ctg: a leaf's element type must be f32, f64, bf16, f16, e4m3 or e5m2");
+  static_assert(Role == leaf_role::input || shape<Dims...>::is_static,
+                "ctg: parameters need static dims (only inputs may use ctg::dyn)");
+  using ctg_node = void;
+  using dtype = T;
+  using dims = shape<Dims...>;
+  using children = tl::list<>;
+  static constexpr node_kind kind = node_kind::leaf;
+  static constexpr leaf_role role = Role;
+  static constexpr fixed_string name = Name;
+  static constexpr bool requires_grad = Role == leaf_role::param;
+};
+
+// A trainable parameter, a frozen one (never gets a gradient), and a fed input.
+template <fixed_string Name, class T, dim_t... Dims>
+using param = leaf_node<Name, T, leaf_role::param, Dims...>;
+template <fixed_string Name, class T, dim_t... Dims>
+using frozen = leaf_node<Name, T, leaf_role::frozen, Dims...>;
+template <fixed_string Name, class T, dim_t... Dims>
+using input = leaf_node<Name, T, leaf_role::input, Dims...>;
+
+template <class N>
+inline constexpr bool is_leaf_v = N::kind == node_kind::leaf;
+
+// ------------------------------------------------------------- constants ----
+
+template <double V, class T>
+struct constant_node {
+  using ctg_node = void;
+  using dtype = T;
+  using dims = shape<>;
+  using children = tl::list<>;
+  static constexpr node_kind kind = node_kind::constant;
+  static constexpr bool requires_grad = false;
+  static constexpr double value = V;
+};
+
+// A literal: `x * ctg::lit<2.0>` takes x's dtype.
+template <double V>
+struct literal {};
+template <double V>
+inline constexpr literal<V> lit{};
+
+// 1 / (numel(Big) / numel(Small)): the scale of a mean, known once shapes are.
+template <class Big, class Small, class T>
+struct recip_count_node {
+  using ctg_node = void;
+  using dtype = T;
+  using dims = shape<>;
+  using children = tl::list<Big, Small>;
+  static constexpr node_kind kind = node_kind::runtime_scalar;
+  static constexpr bool requires_grad = false;
+};
+
+// ----------------------------------------------------------- elementwise ----
+
+// Elementwise functors. Each has `apply` over compute values (float or double),
+// shared by the CPU loops and the CUDA kernels.
+namespace op {
+#define CTG_UNARY_OP(NAME, EXPR)                              \
+  struct NAME {                                               \
+    static constexpr bool differentiable = true;              \
+    template <class C>                                        \
+    CTG_HD static CTG_FORCEINLINE C apply(C x) { return EXPR; } \
+  };
+CTG_UNARY_OP(neg, -x)
+CTG_UNARY_OP(exp, math::exp(x))
+CTG_UNARY_OP(log, math::log(x))
+CTG_UNARY_OP(sqrt, math::sqrt(x))
+CTG_UNARY_OP(rsqrt, C(1) / math::sqrt(x))
+CTG_UNARY_OP(square, x* x)
+CTG_UNARY_OP(abs, math::abs(x))
+CTG_UNARY_OP(relu, x > C(0) ? x : C(0))
+CTG_UNARY_OP(sigmoid, math::sigmoid(x))
+CTG_UNARY_OP(tanh, math::tanh(x))
+CTG_UNARY_OP(silu, x* math::sigmoid(x))
+// gelu with the exact erf form (PyTorch's default).
+CTG_UNARY_OP(gelu, C(0.5) * x * (C(1) + math::erf(x * C(0.70710678118654752440))))
+// Derivatives used by backward rules; not differentiable themselves.
+CTG_UNARY_OP(sign, x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0)))
+CTG_UNARY_OP(step, x > C(0) ? C(1) : C(0))
+CTG_UNARY_OP(silu_grad, math::sigmoid(x) * (C(1) + x * (C(1) - math::sigmoid(x))))
+CTG_UNARY_OP(gelu_grad, C(0.5) * (C(1) + math::erf(x * C(0.70710678118654752440))) +
+                            x * C(0.39894228040143267794) * math::exp(C(-0.5) * x * x))
+#undef CTG_UNARY_OP
+
+#define CTG_BINARY_OP(NAME, EXPR)                                    \
+  struct NAME {                                                      \
+    static constexpr bool differentiable = true;                     \
+    template <class C>                                               \
+    CTG_HD static CTG_FORCEINLINE C apply(C a, C b) { return EXPR; } \
+  };
+CTG_BINARY_OP(add, a + b)
+CTG_BINARY_OP(sub, a - b)
+CTG_BINARY_OP(mul, a* b)
+CTG_BINARY_OP(div, a / b)
+CTG_BINARY_OP(equal, a == b ? C(1) : C(0))
+#undef CTG_BINARY_OP
+
+// cast<T>: the value converted to T (rounded once, at the node's output).
+template <class T>
+struct cast {
+  static constexpr bool differentiable = true;
+  using result_dtype = T;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
+};
+// no_grad: the value, with no gradient path through it.
+struct no_grad {
+  static constexpr bool differentiable = false;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
+};
+// broadcast<S, Like>: the value stretched to shape S. Dims of S that are
+// ctg::dyn take their run-time size from node Like (which has shape S).
+template <class S, class Like = void>
+struct broadcast {
+  static_assert(!std::is_void_v<Like> || S::is_static, "ctg: broadcast_to needs a static shape");
+  static constexpr bool differentiable = true;
+  using result_shape = S;
+  using like = Like;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
+};
+
+// Ops whose derivative is zero almost everywhere carry no gradient.
+template <class Op>
+inline constexpr bool carries_grad = Op::differentiable && !std::is_same_v<Op, sign> &&
+                                     !std::is_same_v<Op, step> && !std::is_same_v<Op, equal>;
+}  // namespace op
+
+namespace detail {
+template <class Op, class... Xs>
+consteval auto ew_dtype() {
+  if constexpr (requires { typename Op::result_dtype; }) return std::type_identity<typename Op::result_dtype>{};
+  else if constexpr (sizeof...(Xs) == 1) return std::type_identity<typename Xs::dtype...>{};
+  else return std::type_identity<promote_t<typename tl::at_t<0, tl::list<Xs...>>::dtype,
+                                           typename tl::at_t<1, tl::list<Xs...>>::dtype>>{};
+}
+template <class Op, class... Xs>
+consteval auto ew_shape() {
+  if constexpr (requires { typename Op::result_shape; }) return std::type_identity<typename Op::result_shape>{};
+  else if constexpr (sizeof...(Xs) == 1) return std::type_identity<typename Xs::dims...>{};
+  else return std::type_identity<broadcast_t<typename tl::at_t<0, tl::list<Xs...>>::dims,
+                                             typename tl::at_t<1, tl::list<Xs...>>::dims>>{};
+}
+}  // namespace detail
+
+template <class Op, class... Xs>
+struct elementwise_node {
+  using ctg_node = void;
+  using dtype = typename decltype(detail::ew_dtype<Op, Xs...>())::type;
+  using dims = typename decltype(detail::ew_shape<Op, Xs...>())::type;
+  using children = tl::list<Xs...>;
+  using op = Op;
+  static constexpr node_kind kind = node_kind::elementwise;
+  static constexpr bool requires_grad = ctg::op::carries_grad<Op> && detail::any_requires_grad<Xs...>;
+};
+
+// ------------------------------------------------------------ reductions ----
+
+namespace op {
+struct sum_r {
+  template <class C> CTG_HD static constexpr C identity() { return C(0); }
+  template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return a + b; }
+  template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double) { return a; }
+};
+struct mean_r {
+  template <class C> CTG_HD static constexpr C identity() { return C(0); }
+  template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return a + b; }
+  template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double count) { return a / C(count); }
+};
+struct max_r {
+  template <class C> CTG_HD static constexpr C identity() { return -C(1) / C(0); }  // -inf
+  template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return b > a || b != b ? b : a; }
+  template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double) { return a; }
+};
+}  // namespace op
+
+// Reduce X to shape Out, which X stretches from: every dim where Out has 1 (or
+// nothing) and X does not is reduced. Axis reductions keep the axis as 1.
+template <class Op, class Out, class X>
+struct reduce_node {
+  static_assert(stretches_to<Out, typename X::dims>(), "ctg: shape mismatch: reduction target does not fit");
+  using ctg_node = void;
+  using dtype = typename X::dtype;
+  using dims = Out;
+  using children = tl::list<X>;
+  using op = Op;
+  static constexpr node_kind kind = node_kind::reduce;
+  // A max passes gradient to the arg-max elements; sum and mean to all.
+  static constexpr bool requires_grad = X::requires_grad;
+  // Reduces exactly the last axis, keeping it: fusable into a row loop.
+  static constexpr bool row_reduction = [] {
+    using XS = typename X::dims;
+    if constexpr (XS::rank == 0 || Out::rank != XS::rank) return false;
+    else {
+      for (std::size_t i = 0; i + 1 < XS::rank; ++i)
+        if (Out::dims[i] != XS::dims[i]) return false;
+      return Out::dims[XS::rank - 1] == 1 && XS::dims[XS::rank - 1] != 1;
+    }
+  }();
+};
+
+// ---------------------------------------------------------------- matmul ----
+
+namespace detail {
+template <class A, class B>
+consteval shape_value matmul_shape() {
+  constexpr shape_value a = value_of<typename A::dims>(), b = value_of<typename B::dims>();
+  shape_value r;
+  if constexpr (a.rank < 2 || b.rank < 2) {
+    r.ok = false;
+    return r;
+  } else {
+    shape_value ba = a, bb = b;  // batch dims
+    ba.rank -= 2;
+    bb.rank -= 2;
+    r = broadcast_value(ba, bb);
+    const dim_t ka = a.d[a.rank - 1], kb = b.d[b.rank - 2];
+    if (ka != kb && ka != dyn && kb != dyn) r.ok = false;
+    r.d[r.rank++] = a.d[a.rank - 2];
+    r.d[r.rank++] = b.d[b.rank - 1];
+    return r;
+  }
+}
+}  // namespace detail
+
+template <class A, class B>
+struct matmul_node {
+  using ctg_node = void;
+  using dtype = promote_t<typename A::dtype, typename B::dtype>;
+  using dims = shape_from<detail::matmul_shape<A, B>()>;
+  using children = tl::list<A, B>;
+  static constexpr node_kind kind = node_kind::matmul;
+  static constexpr bool requires_grad = A::requires_grad || B::requires_grad;
+};
+
+namespace detail {
+template <class S>
+consteval shape_value transposed_shape() {
+  shape_value v = value_of<S>();
+  const dim_t t = v.d[v.rank - 1];
+  v.d[v.rank - 1] = v.d[v.rank - 2];
+  v.d[v.rank - 2] = t;
+  return v;
+}
+}  // namespace detail
+
+template <class X>
+struct transpose_node {
+  using ctg_node = void;
+  using dtype = typename X::dtype;
+  using dims = shape_from<detail::transposed_shape<typename X::dims>()>;
+  using children = tl::list<X>;
+  static constexpr node_kind kind = node_kind::transpose;
+  static constexpr bool requires_grad = X::requires_grad;
+};
+
+}  // namespace ctg

@@ -1,0 +1,177 @@
+#pragma once
+// The public operations. Each builds a node type; shape and dtype checks fire
+// here, at the user's call, with a "ctg:" message.
+#include <ctg/graph/node.hpp>
+
+namespace ctg {
+
+namespace detail {
+template <class Op, class... Xs>
+constexpr auto make_ew() {
+  return elementwise_node<Op, Xs...>{};
+}
+template <class A, class B>
+inline constexpr bool fits_v = broadcastable_v<typename A::dims, typename B::dims>;
+
+template <class S, int Axis>
+consteval std::size_t normalize_axis() {
+  constexpr int r = static_cast<int>(S::rank);
+  static_assert(Axis >= -r && Axis < r, "ctg: axis out of range for this tensor's rank");
+  return static_cast<std::size_t>(Axis < 0 ? Axis + r : Axis);
+}
+template <class S, int Axis>
+consteval shape_value keep_axis_value() {
+  shape_value v = value_of<S>();
+  v.d[normalize_axis<S, Axis>()] = 1;
+  return v;
+}
+template <class S, int Axis>
+using keep_axis_t = shape_from<keep_axis_value<S, Axis>()>;
+}  // namespace detail
+
+// ------------------------------------------------- elementwise arithmetic ----
+
+#define CTG_BINARY_OPERATOR(SYM, OP)                                                                   \
+  template <expr A, expr B>                                                                            \
+  constexpr auto operator SYM(A, B) {                                                                  \
+    static_assert(detail::fits_v<A, B>, "ctg: shape mismatch: operands of '" #SYM "' do not broadcast"); \
+    return detail::make_ew<op::OP, A, B>();                                                            \
+  }                                                                                                    \
+  template <expr A, double V>                                                                          \
+  constexpr auto operator SYM(A, literal<V>) {                                                         \
+    return detail::make_ew<op::OP, A, constant_node<V, typename A::dtype>>();                          \
+  }                                                                                                    \
+  template <double V, expr B>                                                                          \
+  constexpr auto operator SYM(literal<V>, B) {                                                         \
+    return detail::make_ew<op::OP, constant_node<V, typename B::dtype>, B>();                          \
+  }
+CTG_BINARY_OPERATOR(+, add)
+CTG_BINARY_OPERATOR(-, sub)
+CTG_BINARY_OPERATOR(*, mul)
+CTG_BINARY_OPERATOR(/, div)
+#undef CTG_BINARY_OPERATOR
+
+template <expr X>
+constexpr auto operator-(X) {
+  return detail::make_ew<op::neg, X>();
+}
+
+#define CTG_UNARY_FUNCTION(NAME) \
+  template <expr X>              \
+  constexpr auto NAME(X) {       \
+    return detail::make_ew<op::NAME, X>(); \
+  }
+CTG_UNARY_FUNCTION(exp)
+CTG_UNARY_FUNCTION(log)
+CTG_UNARY_FUNCTION(sqrt)
+CTG_UNARY_FUNCTION(rsqrt)
+CTG_UNARY_FUNCTION(square)
+CTG_UNARY_FUNCTION(abs)
+CTG_UNARY_FUNCTION(silu)
+CTG_UNARY_FUNCTION(gelu)
+CTG_UNARY_FUNCTION(relu)
+CTG_UNARY_FUNCTION(sigmoid)
+CTG_UNARY_FUNCTION(tanh)
+#undef CTG_UNARY_FUNCTION
+
+// cast<T>(x): x converted to T. Differentiable: its backward casts the incoming
+// gradient back to x's dtype, so a cast never drops the gradient (B2).
+template <class T, expr X>
+constexpr auto cast(X) {
+  static_assert(element_type<T>, "ctg: cast target must be an element type");
+  if constexpr (std::is_same_v<T, typename X::dtype>) return X{};
+  else return detail::make_ew<op::cast<T>, X>();
+}
+
+// no_grad(x): x's value with no gradient path through it. Part of the type, so a
+// no-grad copy is never the same node as a grad one (B5).
+template <expr X>
+constexpr auto no_grad(X) {
+  return detail::make_ew<op::no_grad, X>();
+}
+
+// broadcast_to<S>(x): x stretched to shape S.
+template <class S, expr X>
+constexpr auto broadcast_to(X) {
+  static_assert(stretches_to<typename X::dims, S>(), "ctg: shape mismatch: cannot broadcast to this shape");
+  if constexpr (std::is_same_v<S, typename X::dims>) return X{};
+  else return detail::make_ew<op::broadcast<S>, X>();
+}
+// broadcast_like<L>(x): x stretched to L's shape (run-time dims taken from L).
+template <class L, expr X>
+constexpr auto broadcast_like(X) {
+  using S = typename L::dims;
+  static_assert(stretches_to<typename X::dims, S>(), "ctg: shape mismatch: cannot broadcast to this shape");
+  if constexpr (std::is_same_v<S, typename X::dims>) return X{};
+  else return detail::make_ew<op::broadcast<S, L>, X>();
+}
+
+// ------------------------------------------------------------ reductions ----
+
+template <int Axis, expr X>
+constexpr auto sum(X) {
+  return reduce_node<op::sum_r, detail::keep_axis_t<typename X::dims, Axis>, X>{};
+}
+template <expr X>
+constexpr auto sum(X) {
+  return reduce_node<op::sum_r, shape<>, X>{};
+}
+template <int Axis, expr X>
+constexpr auto mean(X) {
+  return reduce_node<op::mean_r, detail::keep_axis_t<typename X::dims, Axis>, X>{};
+}
+template <expr X>
+constexpr auto mean(X) {
+  return reduce_node<op::mean_r, shape<>, X>{};
+}
+template <int Axis, expr X>
+constexpr auto max(X) {
+  return reduce_node<op::max_r, detail::keep_axis_t<typename X::dims, Axis>, X>{};
+}
+template <expr X>
+constexpr auto max(X) {
+  return reduce_node<op::max_r, shape<>, X>{};
+}
+// amax(x): the largest magnitude in the whole tensor (what FP8 scaling needs).
+template <expr X>
+constexpr auto amax(X x) {
+  return max(abs(x));
+}
+// sum_to<S>(x): x summed down to shape S (the adjoint of broadcasting).
+template <class S, expr X>
+constexpr auto sum_to(X) {
+  if constexpr (std::is_same_v<S, typename X::dims>) return X{};
+  else return reduce_node<op::sum_r, S, X>{};
+}
+
+// softmax / log_softmax along an axis. The shift by the max is taken without
+// gradient: softmax does not depend on it, so no gradient is lost.
+template <int Axis = -1, expr X>
+constexpr auto softmax(X x) {
+  auto e = exp(x - no_grad(max<Axis>(x)));
+  return e / sum<Axis>(e);
+}
+template <int Axis = -1, expr X>
+constexpr auto log_softmax(X x) {
+  auto z = x - no_grad(max<Axis>(x));
+  return z - log(sum<Axis>(exp(z)));
+}
+
+// ---------------------------------------------------------------- matmul ----
+
+template <expr A, expr B>
+constexpr auto matmul(A, B) {
+  static_assert(A::dims::rank >= 2 && B::dims::rank >= 2, "ctg: matmul needs operands of rank 2 or more");
+  static_assert(detail::matmul_shape<A, B>().ok,
+                "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
+  return matmul_node<A, B>{};
+}
+
+// transpose(x): swap the last two dims.
+template <expr X>
+constexpr auto transpose(X) {
+  static_assert(X::dims::rank >= 2, "ctg: transpose needs a tensor of rank 2 or more");
+  return transpose_node<X>{};
+}
+
+}  // namespace ctg

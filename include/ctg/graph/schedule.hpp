@@ -1,0 +1,162 @@
+#pragma once
+// The schedule: the graph's node types become one constexpr table of small
+// descriptors, and consteval passes over that table decide which nodes get a
+// buffer and how the rest fuse into loops. Nothing here recurses over types.
+//
+// A fusion group is one loop nest with one root (the node it writes):
+//   * elementwise root: a chain of elementwise nodes, plus any row reductions
+//     (last axis, kept) over the same rows, computed per row before the main
+//     loop: softmax, log-softmax and norms are one group each;
+//   * reduction root: an elementwise chain ending in one reduction;
+//   * matmul, transpose: alone, reading buffers.
+// A node is inlined into its consumers' group when all of them sit in one
+// group and it can be evaluated in that group's iteration space; otherwise
+// it gets a buffer and roots a group of its own.
+#include <array>
+#include <cstddef>
+
+#include <ctg/graph/traits.hpp>
+
+namespace ctg {
+
+enum class group_kind { elementwise, reduction, matmul, transpose };
+
+struct node_desc {
+  node_kind kind{};
+  std::size_t nchild = 0;
+  std::size_t child[2]{};
+  bool row_reduction = false;
+  bool output = false;
+  shape_value dims{};
+  shape_value child_dims{};  // of child 0
+};
+
+inline constexpr std::size_t no_group = static_cast<std::size_t>(-1);
+
+template <std::size_t N>
+struct plan_table {
+  node_desc node[N]{};
+  bool materialized[N]{};
+  std::size_t group[N]{};  // the root of the group a node is computed in (no_group: leaf, constant, scalar)
+  std::size_t group_count = 0;
+
+  constexpr bool same_dims(const shape_value& a, const shape_value& b) const {
+    if (a.rank != b.rank) return false;
+    for (std::size_t i = 0; i < a.rank; ++i)
+      if (a.d[i] != b.d[i]) return false;
+    return true;
+  }
+  // The shape a group's loop runs over.
+  constexpr const shape_value& iteration_dims(std::size_t root) const {
+    return node[root].kind == node_kind::reduce ? node[root].child_dims : node[root].dims;
+  }
+  constexpr bool is_group_root(std::size_t i) const { return group[i] == i; }
+  constexpr group_kind kind_of_group(std::size_t root) const {
+    switch (node[root].kind) {
+      case node_kind::reduce: return group_kind::reduction;
+      case node_kind::matmul: return group_kind::matmul;
+      case node_kind::transpose: return group_kind::transpose;
+      default: return group_kind::elementwise;
+    }
+  }
+};
+
+namespace detail {
+template <class Nodes, class N>
+constexpr node_desc describe(bool output) {
+  node_desc d;
+  d.kind = N::kind;
+  d.output = output;
+  d.dims = value_of<typename N::dims>();
+  if constexpr (N::kind != node_kind::runtime_scalar) {  // a scalar's children give shapes only
+    [&]<class... C>(tl::list<C...>) {
+      ((d.child[d.nchild++] = tl::index_of_v<C, Nodes>), ...);
+    }(typename N::children{});
+  }
+  if constexpr (N::children::size > 0) d.child_dims = value_of<typename tl::at_t<0, typename N::children>::dims>();
+  if constexpr (N::kind == node_kind::reduce) d.row_reduction = N::row_reduction;
+  return d;
+}
+
+template <std::size_t N>
+constexpr void decide_groups(plan_table<N>& p) {
+  // Consumers come after their children in topological order, so walking
+  // backwards every consumer's group is known when a node is decided.
+  for (std::size_t ii = N; ii-- > 0;) {
+    node_desc& d = p.node[ii];
+    if (d.kind == node_kind::leaf || d.kind == node_kind::runtime_scalar ||
+        (d.kind == node_kind::constant && !d.output)) {
+      p.materialized[ii] = d.kind != node_kind::constant;
+      p.group[ii] = no_group;
+      continue;
+    }
+    bool root = d.output || d.kind == node_kind::matmul || d.kind == node_kind::transpose;
+    std::size_t target = no_group;
+    for (std::size_t c = ii + 1; c < N && !root; ++c) {
+      const node_desc& cd = p.node[c];
+      for (std::size_t k = 0; k < cd.nchild; ++k) {
+        if (cd.child[k] != ii) continue;
+        if (cd.kind == node_kind::matmul || cd.kind == node_kind::transpose) root = true;
+        else if (target == no_group) target = p.group[c];
+        else if (target != p.group[c]) root = true;
+      }
+    }
+    if (!root && target != no_group) {
+      const node_desc& t = p.node[target];
+      if (d.kind == node_kind::elementwise) {
+        root = !(t.kind == node_kind::elementwise || t.kind == node_kind::reduce || t.kind == node_kind::constant);
+      } else if (d.kind == node_kind::reduce) {
+        const bool row_group = t.kind == node_kind::elementwise || (t.kind == node_kind::reduce && t.row_reduction);
+        root = !(d.row_reduction && row_group && p.same_dims(p.iteration_dims(target), d.child_dims));
+      } else {
+        root = true;
+      }
+    }
+    if (target == no_group) root = true;  // nobody reads it in a loop (or an output)
+    p.materialized[ii] = root;
+    p.group[ii] = root ? ii : target;
+    if (root) ++p.group_count;
+  }
+}
+}  // namespace detail
+
+// The schedule of a compiled step (see graph_step), computed once per step type.
+template <class Step>
+struct schedule {
+  using nodes = typename Step::nodes;
+  static constexpr std::size_t size = nodes::size;
+
+  static constexpr plan_table<size> table = [] {
+    plan_table<size> p;
+    [&]<class... Ns>(tl::list<Ns...>) {
+      std::size_t i = 0;
+      ((p.node[i++] = detail::describe<nodes, Ns>(tl::contains_v<Ns, typename Step::outputs>)), ...);
+    }(nodes{});
+    detail::decide_groups(p);
+    return p;
+  }();
+
+  static constexpr std::size_t group_count = table.group_count;
+
+  // The kinds of the groups, in execution order.
+  static constexpr auto group_kinds = [] {
+    std::array<group_kind, group_count> kinds{};
+    std::size_t g = 0;
+    for (std::size_t i = 0; i < size; ++i)
+      if (table.group[i] == i) kinds[g++] = table.kind_of_group(i);
+    return kinds;
+  }();
+};
+
+// Number of fusion groups (= kernels) of a step, and how many are of a kind.
+template <class Step>
+inline constexpr std::size_t group_count_v = schedule<Step>::group_count;
+
+template <class Step>
+consteval std::size_t count_groups(group_kind k) {
+  std::size_t n = 0;
+  for (group_kind g : schedule<Step>::group_kinds) n += g == k;
+  return n;
+}
+
+}  // namespace ctg

@@ -1,0 +1,105 @@
+#pragma once
+// Compile-time queries over a graph: its nodes in topological order, whether a
+// leaf has a gradient path, and the trainable leaves a loss reaches.
+#include <ctg/graph/node.hpp>
+
+namespace ctg {
+
+// ------------------------------------------------------- topological order ---
+namespace detail {
+template <class Acc, class N, bool Seen = tl::contains_v<N, Acc>>
+struct topo_visit {
+  using type = Acc;  // already listed
+};
+template <class Acc, class Children>
+struct topo_children;
+template <class Acc>
+struct topo_children<Acc, tl::list<>> {
+  using type = Acc;
+};
+template <class Acc, class C, class... Cs>
+struct topo_children<Acc, tl::list<C, Cs...>>
+    : topo_children<typename topo_visit<Acc, C>::type, tl::list<Cs...>> {};
+template <class Acc, class N>
+struct topo_visit<Acc, N, false> {
+  using type = typename tl::push_back<typename topo_children<Acc, typename N::children>::type, N>::type;
+};
+}  // namespace detail
+
+// Every node reachable from Roots (a tl::list), children before parents, each once.
+template <class Roots>
+using topo_t = typename detail::topo_children<tl::list<>, Roots>::type;
+
+// ----------------------------------------------------------- gradient path ---
+namespace detail {
+template <class E, class L>
+consteval bool grad_path();
+}
+// True when a gradient of E reaches trainable leaf L (not through no_grad, not frozen).
+template <class E, class L>
+inline constexpr bool has_grad_path_v = detail::grad_path<E, L>();
+
+namespace detail {
+template <class E, class L>
+consteval bool grad_path() {
+  if constexpr (std::is_same_v<E, L>) return L::requires_grad;
+  else if constexpr (!E::requires_grad) return false;
+  else return []<class... C>(tl::list<C...>) { return (has_grad_path_v<C, L> || ...); }(typename E::children{});
+}
+
+template <class E, class Nodes>
+struct trainable_leaves;
+template <class E, class... Ns>
+struct trainable_leaves<E, tl::list<Ns...>> {
+  template <class N>
+  static consteval auto keep() {
+    if constexpr (is_leaf_v<N> && N::role == leaf_role::param) {
+      if constexpr (has_grad_path_v<E, N>) return tl::list<N>{};
+      else return tl::list<>{};
+    } else {
+      return tl::list<>{};
+    }
+  }
+  using type = tl::concat_t<decltype(keep<Ns>())...>;
+};
+}  // namespace detail
+
+// The trainable leaves E's gradient reaches, in topological order.
+template <class E>
+using params_t = typename detail::trainable_leaves<E, topo_t<tl::list<E>>>::type;
+
+// ---------------------------------------------------------- leaf checks ----
+namespace detail {
+template <class Nodes>
+struct leaves_of;
+template <class... Ns>
+struct leaves_of<tl::list<Ns...>> {
+  using type = tl::concat_t<std::conditional_t<is_leaf_v<Ns>, tl::list<Ns>, tl::list<>>...>;
+};
+
+template <class A, class B>
+consteval bool same_name_different_leaf() {
+  if constexpr (std::is_same_v<A, B>) return false;
+  else return A::name == B::name;
+}
+template <class Leaves>
+struct unique_names;
+template <class... Ls>
+struct unique_names<tl::list<Ls...>> {
+  template <class A>
+  static consteval bool clashes() {
+    return (same_name_different_leaf<A, Ls>() || ...);
+  }
+  static constexpr bool value = !(clashes<Ls>() || ...);
+};
+}  // namespace detail
+
+// The leaves among Nodes, in order.
+template <class Nodes>
+using leaves_t = typename detail::leaves_of<Nodes>::type;
+
+// False when two different leaves of the graph share a name.
+template <class Nodes>
+inline constexpr bool leaf_names_unique_v = detail::unique_names<leaves_t<Nodes>>::value;
+
+}  // namespace ctg
