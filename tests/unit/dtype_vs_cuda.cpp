@@ -84,8 +84,9 @@ void check_against_cuda(const std::string& name) {
 
   // f32 -> narrow over the sample
   const ctg_test::value_table table(fmt);
-  std::uint64_t encode_bad = 0;
+  std::uint64_t encode_bad = 0, compared = 0;
   const ctg_test::sample_counts n = ctg_test::for_each_sample(table, [&](float x) {
+    ++compared;
     const std::uint32_t got = T(x).bits;
     const std::uint32_t want = cuda::enc(x);
     if (got != want) {
@@ -93,6 +94,7 @@ void check_against_cuda(const std::string& name) {
     }
   });
   CHECK(encode_bad == 0);
+  CHECK(compared == n.total());
   MESSAGE(name << " vs CUDA host functions: " << patterns << " patterns decoded + round-tripped (mismatches "
                << decode_bad << " / " << roundtrip_bad << "); " << n.total() << " f32 inputs encoded ("
                << n.structured << " structured, " << n.focused << " focused random, " << n.stride

@@ -177,7 +177,6 @@ template <class T>
 void check_traits_against_conversions() {
   using tr = ctg::dtype_traits<T>;
   const float max = tr::max;
-  CHECK(T(max).bits == T(std::nextafter(max, 0.0f)).bits + 0);  // max is representable...
   CHECK(static_cast<float>(T(max)) == max);
   CHECK(static_cast<float>(T(tr::lowest)) == tr::lowest);
   CHECK(static_cast<float>(T(tr::min_normal)) == tr::min_normal);
@@ -225,8 +224,9 @@ void check_against_reference(const std::string& name) {
   CHECK(roundtrip_bad == 0);
 
   // f32 -> narrow over the sample
-  std::uint64_t encode_bad = 0;
+  std::uint64_t encode_bad = 0, compared = 0;
   const ctg_test::sample_counts n = ctg_test::for_each_sample(table, [&](float x) {
+    ++compared;
     const std::uint32_t got = T(x).bits;
     const std::uint32_t want = table.encode(x);
     if (got != want) {
@@ -234,6 +234,7 @@ void check_against_reference(const std::string& name) {
     }
   });
   CHECK(encode_bad == 0);
+  CHECK(compared == n.total());
   MESSAGE(name << " vs reference: " << patterns << " patterns decoded + round-tripped (mismatches " << decode_bad
                << " / " << roundtrip_bad << "); " << n.total() << " f32 inputs encoded (" << n.structured
                << " structured, " << n.focused << " focused random, " << n.stride

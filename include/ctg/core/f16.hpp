@@ -24,15 +24,17 @@ CTG_HD constexpr std::uint16_t f32_to_f16_bits(float f) noexcept {
 }
 
 // f16 -> f32 is exact; every NaN becomes 0x7FFFFFFF, as __half2float does.
+// Branch-free (selects, one unconditional f32 subtraction) so loops vectorize.
 CTG_HD constexpr float f16_bits_to_f32(std::uint16_t h) noexcept {
   const std::uint32_t sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
   const std::uint32_t e = (h >> 10) & 0x1Fu;
   const std::uint32_t m = h & 0x3FFu;
-  if (e == 0x1Fu) return f32_from_bits(m != 0 ? f32_canonical_nan_bits : (sign | 0x7F800000u));
-  if (e == 0) {  // zero or subnormal: m * 2^-24, exact in f32
-    return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0x1p-24f));
-  }
-  return f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+  // normal: 2^(e-15) * (1 + m/2^10); zero/subnormal (e == 0): 2^-14 * (1 + m/2^10) - 2^-14 = m * 2^-24,
+  // exact in f32
+  const std::uint32_t eb = e == 0 ? 113u : e + 112u;
+  const float mag = f32_from_bits((eb << 23) | (m << 13)) - (e == 0 ? 0x1p-14f : 0.0f);
+  const std::uint32_t special = m != 0 ? f32_canonical_nan_bits : (sign | 0x7F800000u);
+  return f32_from_bits(e == 0x1Fu ? special : (sign | f32_bits(mag)));
 }
 
 }  // namespace detail

@@ -43,22 +43,25 @@ CTG_HD constexpr std::uint8_t f32_to_e5m2_bits(float f) noexcept {
   return static_cast<std::uint8_t>(((u >> 24) & 0x80u) | r);
 }
 
+// fp8 -> f32 is exact. Branch-free, as f16_bits_to_f32: a subnormal m * 2^(1-bias-M) is
+// computed as 2^(1-bias) * (1 + m/2^M) - 2^(1-bias), exactly.
 CTG_HD constexpr float e4m3_bits_to_f32(std::uint8_t b) noexcept {
-  if ((b & 0x7Fu) == 0x7Fu) return f32_from_bits(f32_canonical_nan_bits);
   const std::uint32_t sign = (static_cast<std::uint32_t>(b) & 0x80u) << 24;
   const std::uint32_t e = (b >> 3) & 0xFu;
   const std::uint32_t m = b & 0x7u;
-  if (e == 0) return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0x1p-9f));
-  return f32_from_bits(sign | ((e + 120u) << 23) | (m << 20));
+  const std::uint32_t eb = e == 0 ? 121u : e + 120u;
+  const float mag = f32_from_bits((eb << 23) | (m << 20)) - (e == 0 ? 0x1p-6f : 0.0f);
+  return f32_from_bits((b & 0x7Fu) == 0x7Fu ? f32_canonical_nan_bits : (sign | f32_bits(mag)));
 }
 
 CTG_HD constexpr float e5m2_bits_to_f32(std::uint8_t b) noexcept {
   const std::uint32_t sign = (static_cast<std::uint32_t>(b) & 0x80u) << 24;
   const std::uint32_t e = (b >> 2) & 0x1Fu;
   const std::uint32_t m = b & 0x3u;
-  if (e == 0x1Fu) return f32_from_bits(m != 0 ? f32_canonical_nan_bits : (sign | 0x7F800000u));
-  if (e == 0) return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0x1p-16f));
-  return f32_from_bits(sign | ((e + 112u) << 23) | (m << 21));
+  const std::uint32_t eb = e == 0 ? 113u : e + 112u;
+  const float mag = f32_from_bits((eb << 23) | (m << 21)) - (e == 0 ? 0x1p-14f : 0.0f);
+  const std::uint32_t special = m != 0 ? f32_canonical_nan_bits : (sign | 0x7F800000u);
+  return f32_from_bits(e == 0x1Fu ? special : (sign | f32_bits(mag)));
 }
 
 }  // namespace detail
