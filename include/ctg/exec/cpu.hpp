@@ -344,8 +344,16 @@ class store {
     if (total == 0) return;
     constexpr bool row_reduce = root::kind == node_kind::reduce && table.node[R].row_reduction;
     constexpr bool generic_reduce = root::kind == node_kind::reduce && !table.node[R].row_reduction;
-    // A loop over rows of the last dim; one flat row when every input matches the loop's shape.
-    const bool flat = all_same && !row_reduce;
+    // A loop over rows of the last dim; one flat row for an elementwise group
+    // whose inputs all have the loop's shape and all advance along it.
+    constexpr bool inputs_advance = [] {
+      bool all = true;
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        ((all = all && detail::advances_inner<node_at<info::info.input[K]>>), ...);
+      }(std::make_index_sequence<info::ninputs>{});
+      return all;
+    }();
+    const bool flat = inputs_advance && all_same && !row_reduce && !generic_reduce;
     const dim_t L = flat ? total : it.last();
     const dim_t rows = total / (L ? L : 1);
     const std::size_t outer = it.rank > 0 ? it.rank - 1 : 0;
@@ -488,6 +496,7 @@ class store {
       std::memcpy(grads_.data() + layout.grad_offset[il], buf_[ig], numel_of<L>() * sizeof(typename L::dtype));
     };
     (one(std::integral_constant<std::size_t, W>{}), ...);
+    (void)one;
   }
 
   arena params_, grads_, scratch_;

@@ -155,10 +155,13 @@ inline constexpr wrt_t<Leaves...> wrt{};
 
 // A compiled step: the graph of outputs, run by a store on some device.
 // Outputs are the loss (or the forward value) followed by the gradients.
-template <class Outputs, class Wrt>
+// Fuse = false gives every node its own buffer and loop: the unfused
+// reference that fused execution is tested against.
+template <class Outputs, class Wrt, bool Fuse = true>
 struct graph_step {
   using outputs = Outputs;
   using wrt = Wrt;
+  static constexpr bool fuse = Fuse;
   using nodes = topo_t<Outputs>;
   static_assert(leaf_names_unique_v<nodes>, "ctg: two different leaves share one name");
 
@@ -203,6 +206,12 @@ constexpr auto value_and_grad(Loss, wrt_t<Leaves...>) {
 template <expr Loss>
 constexpr auto value_and_grad(Loss loss) {
   return []<class... Ps>(Loss l, tl::list<Ps...>) { return value_and_grad(l, wrt<Ps...>); }(loss, params_t<Loss>{});
+}
+
+// unfused(step): the same step with no fusion (one loop and one buffer per node).
+template <class Outputs, class Wrt, bool Fuse>
+constexpr auto unfused(graph_step<Outputs, Wrt, Fuse>) {
+  return graph_step<Outputs, Wrt, false>{};
 }
 
 // forward(e): a step that only evaluates e (any shape); read it with store.value().

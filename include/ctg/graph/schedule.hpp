@@ -79,7 +79,7 @@ constexpr node_desc describe(bool output) {
 }
 
 template <std::size_t N>
-constexpr void decide_groups(plan_table<N>& p) {
+constexpr void decide_groups(plan_table<N>& p, bool fuse) {
   // Consumers come after their children in topological order, so walking
   // backwards every consumer's group is known when a node is decided.
   for (std::size_t ii = N; ii-- > 0;) {
@@ -90,7 +90,7 @@ constexpr void decide_groups(plan_table<N>& p) {
       p.group[ii] = no_group;
       continue;
     }
-    bool root = d.output || d.kind == node_kind::matmul || d.kind == node_kind::transpose;
+    bool root = !fuse || d.output || d.kind == node_kind::matmul || d.kind == node_kind::transpose;
     std::size_t target = no_group;
     for (std::size_t c = ii + 1; c < N && !root; ++c) {
       const node_desc& cd = p.node[c];
@@ -132,7 +132,7 @@ struct schedule {
       std::size_t i = 0;
       ((p.node[i++] = detail::describe<nodes, Ns>(tl::contains_v<Ns, typename Step::outputs>)), ...);
     }(nodes{});
-    detail::decide_groups(p);
+    detail::decide_groups(p, Step::fuse);
     return p;
   }();
 

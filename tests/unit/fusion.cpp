@@ -1,0 +1,146 @@
+// Fusion: which nodes share a loop, and that fusing never changes a bit.
+#include <doctest/doctest.h>
+
+#include <ctg/ctg.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+using X = ctg::input<"x", ctg::f32, ctg::dyn, 64>;
+using B = ctg::input<"b", ctg::bf16, ctg::dyn, 64>;
+using W = ctg::param<"w", ctg::f32, 64, 32>;
+using V = ctg::param<"v", ctg::f32, 64>;
+
+std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -2.0f, float hi = 2.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& e : v) e = u(rng);
+  return v;
+}
+
+// The fused step and the unfused reference give identical bits.
+template <class Step, class... Feeds>
+void check_fused_equals_unfused(Step step, const Feeds&... feeds) {
+  ctg::cpu::device dev;
+  auto fused = ctg::make_store(dev, step);
+  auto plain_step = ctg::unfused(step);
+  auto plain = ctg::make_store(dev, plain_step);
+  step(fused, feeds...);
+  plain_step(plain, feeds...);
+  auto a = fused.value();
+  auto b = plain.value();
+  REQUIRE(a.size() == b.size());
+  std::size_t diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff += std::memcmp(&a[i], &b[i], sizeof(a[i])) != 0;
+  CHECK(diff == 0);
+}
+}  // namespace
+
+TEST_CASE("a 6-op elementwise chain is one group") {
+  X x;
+  auto chain = ctg::exp(ctg::tanh(x * ctg::lit<0.5> + ctg::lit<1.0>)) * ctg::sigmoid(x);  // 6 ops
+  using step = decltype(ctg::forward(chain));
+  static_assert(ctg::group_count_v<step> == 1);
+  static_assert(ctg::count_groups<step>(ctg::group_kind::elementwise) == 1);
+  // Unfused, each of the 6 ops is its own loop.
+  static_assert(ctg::group_count_v<decltype(ctg::unfused(ctg::forward(chain)))> == 6);
+  const auto xs = random_floats(5 * 64, 1);
+  check_fused_equals_unfused(ctg::forward(chain), ctg::feed<X>(xs, 5));
+}
+
+TEST_CASE("row-wise sum(exp(x - max(x))) is one group, as are softmax and log_softmax") {
+  X x;
+  using rowsum = decltype(ctg::forward(ctg::sum<-1>(ctg::exp(x - ctg::max<-1>(x)))));
+  static_assert(ctg::group_count_v<rowsum> == 1);
+  static_assert(ctg::count_groups<rowsum>(ctg::group_kind::reduction) == 1);
+  static_assert(ctg::group_count_v<decltype(ctg::forward(ctg::softmax(x)))> == 1);
+  static_assert(ctg::group_count_v<decltype(ctg::forward(ctg::log_softmax(x)))> == 1);
+  const auto xs = random_floats(7 * 64, 2, -20.0f, 20.0f);
+  check_fused_equals_unfused(rowsum{}, ctg::feed<X>(xs, 7));
+  check_fused_equals_unfused(ctg::forward(ctg::softmax(x)), ctg::feed<X>(xs, 7));
+  check_fused_equals_unfused(ctg::forward(ctg::log_softmax(x)), ctg::feed<X>(xs, 7));
+}
+
+TEST_CASE("a reduction over another axis than the last gets its own loop") {
+  X x;
+  // The column max cannot be computed inside a row loop.
+  using s = decltype(ctg::forward(x - ctg::max<0>(x)));
+  static_assert(ctg::group_count_v<s> == 2);
+  const auto xs = random_floats(9 * 64, 3);
+  check_fused_equals_unfused(s{}, ctg::feed<X>(xs, 9));
+}
+
+TEST_CASE("matmul is its own group; elementwise epilogues fuse after it") {
+  X x;
+  auto h = ctg::silu(ctg::matmul(x, W{})) * ctg::lit<2.0>;
+  using s = decltype(ctg::forward(h));
+  static_assert(ctg::group_count_v<s> == 2);
+  static_assert(ctg::count_groups<s>(ctg::group_kind::matmul) == 1);
+  const auto xs = random_floats(3 * 64, 4);
+  ctg::cpu::device dev;
+  s step;
+  auto fused = ctg::make_store(dev, step);
+  auto plain_step = ctg::unfused(step);
+  auto plain = ctg::make_store(dev, plain_step);
+  const auto ws = random_floats(64 * 32, 5);
+  std::copy(ws.begin(), ws.end(), fused.param<W>().begin());
+  std::copy(ws.begin(), ws.end(), plain.param<W>().begin());
+  step(fused, ctg::feed<X>(xs, 3));
+  plain_step(plain, ctg::feed<X>(xs, 3));
+  for (std::size_t i = 0; i < fused.value().size(); ++i) CHECK(fused.value()[i] == plain.value()[i]);
+}
+
+TEST_CASE("a forward + backward graph fuses and matches the unfused one bit for bit") {
+  X x;
+  auto loss = ctg::mean(ctg::square(ctg::log_softmax(ctg::matmul(x, W{})))) + ctg::sum(V{} * V{});
+  auto step = ctg::value_and_grad(loss, ctg::wrt<W, V>);
+  using plain_t = decltype(ctg::unfused(step));
+  static_assert(ctg::group_count_v<decltype(step)> < ctg::group_count_v<plain_t>);
+  const auto xs = random_floats(6 * 64, 6);
+  const auto ws = random_floats(64 * 32, 7, -0.3f, 0.3f);
+  const auto vs = random_floats(64, 8);
+  ctg::cpu::device dev;
+  auto fused = ctg::make_store(dev, step);
+  plain_t plain_step;
+  auto plain = ctg::make_store(dev, plain_step);
+  std::copy(ws.begin(), ws.end(), fused.param<W>().begin());
+  std::copy(ws.begin(), ws.end(), plain.param<W>().begin());
+  std::copy(vs.begin(), vs.end(), fused.param<V>().begin());
+  std::copy(vs.begin(), vs.end(), plain.param<V>().begin());
+  const float a = step(fused, ctg::feed<X>(xs, 6));
+  const float b = plain_step(plain, ctg::feed<X>(xs, 6));
+  CHECK(a == b);
+  for (std::size_t i = 0; i < ws.size(); ++i) CHECK(fused.grad<W>()[i] == plain.grad<W>()[i]);
+  for (std::size_t i = 0; i < vs.size(); ++i) CHECK(fused.grad<V>()[i] == plain.grad<V>()[i]);
+}
+
+TEST_CASE("identical subexpressions are one node") {
+  X x;
+  auto a = ctg::exp(x) + ctg::exp(x);  // exp(x) is one node, used twice
+  using nodes = typename decltype(ctg::forward(a))::nodes;
+  static_assert(nodes::size == 3);  // x, exp(x), the sum
+}
+
+TEST_CASE("bf16 chains round once per node output, fused or not") {
+  B b;
+  auto e = ctg::cast<ctg::f32>(ctg::silu(b) * b + ctg::lit<0.5>);
+  std::vector<ctg::bf16> bs(4 * 64);
+  const auto fs = random_floats(bs.size(), 9);
+  for (std::size_t i = 0; i < bs.size(); ++i) bs[i] = ctg::bf16(fs[i]);
+  check_fused_equals_unfused(ctg::forward(e), ctg::feed<B>(bs, 4));
+  // And against a scalar reference that rounds to bf16 after each op.
+  ctg::cpu::device dev;
+  auto step = ctg::forward(e);
+  auto st = ctg::make_store(dev, step);
+  step(st, ctg::feed<B>(bs, 4));
+  auto r = [](float v) { return ctg::to_float(ctg::bf16(v)); };
+  for (std::size_t i = 0; i < bs.size(); ++i) {
+    const float x = ctg::to_float(bs[i]);
+    const float s = r(x / (1.0f + std::exp(-x)));
+    const float want = r(r(s * x) + 0.5f);
+    CHECK(st.value()[i] == want);
+  }
+}
