@@ -1,0 +1,112 @@
+// Bad input at run time throws ctg::error naming the leaf, the expected and the
+// actual value, and a step that throws changes no parameter or gradient.
+#include <doctest/doctest.h>
+
+#include <ctg/ctg.hpp>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+using X = ctg::input<"x", ctg::f32, ctg::dyn, 8>;
+using Y = ctg::input<"y", ctg::f32, ctg::dyn, 8>;
+using Unused = ctg::input<"unused", ctg::f32, 3>;
+using W = ctg::param<"w", ctg::f32, 8, 4>;
+
+auto make_loss() { return ctg::mean(ctg::square(ctg::matmul(X{} + Y{}, W{}))); }
+using step_t = decltype(ctg::value_and_grad(make_loss(), ctg::wrt<W>));
+
+std::string message_of(auto&& f) {
+  try {
+    f();
+  } catch (const ctg::error& e) {
+    return e.what();
+  }
+  return "<no ctg::error thrown>";
+}
+
+struct fixture {
+  step_t step;
+  ctg::cpu::device dev;
+  decltype(ctg::make_store(dev, step)) store = ctg::make_store(dev, step);
+  std::vector<float> x = std::vector<float>(2 * 8, 0.5f), y = std::vector<float>(2 * 8, 0.25f);
+  fixture() {
+    auto w = store.param<W>();
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i);
+  }
+  float good_step() { return step(store, ctg::feed<X>(x, 2), ctg::feed<Y>(y, 2)); }
+  std::vector<float> params() { return {store.param<W>().begin(), store.param<W>().end()}; }
+  std::vector<float> grads() { return {store.grad<W>().begin(), store.grad<W>().end()}; }
+};
+}  // namespace
+
+TEST_CASE("a feed whose size disagrees with its dims names the input and both counts") {
+  fixture f;
+  f.good_step();
+  const auto p = f.params(), g = f.grads();
+  const std::vector<float> short_x(15, 1.0f);
+  const auto m = message_of([&] { f.step(f.store, ctg::feed<X>(short_x, 2), ctg::feed<Y>(f.y, 2)); });
+  CHECK(m.find("'x'") != std::string::npos);
+  CHECK(m.find("16") != std::string::npos);
+  CHECK(m.find("15") != std::string::npos);
+  CHECK(f.params() == p);
+  CHECK(f.grads() == g);
+}
+
+TEST_CASE("dyn dims that disagree between inputs are a run-time shape mismatch") {
+  fixture f;
+  f.good_step();
+  const auto g = f.grads();
+  const std::vector<float> y3(3 * 8, 1.0f);
+  const auto m = message_of([&] { f.step(f.store, ctg::feed<X>(f.x, 2), ctg::feed<Y>(y3, 3)); });
+  CHECK(m.find("shape mismatch") != std::string::npos);
+  CHECK(m.find("3") != std::string::npos);
+  CHECK(m.find("2") != std::string::npos);
+  CHECK(f.grads() == g);
+}
+
+TEST_CASE("a missing feed names the input") {
+  fixture f;
+  const auto m = message_of([&] { f.step(f.store, ctg::feed<X>(f.x, 2)); });
+  CHECK(m.find("missing feed for input 'y'") != std::string::npos);
+}
+
+TEST_CASE("a feed the step does not read, or a feed given twice, is an error") {
+  fixture f;
+  const std::vector<float> u(3, 1.0f);
+  CHECK(message_of([&] { f.step(f.store, ctg::feed<X>(f.x, 2), ctg::feed<Y>(f.y, 2), ctg::feed<Unused>(u)); })
+            .find("'unused'") != std::string::npos);
+  CHECK(message_of([&] { f.step(f.store, ctg::feed<X>(f.x, 2), ctg::feed<X>(f.x, 2), ctg::feed<Y>(f.y, 2)); })
+            .find("fed twice") != std::string::npos);
+}
+
+TEST_CASE("a size that overflows is reported, not wrapped") {
+  fixture f;
+  const ctg::dim_t huge = std::numeric_limits<ctg::dim_t>::max() / 4;
+  const auto m = message_of([&] { f.step(f.store, ctg::feed<X>(f.x, huge), ctg::feed<Y>(f.y, huge)); });
+  CHECK(m.find("overflows") != std::string::npos);
+  CHECK(m.find("'x'") != std::string::npos);
+}
+
+TEST_CASE("a non-finite loss throws when checking is on, and writes nothing") {
+  fixture f;
+  f.good_step();
+  const auto g = f.grads();
+  f.store.check_finite(true);
+  std::vector<float> bad = f.x;
+  bad[3] = std::numeric_limits<float>::infinity();
+  const auto m = message_of([&] { f.step(f.store, ctg::feed<X>(bad, 2), ctg::feed<Y>(f.y, 2)); });
+  CHECK(m.find("not finite") != std::string::npos);
+  CHECK(f.grads() == g);
+  // With checking off the same step goes through.
+  f.store.check_finite(false);
+  CHECK_FALSE(std::isfinite(f.step(f.store, ctg::feed<X>(bad, 2), ctg::feed<Y>(f.y, 2))));
+}
+
+TEST_CASE("after errors the store still runs correct steps") {
+  fixture f;
+  const float a = f.good_step();
+  const std::vector<float> short_x(3, 1.0f);
+  (void)message_of([&] { f.step(f.store, ctg::feed<X>(short_x, 2), ctg::feed<Y>(f.y, 2)); });
+  CHECK(f.good_step() == a);
+}
