@@ -53,8 +53,8 @@ template <class E, class... Ns>
 struct trainable_leaves<E, tl::list<Ns...>> {
   template <class N>
   static consteval auto keep() {
-    if constexpr (is_leaf_v<N> && N::role == leaf_role::param) {
-      if constexpr (has_grad_path_v<E, N>) return tl::list<N>{};
+    if constexpr (is_leaf_v<N>) {
+      if constexpr (N::role == leaf_role::param && has_grad_path_v<E, N>) return tl::list<N>{};
       else return tl::list<>{};
     } else {
       return tl::list<>{};

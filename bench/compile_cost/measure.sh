@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Compile cost of small models: wall time and peak compiler memory (GNU time -v), g++ -O2.
+#   bench/compile_cost/measure.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cxx=${CXX:-g++}
+command -v /usr/bin/time >/dev/null || { echo "needs GNU time (Debian package 'time')"; exit 1; }
+probe() {  # name, source, extra flags
+  local log; log=$(mktemp)
+  /usr/bin/time -v "$cxx" -std=c++20 -O2 -Iinclude "${@:3}" -c "$2" -o /dev/null 2>"$log"
+  local wall mem
+  wall=$(grep "Elapsed (wall clock)" "$log" | awk '{print $NF}')
+  mem=$(grep "Maximum resident set size" "$log" | awk '{print $NF}')
+  printf '%-24s wall %8s  peak %6d MiB\n' "$1" "$wall" $((mem / 1024))
+  rm -f "$log"
+}
+probe "mlp2 (fwd+bwd)" bench/compile_cost/mlp2.cpp
+for n in 2 4 8 16; do probe "residual x$n" bench/compile_cost/residual.cpp -DCTG_BLOCKS=$n; done
