@@ -1,0 +1,203 @@
+// matmul (plain, batched, broadcast batch dims) and transpose: forward values
+// against a triple-loop reference written here, gradients of both operands
+// against central finite differences (f64; one f32 case with a loose tolerance).
+#include "grad_check.hpp"
+
+namespace {
+
+template <class S>
+std::vector<std::size_t> dims_vec() {
+  return std::vector<std::size_t>(S::dims.begin(), S::dims.end());
+}
+
+// C = A @ B over broadcast batch dims, by the definition.
+std::vector<double> ref_matmul(const std::vector<double>& a, std::vector<std::size_t> ad, const std::vector<double>& b,
+                               std::vector<std::size_t> bd, const std::vector<std::size_t>& cd) {
+  const std::size_t M = ad[ad.size() - 2], K = ad.back(), N = bd.back();
+  REQUIRE(bd[bd.size() - 2] == K);
+  const std::vector<std::size_t> abatch(ad.begin(), ad.end() - 2), bbatch(bd.begin(), bd.end() - 2),
+      cbatch(cd.begin(), cd.end() - 2);
+  std::vector<double> c(gc::count_of(cd), 0.0);
+  for (std::size_t bi = 0; bi < gc::count_of(cbatch); ++bi) {
+    const auto idx = gc::unflatten(bi, cbatch);
+    const std::size_t ao = gc::bcast_index(abatch, cbatch, idx) * M * K;
+    const std::size_t bo = gc::bcast_index(bbatch, cbatch, idx) * K * N;
+    for (std::size_t i = 0; i < M; ++i)
+      for (std::size_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (std::size_t k = 0; k < K; ++k) acc += a[ao + i * K + k] * b[bo + k * N + j];
+        c[bi * M * N + i * N + j] = acc;
+      }
+  }
+  return c;
+}
+
+template <class SA, class SB, class SC>
+struct mm {
+  using a = SA;
+  using b = SB;
+  using c = SC;
+};
+template <std::int64_t... D>
+using s = ctg::shape<D...>;
+
+template <class S>
+struct leaves;
+template <std::int64_t... D>
+struct leaves<ctg::shape<D...>> {
+  template <class T>
+  using a = ctg::param<"a", T, D...>;
+  template <class T>
+  using b = ctg::param<"b", T, D...>;
+  template <class T>
+  using r = ctg::frozen<"r", T, D...>;
+};
+
+template <class Cfg, class T>
+void matmul_case(gc::tol t, double value_rtol) {
+  using A = typename leaves<typename Cfg::a>::template a<T>;
+  using B = typename leaves<typename Cfg::b>::template b<T>;
+  using R = typename leaves<typename Cfg::c>::template r<T>;
+  using E = decltype(ctg::matmul(A{}, B{}));
+  static_assert(std::is_same_v<ctg::shape_t<E>, typename Cfg::c>);
+  static_assert(std::is_same_v<ctg::dtype_t<E>, T>);
+  gc::rng rng(61);
+  ctg::cpu::device dev;
+  const auto a0 = rng.vec(gc::numel<A>(), -1.0, 1.0);
+  const auto b0 = rng.vec(gc::numel<B>(), -1.0, 1.0);
+
+  auto fwd = ctg::forward(E{});
+  auto fs = ctg::make_store(dev, fwd);
+  const auto a = gc::set<A>(fs, a0);
+  const auto b = gc::set<B>(fs, b0);
+  gc::check_close(gc::run_forward(fwd, fs),
+                  ref_matmul(a, dims_vec<typename Cfg::a>(), b, dims_vec<typename Cfg::b>(), dims_vec<typename Cfg::c>()),
+                  value_rtol, value_rtol, "forward value");
+
+  auto step = ctg::value_and_grad(ctg::sum(E{} * R{}), ctg::wrt<A, B>);
+  auto st = ctg::make_store(dev, step);
+  gc::set<A>(st, a0);
+  gc::set<B>(st, b0);
+  gc::set<R>(st, rng.vec(gc::numel<R>(), -1.0, 1.0));
+  {
+    INFO("d/dA");
+    gc::check_grad<A>(step, st, t);
+  }
+  {
+    INFO("d/dB");
+    gc::check_grad<B>(step, st, t);
+  }
+}
+
+using plain = mm<s<3, 4>, s<4, 5>, s<3, 5>>;                     // [M,K] @ [K,N]
+using batched_shared_b = mm<s<2, 3, 4>, s<4, 5>, s<2, 3, 5>>;    // [B,M,K] @ [K,N]
+using batched = mm<s<2, 3, 4>, s<2, 4, 5>, s<2, 3, 5>>;          // [B,M,K] @ [B,K,N]
+using batched_shared_a = mm<s<3, 4>, s<2, 4, 5>, s<2, 3, 5>>;    // [M,K] @ [B,K,N]
+using batch_bcast = mm<s<2, 1, 3, 4>, s<3, 4, 2>, s<2, 3, 3, 2>>;  // [B,1,M,K] @ [C,K,N]
+using vector_dot = mm<s<1, 6>, s<6, 1>, s<1, 1>>;                // [1,K] @ [K,1]
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("matmul (f64): forward value vs triple loop, gradients of both operands", Cfg, plain,
+                   batched_shared_b, batched, batched_shared_a, batch_bcast, vector_dot) {
+  matmul_case<Cfg, ctg::f64>(gc::f64_tol, 1e-14);
+}
+
+TEST_CASE("matmul (f32): forward value and gradients with f32 tolerances") {
+  matmul_case<batched_shared_b, ctg::f32>(gc::f32_tol, 1e-6);
+}
+
+TEST_CASE("transpose: forward value and gradient (rank 2 and rank 3)") {
+  gc::rng rng(71);
+  ctg::cpu::device dev;
+  SUBCASE("rank 2") {
+    using W = ctg::param<"w", ctg::f64, 3, 5>;
+    using R = ctg::frozen<"r", ctg::f64, 5, 3>;
+    static_assert(std::is_same_v<ctg::shape_t<decltype(ctg::transpose(W{}))>, ctg::shape<5, 3>>);
+    auto fwd = ctg::forward(ctg::transpose(W{}));
+    auto fs = ctg::make_store(dev, fwd);
+    const auto w = gc::set<W>(fs, rng.vec(15, -1.0, 1.0));
+    std::vector<double> want(15);
+    for (std::size_t i = 0; i < 3; ++i)
+      for (std::size_t j = 0; j < 5; ++j) want[j * 3 + i] = w[i * 5 + j];
+    gc::check_close(gc::run_forward(fwd, fs), want, 0, 0, "forward value");
+
+    auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::transpose(W{})) * R{}), ctg::wrt<W>);
+    auto st = ctg::make_store(dev, step);
+    gc::set<W>(st, w);
+    gc::set<R>(st, rng.vec(15, -1.0, 1.0));
+    gc::check_grad<W>(step, st, gc::f64_tol);
+  }
+  SUBCASE("rank 3: only the last two dims swap") {
+    using W = ctg::param<"w", ctg::f64, 2, 3, 4>;
+    using R = ctg::frozen<"r", ctg::f64, 2, 4, 3>;
+    static_assert(std::is_same_v<ctg::shape_t<decltype(ctg::transpose(W{}))>, ctg::shape<2, 4, 3>>);
+    auto fwd = ctg::forward(ctg::transpose(W{}));
+    auto fs = ctg::make_store(dev, fwd);
+    const auto w = gc::set<W>(fs, rng.vec(24, -1.0, 1.0));
+    std::vector<double> want(24);
+    for (std::size_t b = 0; b < 2; ++b)
+      for (std::size_t i = 0; i < 3; ++i)
+        for (std::size_t j = 0; j < 4; ++j) want[b * 12 + j * 3 + i] = w[b * 12 + i * 4 + j];
+    gc::check_close(gc::run_forward(fwd, fs), want, 0, 0, "forward value");
+
+    auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::transpose(W{})) * R{}), ctg::wrt<W>);
+    auto st = ctg::make_store(dev, step);
+    gc::set<W>(st, w);
+    gc::set<R>(st, rng.vec(24, -1.0, 1.0));
+    gc::check_grad<W>(step, st, gc::f64_tol);
+  }
+}
+
+TEST_CASE("matmul with transposed operands and a leaf on both sides") {
+  gc::rng rng(81);
+  ctg::cpu::device dev;
+  SUBCASE("A @ transpose(B) and transpose(A) @ B") {
+    using A = ctg::param<"a", ctg::f64, 4, 3>;
+    using B = ctg::param<"b", ctg::f64, 5, 3>;
+    using C = ctg::param<"c", ctg::f64, 4, 2>;
+    using R1 = ctg::frozen<"r1", ctg::f64, 4, 5>;
+    using R2 = ctg::frozen<"r2", ctg::f64, 3, 2>;
+    auto loss = ctg::sum(ctg::matmul(A{}, ctg::transpose(B{})) * R1{}) +
+                ctg::sum(ctg::matmul(ctg::transpose(A{}), C{}) * R2{});
+    auto step = ctg::value_and_grad(loss, ctg::wrt<A, B, C>);
+    auto st = ctg::make_store(dev, step);
+    gc::set<A>(st, rng.vec(12, -1.0, 1.0));
+    gc::set<B>(st, rng.vec(15, -1.0, 1.0));
+    gc::set<C>(st, rng.vec(8, -1.0, 1.0));
+    gc::set<R1>(st, rng.vec(20, -1.0, 1.0));
+    gc::set<R2>(st, rng.vec(6, -1.0, 1.0));
+    gc::check_grad<A>(step, st, gc::f64_tol);
+    gc::check_grad<B>(step, st, gc::f64_tol);
+    gc::check_grad<C>(step, st, gc::f64_tol);
+  }
+  SUBCASE("matmul(W, W): d/dW = G W^T + W^T G") {
+    using W = ctg::param<"w", ctg::f64, 4, 4>;
+    using R = ctg::frozen<"r", ctg::f64, 4, 4>;
+    auto step = ctg::value_and_grad(ctg::sum(ctg::matmul(W{}, W{}) * R{}), ctg::wrt<W>);
+    auto st = ctg::make_store(dev, step);
+    const auto w = gc::set<W>(st, rng.vec(16, -1.0, 1.0));
+    const auto r = gc::set<R>(st, rng.vec(16, -1.0, 1.0));
+    const auto g = gc::check_grad<W>(step, st, gc::f64_tol);
+    std::vector<double> want(16, 0.0);
+    for (std::size_t i = 0; i < 4; ++i)
+      for (std::size_t j = 0; j < 4; ++j)
+        for (std::size_t k = 0; k < 4; ++k) want[i * 4 + j] += r[i * 4 + k] * w[j * 4 + k] + w[k * 4 + i] * r[k * 4 + j];
+    gc::check_close(g, want, 1e-13, 1e-15, "analytic grad");
+  }
+}
+
+TEST_CASE("matmul with a dyn batch of rows fed at run time") {
+  using X = ctg::input<"x", ctg::f64, ctg::dyn, 4>;
+  using W = ctg::param<"w", ctg::f64, 4, 3>;
+  gc::rng rng(91);
+  ctg::cpu::device dev;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::tanh(ctg::matmul(X{}, W{}))), ctg::wrt<W>);
+  auto st = ctg::make_store(dev, step);
+  gc::set<W>(st, rng.vec(12, -1.0, 1.0));
+  for (std::size_t rows : {1u, 5u}) {
+    CAPTURE(rows);
+    const auto x = gc::data_of<double>(rng.vec(rows * 4, -1.0, 1.0));
+    gc::check_grad<W>(step, st, gc::f64_tol, ctg::feed<X>(std::span<const double>(x), rows));
+  }
+}

@@ -1,0 +1,127 @@
+// Reductions: sum / mean / max over an axis (kept as 1) or the whole tensor, amax,
+// mean over a ctg::dyn dim fed at run time, and max with ties (gradient split
+// evenly, as PyTorch's amax). Forward values against references computed here;
+// gradients against central finite differences (f64) or exact expected values
+// (ties). softmax / log_softmax: ops_grad_softmax.cpp.
+#include "reduce_cases.hpp"
+
+using namespace reduce_cases;
+
+namespace {
+
+// The kept-axis shapes, checked statically.
+static_assert(std::is_same_v<ctg::shape_t<decltype(red<rk::sum, 0, m34>::make(ctg::param<"w", ctg::f64, 3, 4>{}))>,
+                             ctg::shape<1, 4>>);
+static_assert(std::is_same_v<ctg::shape_t<decltype(red<rk::mean, -1, m34>::make(ctg::param<"w", ctg::f64, 3, 4>{}))>,
+                             ctg::shape<3, 1>>);
+static_assert(std::is_same_v<
+              ctg::shape_t<decltype(red<rk::max, 1, t234>::make(ctg::param<"w", ctg::f64, 2, 3, 4>{}))>,
+              ctg::shape<2, 1, 4>>);
+static_assert(std::is_same_v<ctg::shape_t<decltype(red<rk::sum, whole, t234>::make(ctg::param<"w", ctg::f64, 2, 3, 4>{}))>,
+                             ctg::shape<>>);
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("sum / mean / max over axis 0, 1, -1 and whole: forward value and gradient (f64)", C,
+                   red<rk::sum, 0, m34>, red<rk::sum, 1, m34>, red<rk::sum, -1, m34>, red<rk::sum, whole, m34>,
+                   red<rk::sum, 1, t234>, red<rk::sum, 0, t234>, red<rk::mean, 0, m34>, red<rk::mean, 1, m34>,
+                   red<rk::mean, -1, m34>, red<rk::mean, whole, m34>, red<rk::mean, -2, t234>,
+                   red<rk::max, 0, m34>, red<rk::max, 1, m34>, red<rk::max, -1, m34>, red<rk::max, whole, m34>,
+                   red<rk::max, 1, t234>) {
+  reduce_case<C, ctg::f64>(gc::f64_tol, 1e-14);
+}
+
+TEST_CASE("mean over a ctg::dyn batch dim: the count comes from the fed size") {
+  using X = ctg::input<"x", ctg::f64, ctg::dyn, 4>;
+  using W = ctg::param<"w", ctg::f64, 4>;
+  using R = ctg::frozen<"r", ctg::f64, 1, 4>;
+  static_assert(std::is_same_v<ctg::shape_t<decltype(ctg::mean<0>(X{} * W{}))>, ctg::shape<1, 4>>);
+  gc::rng rng(121);
+  ctg::cpu::device dev;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::mean<0>(ctg::square(X{} * W{})) * R{}) + ctg::mean(X{} * W{}),
+                                  ctg::wrt<W>);
+  auto st = ctg::make_store(dev, step);
+  const auto w = gc::set<W>(st, rng.vec(4, -1.0, 1.0));
+  const auto r = gc::set<R>(st, rng.vec(4, -1.0, 1.0));
+  for (std::size_t rows : {3u, 7u, 1u}) {
+    CAPTURE(rows);
+    const auto x = rng.vec(rows * 4, -1.0, 1.0);
+    const auto xd = gc::data_of<double>(x);
+    const auto f = ctg::feed<X>(std::span<const double>(xd), rows);
+    const auto g = gc::check_grad<W>(step, st, gc::f64_tol, f);
+    // loss = sum_j r_j mean_i (x_ij w_j)^2 + mean_ij x_ij w_j
+    double want_loss = 0;
+    std::vector<double> want(4, 0.0);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < 4; ++j) {
+        const double xi = x[i * 4 + j];
+        want_loss += r[j] * xi * xi * w[j] * w[j] / double(rows) + xi * w[j] / double(rows * 4);
+        want[j] += r[j] * 2 * xi * xi * w[j] / double(rows) + xi / double(rows * 4);
+      }
+    CHECK(gc::close(gc::last_loss(st), want_loss, 1e-14, 1e-15));
+    gc::check_close(g, want, 1e-13, 1e-15, "analytic grad");
+  }
+}
+
+TEST_CASE("max with ties: the gradient is split evenly among the tied elements (PyTorch amax)") {
+  ctg::cpu::device dev;
+  SUBCASE("max<1> per row") {
+    using W = ctg::param<"w", ctg::f64, 2, 4>;
+    using R = ctg::frozen<"r", ctg::f64, 2, 1>;
+    auto step = ctg::value_and_grad(ctg::sum(ctg::max<1>(W{}) * R{}), ctg::wrt<W>);
+    auto st = ctg::make_store(dev, step);
+    gc::set<W>(st, {1.0, 3.0, 3.0, 2.0, /**/ 5.0, 0.5, 5.0, 5.0});
+    gc::set<R>(st, {0.8, -0.6});
+    step(st);
+    CHECK(gc::last_loss(st) == doctest::Approx(3.0 * 0.8 + 5.0 * -0.6).epsilon(1e-15));
+    gc::check_close(gc::to_vec(st.grad<W>()), {0.0, 0.4, 0.4, 0.0, /**/ -0.2, 0.0, -0.2, -0.2}, 1e-15, 0,
+                    "tied grad");
+  }
+  SUBCASE("max<0> per column") {
+    using W = ctg::param<"w", ctg::f64, 3, 2>;
+    auto step = ctg::value_and_grad(ctg::sum(ctg::max<0>(W{})), ctg::wrt<W>);
+    auto st = ctg::make_store(dev, step);
+    gc::set<W>(st, {2.0, -1.0, /**/ 2.0, -1.0, /**/ 1.0, -1.0});
+    step(st);
+    CHECK(gc::last_loss(st) == 1.0);
+    gc::check_close(gc::to_vec(st.grad<W>()), {0.5, 1.0 / 3, 0.5, 1.0 / 3, 0.0, 1.0 / 3}, 1e-15, 0, "tied grad");
+  }
+  SUBCASE("whole-tensor max") {
+    using W = ctg::param<"w", ctg::f64, 2, 3>;
+    auto step = ctg::value_and_grad(ctg::max(W{}) * ctg::lit<3.0>, ctg::wrt<W>);
+    auto st = ctg::make_store(dev, step);
+    gc::set<W>(st, {0.25, 4.0, -7.0, 4.0, 1.0, 3.5});
+    step(st);
+    CHECK(gc::last_loss(st) == 12.0);
+    gc::check_close(gc::to_vec(st.grad<W>()), {0.0, 1.5, 0.0, 1.5, 0.0, 0.0}, 1e-15, 0, "tied grad");
+  }
+  SUBCASE("amax: |+3| and |-3| tie; the gradient carries the sign") {
+    using W = ctg::param<"w", ctg::f64, 2, 3>;
+    auto step = ctg::value_and_grad(ctg::amax(W{}), ctg::wrt<W>);
+    auto st = ctg::make_store(dev, step);
+    gc::set<W>(st, {3.0, -1.0, 0.5, -3.0, 2.0, -2.5});
+    step(st);
+    CHECK(gc::last_loss(st) == 3.0);
+    gc::check_close(gc::to_vec(st.grad<W>()), {0.5, 0.0, 0.0, -0.5, 0.0, 0.0}, 1e-15, 0, "tied grad");
+  }
+}
+
+TEST_CASE("amax without ties: forward value and gradient vs finite differences") {
+  using W = ctg::param<"w", ctg::f64, 3, 4>;
+  static_assert(std::is_same_v<ctg::shape_t<decltype(ctg::amax(W{}))>, ctg::shape<>>);
+  gc::rng rng(131);
+  ctg::cpu::device dev;
+  const auto w0 = rng.signed_vec(12, 0.2, 2.0);
+  auto fwd = ctg::forward(ctg::amax(W{}));
+  auto fs = ctg::make_store(dev, fwd);
+  const auto w = gc::set<W>(fs, w0);
+  double want = 0;
+  for (double v : w) want = std::max(want, std::fabs(v));
+  gc::check_close(gc::run_forward(fwd, fs), {want}, 0, 0, "amax");
+
+  // sum(amax(W) * W) so that every element has a non-zero gradient.
+  auto step = ctg::value_and_grad(ctg::sum(ctg::amax(W{}) * W{}), ctg::wrt<W>);
+  auto st = ctg::make_store(dev, step);
+  gc::set<W>(st, w0);
+  gc::check_grad<W>(step, st, gc::f64_tol);
+}
