@@ -1,41 +1,11 @@
 // Unary elementwise ops: forward values against <cmath> references, and
 // gradients against central finite differences (gc::check_grad), in f64 (tight)
-// and f32 (loose). Binary ops, matmul, reductions and dtypes live in
-// ops_grad_binary.cpp, ops_grad_matmul.cpp, ops_grad_reduce.cpp, ops_grad_dtype.cpp.
-#include "grad_check.hpp"
+// and f32 (loose). Binary ops, matmul, reductions, dtypes and narrow
+// unary ops live in ops_grad_binary.cpp, ops_grad_broadcast.cpp, ops_grad_matmul.cpp,
+// ops_grad_reduce.cpp, ops_grad_softmax.cpp, ops_grad_dtype.cpp and ops_grad_narrow.cpp.
+#include "unary_cases.hpp"
 
 namespace {
-
-// One struct per public unary op: how to build it, a scalar reference, and a
-// domain where it is smooth (log/sqrt/rsqrt positive; relu/abs away from 0).
-#define UNARY_CASE(NAME, BUILD, REF, LO, HI, AWAY)                    \
-  struct NAME##_case {                                                \
-    static constexpr const char* name = #NAME;                        \
-    template <class X>                                                \
-    static auto make(X x) {                                           \
-      return BUILD;                                                   \
-    }                                                                 \
-    static double ref(double x) { return REF; }                       \
-    static constexpr double lo = LO, hi = HI;                         \
-    static constexpr bool away = AWAY;                                \
-  };
-UNARY_CASE(neg, -x, -x, -2.0, 2.0, false)
-UNARY_CASE(exp, ctg::exp(x), std::exp(x), -1.5, 1.5, false)
-UNARY_CASE(log, ctg::log(x), std::log(x), 0.3, 3.0, false)
-UNARY_CASE(sqrt, ctg::sqrt(x), std::sqrt(x), 0.3, 3.0, false)
-UNARY_CASE(rsqrt, ctg::rsqrt(x), 1.0 / std::sqrt(x), 0.3, 3.0, false)
-UNARY_CASE(square, ctg::square(x), x* x, -2.0, 2.0, false)
-UNARY_CASE(abs, ctg::abs(x), std::fabs(x), 0.2, 2.0, true)
-UNARY_CASE(relu, ctg::relu(x), x > 0 ? x : 0.0, 0.2, 2.0, true)
-UNARY_CASE(sigmoid, ctg::sigmoid(x), 1.0 / (1.0 + std::exp(-x)), -3.0, 3.0, false)
-UNARY_CASE(tanh, ctg::tanh(x), std::tanh(x), -2.0, 2.0, false)
-UNARY_CASE(silu, ctg::silu(x), x / (1.0 + std::exp(-x)), -3.0, 3.0, false)
-UNARY_CASE(gelu, ctg::gelu(x), 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))), -3.0, 3.0, false)
-#undef UNARY_CASE
-
-#define ALL_UNARY_CASES                                                                                      \
-  neg_case, exp_case, log_case, sqrt_case, rsqrt_case, square_case, abs_case, relu_case, sigmoid_case, \
-      tanh_case, silu_case, gelu_case
 
 // Forward values of C on a [3,5] leaf of dtype T, then d/dW sum(C(W) * R).
 template <class C, class T>

@@ -35,3 +35,53 @@ TEST_CASE("softmax: default axis is the last, rows sum to 1, and the gradient of
   gc::check_close(gc::to_vec(st.grad<W>()), std::vector<double>(15, 0.0), 0, 1e-15, "grad of a constant");
 }
 
+
+TEST_CASE("composites that fuse row reductions: cross-entropy, layer norm, attention (f64 gradients)") {
+  gc::rng rng(141);
+  ctg::cpu::device dev;
+  SUBCASE("cross-entropy against soft targets: -mean(log_softmax(X) * softmax(Y))") {
+    using X = ctg::param<"x", ctg::f64, 3, 5>;
+    using Y = ctg::param<"y", ctg::f64, 3, 5>;
+    auto step = ctg::value_and_grad(-ctg::mean(ctg::log_softmax(X{}) * ctg::softmax(Y{})), ctg::wrt<X, Y>);
+    auto st = ctg::make_store(dev, step);
+    const auto x = gc::set<X>(st, rng.vec(15, -2.0, 2.0));
+    const auto y = gc::set<Y>(st, rng.vec(15, -2.0, 2.0));
+    const auto gx = gc::check_grad<X>(step, st, gc::f64_tol);
+    gc::check_grad<Y>(step, st, gc::f64_tol);
+    // d/dx = (softmax(x) - p) / numel, with p = softmax(y) (rows of p sum to 1)
+    const auto sx = ref_reduce(rk::softmax, x, {3, 5}, -1), p = ref_reduce(rk::softmax, y, {3, 5}, -1);
+    std::vector<double> want(15);
+    for (std::size_t i = 0; i < 15; ++i) want[i] = (sx[i] - p[i]) / 15.0;
+    gc::check_close(gx, want, 1e-12, 1e-15, "analytic cross-entropy grad");
+  }
+  SUBCASE("layer norm over the last axis, with gain") {
+    using X = ctg::param<"x", ctg::f64, 4, 6>;
+    using G = ctg::param<"g", ctg::f64, 6>;
+    using R = ctg::frozen<"r", ctg::f64, 4, 6>;
+    auto centered = X{} - ctg::mean<-1>(X{});
+    auto ln = centered * ctg::rsqrt(ctg::mean<-1>(ctg::square(centered)) + ctg::lit<1e-5>) * G{};
+    auto step = ctg::value_and_grad(ctg::sum(ln * R{}), ctg::wrt<X, G>);
+    auto st = ctg::make_store(dev, step);
+    gc::set<X>(st, rng.vec(24, -2.0, 2.0));
+    gc::set<G>(st, rng.vec(6, 0.5, 1.5));
+    gc::set<R>(st, rng.vec(24, -1.0, 1.0));
+    gc::check_grad<X>(step, st, gc::f64_tol);
+    gc::check_grad<G>(step, st, gc::f64_tol);
+  }
+  SUBCASE("batched attention: softmax(Q K^T * s) V") {
+    using Q = ctg::param<"q", ctg::f64, 2, 3, 4>;
+    using K = ctg::param<"k", ctg::f64, 2, 3, 4>;
+    using V = ctg::param<"v", ctg::f64, 2, 3, 4>;
+    using R = ctg::frozen<"r", ctg::f64, 2, 3, 4>;
+    auto att = ctg::softmax(ctg::matmul(Q{}, ctg::transpose(K{})) * ctg::lit<0.5>);
+    auto step = ctg::value_and_grad(ctg::sum(ctg::matmul(att, V{}) * R{}), ctg::wrt<Q, K, V>);
+    auto st = ctg::make_store(dev, step);
+    gc::set<Q>(st, rng.vec(24, -1.0, 1.0));
+    gc::set<K>(st, rng.vec(24, -1.0, 1.0));
+    gc::set<V>(st, rng.vec(24, -1.0, 1.0));
+    gc::set<R>(st, rng.vec(24, -1.0, 1.0));
+    gc::check_grad<Q>(step, st, gc::f64_tol);
+    gc::check_grad<K>(step, st, gc::f64_tol);
+    gc::check_grad<V>(step, st, gc::f64_tol);
+  }
+}
