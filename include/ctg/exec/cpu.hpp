@@ -510,9 +510,11 @@ class store {
 
 }  // namespace cpu
 
-template <class Step>
-cpu::store<Step> make_store(cpu::device, Step) {
+template <class Outputs, class Wrt, bool Fuse>
+cpu::store<graph_step<Outputs, Wrt, Fuse>> make_store(cpu::device, graph_step<Outputs, Wrt, Fuse>) {
   return {};
 }
+// After a failed value_and_grad check (already reported), add no errors of its own.
+inline invalid_step make_store(cpu::device, invalid_step) { return {}; }
 
 }  // namespace ctg

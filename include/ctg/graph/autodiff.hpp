@@ -61,7 +61,8 @@ constexpr auto rule(reduce_node<Op, Out, X>, G g) {
   if constexpr (std::is_same_v<Op, op::sum_r>) {
     return broadcast_like<X>(g);
   } else if constexpr (std::is_same_v<Op, op::mean_r>) {
-    return broadcast_like<X>(g) * recip_count_node<X, reduce_node<Op, Out, X>, typename G::dtype>{};
+    // 1/count in the compute type: a narrow 1/count would underflow (f16) or round twice.
+    return broadcast_like<X>(g) * recip_count_node<X, reduce_node<Op, Out, X>, compute_t<typename G::dtype>>{};
   } else {
     // max: the gradient goes to the elements equal to the max, split evenly among ties.
     auto hit = detail::make_ew<op::equal, X, reduce_node<Op, Out, X>>();
@@ -171,6 +172,15 @@ struct graph_step {
   }
 };
 
+// What value_and_grad returns when a check failed: the static_assert already
+// said why; this keeps the user's next lines from adding errors of their own.
+struct invalid_step {
+  template <class... Args>
+  float operator()(Args&&...) const {
+    return 0.0f;
+  }
+};
+
 namespace detail {
 template <class Loss, class L>
 consteval bool check_wrt_leaf() {
@@ -198,7 +208,11 @@ constexpr auto value_and_grad(Loss, wrt_t<Leaves...>) {
     if constexpr (ok) {
       using fwd = topo_t<tl::list<Loss>>;
       return graph_step<tl::list<Loss, gradient_t<Loss, fwd, Leaves>...>, tl::list<Leaves...>>{};
+    } else {
+      return invalid_step{};
     }
+  } else {
+    return invalid_step{};
   }
 }
 

@@ -35,7 +35,8 @@ using keep_axis_t = shape_from<keep_axis_value<S, Axis>()>;
   template <expr A, expr B>                                                                            \
   constexpr auto operator SYM(A, B) {                                                                  \
     static_assert(detail::fits_v<A, B>, "ctg: shape mismatch: operands of '" #SYM "' do not broadcast"); \
-    return detail::make_ew<op::OP, A, B>();                                                            \
+    if constexpr (detail::fits_v<A, B>) return detail::make_ew<op::OP, A, B>();                        \
+    else return A{}; /* already reported: stop further errors */                                       \
   }                                                                                                    \
   template <expr A, double V>                                                                          \
   constexpr auto operator SYM(A, literal<V>) {                                                         \
@@ -164,7 +165,8 @@ constexpr auto matmul(A, B) {
   static_assert(A::dims::rank >= 2 && B::dims::rank >= 2, "ctg: matmul needs operands of rank 2 or more");
   static_assert(detail::matmul_shape<A, B>().ok,
                 "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
-  return matmul_node<A, B>{};
+  if constexpr (detail::matmul_shape<A, B>().ok) return matmul_node<A, B>{};
+  else return A{};  // already reported: stop further errors
 }
 
 // transpose(x): swap the last two dims.
