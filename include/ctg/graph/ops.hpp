@@ -109,30 +109,21 @@ constexpr auto broadcast_like(X) {
 
 // ------------------------------------------------------------ reductions ----
 
-template <int Axis, expr X>
-constexpr auto sum(X) {
-  return reduce_node<op::sum_r, detail::keep_axis_t<typename X::dims, Axis>, X>{};
-}
-template <expr X>
-constexpr auto sum(X) {
-  return reduce_node<op::sum_r, shape<>, X>{};
-}
-template <int Axis, expr X>
-constexpr auto mean(X) {
-  return reduce_node<op::mean_r, detail::keep_axis_t<typename X::dims, Axis>, X>{};
-}
-template <expr X>
-constexpr auto mean(X) {
-  return reduce_node<op::mean_r, shape<>, X>{};
-}
-template <int Axis, expr X>
-constexpr auto max(X) {
-  return reduce_node<op::max_r, detail::keep_axis_t<typename X::dims, Axis>, X>{};
-}
-template <expr X>
-constexpr auto max(X) {
-  return reduce_node<op::max_r, shape<>, X>{};
-}
+// NAME<axis>(x) reduces one axis and keeps it as size 1; NAME(x) reduces everything to a scalar.
+#define CTG_REDUCTION(NAME, OP)                                                   \
+  template <int Axis, expr X>                                                     \
+  constexpr auto NAME(X) {                                                        \
+    return reduce_node<op::OP, detail::keep_axis_t<typename X::dims, Axis>, X>{}; \
+  }                                                                               \
+  template <expr X>                                                               \
+  constexpr auto NAME(X) {                                                        \
+    return reduce_node<op::OP, shape<>, X>{};                                     \
+  }
+CTG_REDUCTION(sum, sum_r)
+CTG_REDUCTION(mean, mean_r)
+CTG_REDUCTION(max, max_r)
+#undef CTG_REDUCTION
+
 // amax(x): the largest magnitude in the whole tensor (what FP8 scaling needs).
 template <expr X>
 constexpr auto amax(X x) {
