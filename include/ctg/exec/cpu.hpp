@@ -97,6 +97,8 @@ class store {
 
 
  public:
+  using step_type = Step;
+
   store() {
     params_.reserve(layout.param_bytes ? layout.param_bytes : 64);
     grads_.reserve(layout.grad_bytes ? layout.grad_bytes : 64);
