@@ -28,6 +28,7 @@ struct device {};
 class arena {
  public:
   std::byte* data() { return mem_.get(); }
+  const std::byte* data() const { return mem_.get(); }
   std::size_t size() const { return size_; }
   void reserve(std::size_t bytes) {
     if (bytes <= size_) return;
@@ -127,7 +128,8 @@ class store {
   // The value of the step's first output (the loss, or forward(e)'s e) after the last step.
   auto value() const {
     using out = tl::at_t<0, typename Step::outputs>;
-    return std::span<const typename out::dtype>(value_.data(), value_.size());
+    return std::span<const typename out::dtype>(reinterpret_cast<const typename out::dtype*>(out_[published_].data()),
+                                                value_count_);
   }
 
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
@@ -199,7 +201,8 @@ class store {
   }
 
   // ----------------------------------------------------------- memory ----
-  // Every materialized node that is not a leaf gets its own scratch region.
+  // Every materialized node that is not a leaf gets its own scratch region;
+  // the first output is written straight into the unpublished output buffer.
   template <std::size_t... I>
   void plan_memory(std::index_sequence<I...>) {
     std::size_t offset[N]{};
@@ -209,8 +212,12 @@ class store {
       if constexpr (node::kind != node_kind::leaf && (table.materialized[J] || table.group[J] == J)) {
         const std::string what = "an intermediate";
         const dim_t n = detail::checked_numel(shapes_[J], what.c_str());
-        offset[J] = total;
-        total += align_up(static_cast<std::size_t>(n) * sizeof(typename node::dtype) + 1);
+        const std::size_t bytes = align_up(static_cast<std::size_t>(n) * sizeof(typename node::dtype) + 1);
+        if constexpr (J == first_output) out_[1 - published_].reserve(bytes);
+        else {
+          offset[J] = total;
+          total += bytes;
+        }
         if constexpr (node::kind == node_kind::reduce) acc = std::max(acc, static_cast<std::size_t>(n));
         if constexpr (node::kind == node_kind::matmul) acc = std::max(acc, static_cast<std::size_t>(shapes_[J].last()));
       }
@@ -222,7 +229,7 @@ class store {
     auto bind = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
       using node = node_at<J>;
       if constexpr (node::kind != node_kind::leaf && (table.materialized[J] || table.group[J] == J)) {
-        buf_[J] = scratch_.data() + offset[J];
+        buf_[J] = J == first_output ? out_[1 - published_].data() : scratch_.data() + offset[J];
         if constexpr (node::kind == node_kind::runtime_scalar) fill_runtime_scalar<J>();
       }
     };
@@ -396,8 +403,15 @@ class store {
           acc[out_base] = Op::combine(acc[out_base], F::template reduce_row<R>(c, L));
         }
       } else {
+        // Blocks of 16 with no loop-carried dependence: the inlined expression
+        // vectorizes (outputs never alias the group's inputs).
         T* o = out + row * L;
-        for (dim_t j = 0; j < L; ++j) o[j] = store_as<T>(F::template eval<R>(c, j));
+        dim_t j = 0;
+        for (; j + 16 <= L; j += 16) {
+#pragma GCC ivdep
+          for (dim_t u = 0; u < 16; ++u) o[j + u] = store_as<T>(F::template eval<R>(c, j + u));
+        }
+        for (; j < L; ++j) o[j] = store_as<T>(F::template eval<R>(c, j));
       }
     }
     if constexpr (generic_reduce) {
@@ -482,8 +496,14 @@ class store {
           throw error("ctg: the loss is not finite (" + std::to_string(static_cast<double>(load_as(lp[i]))) +
                       "); nothing was written");
     }
-    // Nothing visible changes before this point.
-    value_.assign(lp, lp + count);
+    // Nothing visible changes before this point. The first output was computed
+    // into the unpublished buffer (a leaf output is copied there); publish it.
+    if constexpr (is_leaf_v<loss>) {
+      out_[1 - published_].reserve(align_up(count * sizeof(typename loss::dtype) + 1));
+      std::memcpy(out_[1 - published_].data(), lp, count * sizeof(typename loss::dtype));
+    }
+    published_ = 1 - published_;
+    value_count_ = count;
     copy_grads(std::make_index_sequence<Step::wrt::size>{});
     return first;
   }
@@ -501,12 +521,15 @@ class store {
     (void)one;
   }
 
+  static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
+
   arena params_, grads_, scratch_;
+  arena out_[2];  // the first output: published (value()) and being computed
+  std::size_t published_ = 0, value_count_ = 0;
   std::array<std::byte*, N> buf_{};
   std::array<rt_shape, N> shapes_{};
   std::vector<double> acc_;
   std::vector<float> accf_;
-  std::vector<typename tl::at_t<0, typename Step::outputs>::dtype> value_;
   bool check_finite_ = false;
 };
 
