@@ -4,8 +4,9 @@
 #   ctg_install_missing_deps <caller-name>
 
 # The build and the tests need these (the default preset configures tests and benchmarks,
-# so the demo needs them too).
-CTG_DEBIAN_PACKAGES=(cmake g++ doctest-dev libbenchmark-dev libeigen3-dev)
+# so the demo needs them too). python3-torch is the PyTorch the oracle tests compare against
+# (tests/oracle; importable by /usr/bin/python3 only).
+CTG_DEBIAN_PACKAGES=(cmake g++ doctest-dev libbenchmark-dev libeigen3-dev python3-torch)
 
 ctg_install_missing_deps() {
   local who="${1:-ctg}"

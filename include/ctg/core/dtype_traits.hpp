@@ -2,6 +2,7 @@
 // Element types, their traits, and conversions to and from f32.
 
 #include <concepts>
+#include <cstdint>
 #include <type_traits>
 
 #include <ctg/core/bf16.hpp>
@@ -13,6 +14,12 @@ namespace ctg {
 
 using f32 = float;
 using f64 = double;  // reference type for gradient checks
+
+// Token ids and targets: index tensors are inputs read by gather, one_hot and
+// cross_entropy; they never enter arithmetic.
+using i32 = std::int32_t;
+template <class T>
+concept index_type = std::same_as<T, i32>;
 
 template <class T>
 concept element_type = std::same_as<T, f32> || std::same_as<T, f64> || std::same_as<T, bf16> ||

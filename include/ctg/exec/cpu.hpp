@@ -209,7 +209,7 @@ class store {
     std::size_t total = 0, acc = 0;
     auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
       using node = node_at<J>;
-      if constexpr (node::kind != node_kind::leaf && (table.materialized[J] || table.group[J] == J)) {
+      if constexpr (owns_buffer<node>(J)) {
         const std::string what = "an intermediate";
         const dim_t n = detail::checked_numel(shapes_[J], what.c_str());
         const std::size_t bytes = align_up(static_cast<std::size_t>(n) * sizeof(typename node::dtype) + 1);
@@ -228,12 +228,20 @@ class store {
     if (accf_.size() < acc) accf_.resize(acc);
     auto bind = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
       using node = node_at<J>;
-      if constexpr (node::kind != node_kind::leaf && (table.materialized[J] || table.group[J] == J)) {
+      if constexpr (node::kind == node_kind::view) buf_[J] = buf_[table.node[J].child[0]];
+      if constexpr (owns_buffer<node>(J)) {
         buf_[J] = J == first_output ? out_[1 - published_].data() : scratch_.data() + offset[J];
         if constexpr (node::kind == node_kind::runtime_scalar) fill_runtime_scalar<J>();
       }
     };
     (bind(std::integral_constant<std::size_t, I>{}), ...);
+  }
+
+  // Leaves are stored or fed, and views share their child's buffer; every
+  // other materialized node (and every group root) has a region of its own.
+  template <class Node>
+  static constexpr bool owns_buffer(std::size_t j) {
+    return Node::kind != node_kind::leaf && Node::kind != node_kind::view && (table.materialized[j] || table.group[j] == j);
   }
 
   template <std::size_t J>
@@ -254,6 +262,8 @@ class store {
         constexpr node_kind k = node_at<R>::kind;
         if constexpr (k == node_kind::matmul) run_matmul<R>();
         else if constexpr (k == node_kind::transpose) run_transpose<R>();
+        else if constexpr (k == node_kind::gather) run_gather<R>();
+        else if constexpr (k == node_kind::scatter_add) run_scatter_add<R>();
         else run_fused<R>();
       }
     };
@@ -283,6 +293,7 @@ class store {
     struct ctx {
       const std::byte* ptr[K]{};
       dim_t base[K]{};
+      dim_t row_pos = 0;  // index along the second-to-last dim (for index-aware ops)
       double local[NR]{};
     };
 
@@ -303,7 +314,10 @@ class store {
       } else {
         static_assert(node::kind == node_kind::elementwise);
         return [&]<class... X>(tl::list<X...>) {
-          return round_to<T>(node::op::apply(static_cast<C>(eval<tl::index_of_v<X, nodes>>(c, j))...));
+          if constexpr (requires { node::op::index_aware; })
+            return round_to<T>(node::op::apply_at(j, c.row_pos, static_cast<C>(eval<tl::index_of_v<X, nodes>>(c, j))...));
+          else
+            return round_to<T>(node::op::apply(static_cast<C>(eval<tl::index_of_v<X, nodes>>(c, j))...));
         }(typename node::children{});
       }
     }
@@ -362,7 +376,7 @@ class store {
       }(std::make_index_sequence<info::ninputs>{});
       return all;
     }();
-    const bool flat = inputs_advance && all_same && !row_reduce && !generic_reduce;
+    const bool flat = inputs_advance && all_same && !row_reduce && !generic_reduce && !info::index_aware;
     const dim_t L = flat ? total : it.last();
     const dim_t rows = total / (L ? L : 1);
     const std::size_t outer = it.rank > 0 ? it.rank - 1 : 0;
@@ -389,6 +403,7 @@ class store {
           out_base += idx * out_stride[d];
         }
       }
+      if constexpr (info::index_aware) c.row_pos = it.rank >= 2 ? row % it.d[it.rank - 2] : 0;
       F::inline_reductions(c, L, std::make_index_sequence<info::nreductions>{});
       if constexpr (row_reduce) {
         const double v = F::template reduce_row<R>(c, L);
@@ -483,6 +498,55 @@ class store {
         for (dim_t j = 0; j < cols; ++j) out[b * rows * cols + j * rows + i] = x[b * rows * cols + i * cols + j];
   }
 
+  // The rows an index tensor picks, checked against the table's row count.
+  template <std::size_t Table, std::size_t Ids>
+  const i32* checked_ids(dim_t table_rows) const {
+    const i32* ids = reinterpret_cast<const i32*>(buf_[Ids]);
+    const dim_t n = shapes_[Ids].numel();
+    for (dim_t i = 0; i < n; ++i) {
+      if (ids[i] >= 0 && ids[i] < table_rows) continue;
+      std::string table = "a table";
+      if constexpr (is_leaf_v<node_at<Table>>) table = std::string("'") + node_at<Table>::name.c_str() + "'";
+      std::string where;
+      if constexpr (is_leaf_v<node_at<Ids>>) where = std::string(" of input '") + node_at<Ids>::name.c_str() + "'";
+      throw error("ctg: index " + std::to_string(ids[i]) + " at position " + std::to_string(i) + where +
+                  " is outside the " + std::to_string(table_rows) + " rows of " + table);
+    }
+    return ids;
+  }
+
+  template <std::size_t R>
+  void run_gather() {
+    using T = typename node_at<R>::dtype;
+    constexpr std::size_t it = table.node[R].child[0], ii = table.node[R].child[1];
+    const rt_shape& ts = shapes_[it];
+    const dim_t rows = ts.d[0], row_len = rows ? ts.numel() / rows : 0;
+    const i32* ids = checked_ids<it, ii>(rows);
+    const T* src = reinterpret_cast<const T*>(buf_[it]);
+    T* out = reinterpret_cast<T*>(buf_[R]);
+    const dim_t n = shapes_[ii].numel();
+    for (dim_t i = 0; i < n; ++i) std::memcpy(out + i * row_len, src + ids[i] * row_len, row_len * sizeof(T));
+  }
+
+  template <std::size_t R>
+  void run_scatter_add() {
+    using TO = typename node_at<R>::dtype;  // the compute type: every row adds in it, rounded once later
+    constexpr std::size_t ig = table.node[R].child[0], ii = table.node[R].child[1];
+    using TG = typename node_at<ig>::dtype;
+    const rt_shape& os = shapes_[R];
+    const dim_t rows = os.d[0], row_len = rows ? os.numel() / rows : 0;
+    const i32* ids = checked_ids<R, ii>(rows);
+    const TG* g = reinterpret_cast<const TG*>(buf_[ig]);
+    TO* out = reinterpret_cast<TO*>(buf_[R]);
+    std::fill(out, out + os.numel(), TO(0));
+    const dim_t n = shapes_[ii].numel();
+    for (dim_t i = 0; i < n; ++i) {
+      TO* o = out + ids[i] * row_len;
+      const TG* gi = g + i * row_len;
+      for (dim_t k = 0; k < row_len; ++k) o[k] += static_cast<TO>(load_as<TG>(gi[k]));
+    }
+  }
+
   // ----------------------------------------------------------- commit ----
   float commit() {
     using loss = tl::at_t<0, typename Step::outputs>;
@@ -498,7 +562,7 @@ class store {
     }
     // Nothing visible changes before this point. The first output was computed
     // into the unpublished buffer (a leaf output is copied there); publish it.
-    if constexpr (is_leaf_v<loss>) {
+    if constexpr (!owns_buffer<loss>(il)) {
       out_[1 - published_].reserve(align_up(count * sizeof(typename loss::dtype) + 1));
       std::memcpy(out_[1 - published_].data(), lp, count * sizeof(typename loss::dtype));
     }

@@ -18,12 +18,14 @@ struct group_info {
     std::size_t reduction[n]{};   // inlined row reductions, in topological order
     std::size_t reduction_slot[n]{};
     std::size_t nreductions = 0;
+    bool index_aware = false;  // some node reads its position: the loop must run by rows
   };
   static constexpr tables info = [] {
     tables r;
     bool seen[n]{};
     for (std::size_t i = 0; i <= Root; ++i) {
       if (t.group[i] != Root) continue;
+      r.index_aware = r.index_aware || t.node[i].index_aware;
       if (i != Root && t.node[i].kind == node_kind::reduce) {
         r.reduction_slot[i] = r.nreductions;
         r.reduction[r.nreductions++] = i;
@@ -41,6 +43,7 @@ struct group_info {
   }();
   static constexpr std::size_t ninputs = info.ninputs;
   static constexpr std::size_t nreductions = info.nreductions;
+  static constexpr bool index_aware = info.index_aware;
   // The node whose shape the loop runs over.
   static constexpr std::size_t iteration_node = t.node[Root].kind == node_kind::reduce ? t.node[Root].child[0] : Root;
 };

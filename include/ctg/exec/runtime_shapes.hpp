@@ -73,6 +73,9 @@ void resolve_shape(rt_shape* shapes) {
     if constexpr (requires { typename Op::like; }) {
       if constexpr (std::is_void_v<typename Op::like>) out = static_rt<typename N::dims>();
       else out = at(std::type_identity<typename Op::like>{});
+    } else if constexpr (requires { typename Op::result_shape; }) {
+      // e.g. one_hot: the op's own shape, its dyn dims those of its child
+      out = fill_dyn<typename N::dims>(at(std::type_identity<tl::at_t<0, typename N::children>>{}));
     } else {
       // Each dim is set by the children whose static dim there is not 1; a
       // static 1 (or a missing dim) stretches, anything else must agree.
@@ -94,6 +97,24 @@ void resolve_shape(rt_shape* shapes) {
     }
   } else if constexpr (N::kind == node_kind::reduce) {
     out = fill_dyn<typename N::dims>(at(std::type_identity<tl::at_t<0, typename N::children>>{}));
+  } else if constexpr (N::kind == node_kind::view) {
+    using X = tl::at_t<0, typename N::children>;
+    const rt_shape& x = at(std::type_identity<X>{});
+    out = static_rt<typename N::dims>();
+    std::size_t from = 0;
+    for (std::size_t i = 0; i < out.rank; ++i) {
+      if (out.d[i] != dyn) continue;
+      while (X::dims::dims[from] != dyn) ++from;
+      out.d[i] = x.d[from++];
+    }
+    if (out.numel() != x.numel())
+      throw error("ctg: shape mismatch at run time in reshape: " + dims_text(x) + " to " + dims_text(out));
+  } else if constexpr (N::kind == node_kind::gather) {
+    const rt_shape& t = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+    out = at(std::type_identity<tl::at_t<1, typename N::children>>{});
+    for (std::size_t i = 1; i < t.rank; ++i) out.d[out.rank++] = t.d[i];
+  } else if constexpr (N::kind == node_kind::scatter_add) {
+    out = static_rt<typename N::dims>();
   } else if constexpr (N::kind == node_kind::transpose) {
     out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
     const dim_t t = out.d[out.rank - 1];

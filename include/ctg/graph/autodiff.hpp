@@ -27,6 +27,7 @@ constexpr auto unary(Self self, G g, X x) {
   else if constexpr (std::is_same_v<Op, op::tanh>) return g * (lit<1.0> - square(self));
   else if constexpr (std::is_same_v<Op, op::silu>) return g * detail::make_ew<op::silu_grad, X>();
   else if constexpr (std::is_same_v<Op, op::gelu>) return g * detail::make_ew<op::gelu_grad, X>();
+  else if constexpr (std::is_same_v<Op, op::causal_mask<true>>) return detail::make_ew<op::causal_mask<false>, G>();
   // cast and broadcast pass the gradient on; the caller casts it back to the
   // child's dtype and sums it down to the child's shape.
   else return g;
@@ -79,6 +80,20 @@ constexpr auto rule(matmul_node<A, B>, G g) {
 template <std::size_t K, class X, class G>
 constexpr auto rule(transpose_node<X>, G g) {
   return transpose(g);
+}
+
+template <std::size_t K, class S, class X, class G>
+constexpr auto rule(reshape_node<S, X>, G g) {
+  return reshape<typename X::dims>(g);
+}
+
+// Only the table gets a gradient (ids are i32 inputs): each row's gradient is
+// added back at its id.
+template <std::size_t K, class Table, class Ids, class G>
+constexpr auto rule(gather_node<Table, Ids>, G) {
+  static_assert(K == 0);
+  static_assert(Table::dims::is_static, "ctg: the gradient of gather needs a table with static dims");
+  return scatter_add_node<typename Table::dims, G, Ids>{};
 }
 
 // ------------------------------------------------------- reverse sweep ----

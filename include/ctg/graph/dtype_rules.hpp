@@ -6,6 +6,8 @@
 //  * Unary math, reductions (sum, mean, max) and transpose keep the input dtype;
 //    the arithmetic itself runs in f32 (f64 for f64) and is rounded once, at the node's output.
 //  * matmul gives the wider operand dtype, accumulating in f32 (f64 for f64).
+//  * i32 (index tensors: token ids, targets) is read only by gather, one_hot,
+//    index_valid and views; arithmetic on it does not compile.
 //  * cast<T> gives T. fp8 tensors (e4m3, e5m2) never enter arithmetic directly:
 //    they need a scale ("ctg: fp8 needs a scale").
 #include <type_traits>
@@ -25,6 +27,8 @@ inline constexpr int width_rank = std::is_same_v<T, f64> ? 3 : std::is_same_v<T,
 
 template <class A, class B>
 struct promote {
+  static_assert(!index_type<A> && !index_type<B>,
+                "ctg: i32 index tensors do not enter arithmetic (use gather, one_hot or cross_entropy)");
   static_assert(!is_fp8_v<A> && !is_fp8_v<B>,
                 "ctg: fp8 needs a scale: an e4m3/e5m2 tensor cannot enter arithmetic directly; "
                 "dequantize it with its scale first");
@@ -40,6 +44,7 @@ using promote_t = typename promote<A, B>::type;
 template <class T>
 CTG_HD CTG_FORCEINLINE compute_t<T> load_as(const T& v) {
   if constexpr (std::is_same_v<T, f32> || std::is_same_v<T, f64>) return v;
+  else if constexpr (index_type<T>) return static_cast<float>(v);  // exact below 2^24
   else return to_float(v);
 }
 template <class T, class C>

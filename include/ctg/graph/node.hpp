@@ -25,6 +25,9 @@ enum class node_kind {
   reduce,          // sum / mean / max over some axes
   matmul,          // (batched) matrix product
   transpose,       // swap of the last two dims
+  view,            // the child's elements under another shape (shares its buffer)
+  gather,          // rows of a table picked by an index tensor (embedding)
+  scatter_add,     // the adjoint of gather: rows added into a zeroed table
 };
 
 enum class leaf_role { param, frozen, input };
@@ -57,7 +60,8 @@ struct any_rg<tl::list<Cs...>> : std::bool_constant<any_requires_grad<Cs...>> {}
 
 template <fixed_string Name, class T, leaf_role Role, dim_t... Dims>
 struct leaf_node {
-  static_assert(element_type<T>, "ctg: a leaf's element type must be f32, f64, bf16, f16, e4m3 or e5m2");
+  static_assert(element_type<T> || (index_type<T> && Role == leaf_role::input),
+                "ctg: a leaf's element type must be f32, f64, bf16, f16, e4m3 or e5m2 (i32 only for inputs)");
   static_assert(Role == leaf_role::input || shape<Dims...>::is_static,
                 "ctg: parameters need static dims (only inputs may use ctg::dyn)");
   using ctg_node = void;
@@ -182,6 +186,39 @@ struct broadcast {
   CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
 };
 
+// Index-aware ops see where they are: `col` is the index along the last dim
+// and `row` the index along the one before it (the CPU loops and the CUDA
+// kernels both provide them).
+//
+// one_hot<T>: 1 where the column equals the index value (an i32 child, last dim 1).
+template <class S>
+struct one_hot {
+  static constexpr bool differentiable = false;
+  static constexpr bool index_aware = true;
+  using result_dtype = f32;
+  using result_shape = S;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t, C idx) { return C(col) == idx ? C(1) : C(0); }
+};
+// index_valid<Ignore>: 1 where the index is not Ignore, 0 where it is.
+template <int Ignore>
+struct index_valid {
+  static constexpr bool differentiable = false;
+  using result_dtype = f32;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C idx) { return idx == C(Ignore) ? C(0) : C(1); }
+};
+// causal_mask<NegInf>: keeps x where col <= row; elsewhere -inf (forward) or 0 (its backward).
+template <bool NegInf>
+struct causal_mask {
+  static constexpr bool differentiable = true;
+  static constexpr bool index_aware = true;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t row, C x) {
+    return col <= row ? x : (NegInf ? -C(1) / C(0) : C(0));
+  }
+};
+
 // Ops whose derivative is zero almost everywhere carry no gradient.
 template <class Op>
 inline constexpr bool carries_grad = Op::differentiable && !std::is_same_v<Op, sign> &&
@@ -209,6 +246,8 @@ template <class Op, class... Xs>
 struct elementwise_node {
   using ctg_node = void;
   using dtype = typename decltype(detail::ew_dtype<Op, Xs...>())::type;
+  static_assert(!index_type<dtype>,
+                "ctg: i32 index tensors do not enter arithmetic (use gather, one_hot or cross_entropy)");
   using dims = typename decltype(detail::ew_shape<Op, Xs...>())::type;
   using children = tl::list<Xs...>;
   using op = Op;
@@ -241,6 +280,7 @@ struct max_r {
 template <class Op, class Out, class X>
 struct reduce_node {
   static_assert(stretches_to<Out, typename X::dims>(), "ctg: shape mismatch: reduction target does not fit");
+  static_assert(!index_type<typename X::dtype>, "ctg: i32 index tensors cannot be reduced");
   using ctg_node = void;
   using dtype = typename X::dtype;
   using dims = Out;
@@ -314,6 +354,60 @@ struct transpose_node {
   using children = tl::list<X>;
   static constexpr node_kind kind = node_kind::transpose;
   static constexpr bool requires_grad = X::requires_grad;
+};
+
+// ------------------------------------------------------------------ views ----
+
+// X's elements under shape S (same count, same order): unsqueeze, squeeze,
+// reshape. It shares X's buffer, so X is materialized. S has as many ctg::dyn
+// dims as X; the k-th dyn dim of S takes the run-time size of X's k-th.
+template <class S, class X>
+struct reshape_node {
+  using ctg_node = void;
+  using dtype = typename X::dtype;
+  using dims = S;
+  using children = tl::list<X>;
+  static constexpr node_kind kind = node_kind::view;
+  static constexpr bool requires_grad = X::requires_grad;
+};
+
+// ---------------------------------------------------------------- gather ----
+
+namespace detail {
+// Ids' dims followed by the table's dims after the first (the row).
+template <class Table, class Ids>
+consteval shape_value gather_shape() {
+  constexpr shape_value t = value_of<typename Table::dims>(), ids = value_of<typename Ids::dims>();
+  shape_value r = ids;
+  for (std::size_t i = 1; i < t.rank; ++i) r.d[r.rank++] = t.d[i];
+  return r;
+}
+}  // namespace detail
+
+// out[i..., :] = table[ids[i...], :]. Index values outside [0, rows) are a run-time ctg::error.
+template <class Table, class Ids>
+struct gather_node {
+  static_assert(index_type<typename Ids::dtype>, "ctg: gather indices must be an i32 tensor");
+  static_assert(Table::dims::rank >= 1 && Ids::dims::rank + Table::dims::rank - 1 <= max_rank,
+                "ctg: gather result would have more than 6 dims");
+  using ctg_node = void;
+  using dtype = typename Table::dtype;
+  using dims = shape_from<detail::gather_shape<Table, Ids>()>;
+  using children = tl::list<Table, Ids>;
+  static constexpr node_kind kind = node_kind::gather;
+  static constexpr bool requires_grad = Table::requires_grad;
+};
+
+// The adjoint of gather: a zero table of shape S with each row of G added at
+// row ids[i...]. Repeated ids add up. Accumulates in the compute type.
+template <class S, class G, class Ids>
+struct scatter_add_node {
+  using ctg_node = void;
+  using dtype = compute_t<typename G::dtype>;
+  using dims = S;
+  using children = tl::list<G, Ids>;
+  static constexpr node_kind kind = node_kind::scatter_add;
+  static constexpr bool requires_grad = G::requires_grad;
 };
 
 }  // namespace ctg

@@ -167,4 +167,100 @@ constexpr auto transpose(X) {
   return transpose_node<X>{};
 }
 
+// ----------------------------------------------------------------- views ----
+
+namespace detail {
+template <class S, int Axis>
+consteval shape_value unsqueezed() {
+  constexpr int r = static_cast<int>(S::rank);
+  static_assert(Axis >= -(r + 1) && Axis <= r, "ctg: axis out of range for unsqueeze");
+  static_assert(S::rank < max_rank, "ctg: tensors have at most 6 dims");
+  const std::size_t a = static_cast<std::size_t>(Axis < 0 ? Axis + r + 1 : Axis);
+  shape_value v;
+  for (std::size_t i = 0; i < S::rank; ++i) v.d[v.rank++ + (i >= a)] = S::dims[i];
+  v.d[a] = 1;
+  v.rank = S::rank + 1;
+  return v;
+}
+template <class S, int Axis>
+consteval shape_value squeezed() {
+  constexpr std::size_t a = normalize_axis<S, Axis>();
+  static_assert(S::dims[a] == 1, "ctg: shape mismatch: squeeze needs a static dim of 1 there");
+  shape_value v;
+  for (std::size_t i = 0; i < S::rank; ++i)
+    if (i != a) v.d[v.rank++] = S::dims[i];
+  return v;
+}
+template <class S, dim_t Last>
+consteval shape_value with_last_dim() {
+  shape_value v = value_of<S>();
+  v.d[v.rank - 1] = Last;
+  return v;
+}
+template <class A, class B>
+consteval bool reshapable() {
+  dim_t pa = 1, pb = 1;
+  std::size_t da = 0, db = 0;
+  for (dim_t d : A::dims)
+    if (d == dyn) ++da;
+    else pa *= d;
+  for (dim_t d : B::dims)
+    if (d == dyn) ++db;
+    else pb *= d;
+  return da == db && pa == pb;
+}
+}  // namespace detail
+
+// reshape<S>(x): x's elements, in order, under shape S (a view: nothing is copied).
+template <class S, expr X>
+constexpr auto reshape(X) {
+  static_assert(detail::reshapable<typename X::dims, S>(),
+                "ctg: shape mismatch: reshape must keep the element count (and the number of ctg::dyn dims)");
+  if constexpr (std::is_same_v<S, typename X::dims>) return X{};
+  else if constexpr (X::kind == node_kind::view) return reshape<S>(tl::at_t<0, typename X::children>{});  // one view
+  else return reshape_node<S, X>{};
+}
+// unsqueeze<axis>(x): a new dim of size 1 at axis.  squeeze<axis>(x): drop a static dim of 1.
+template <int Axis, expr X>
+constexpr auto unsqueeze(X x) {
+  return reshape<shape_from<detail::unsqueezed<typename X::dims, Axis>()>>(x);
+}
+template <int Axis, expr X>
+constexpr auto squeeze(X x) {
+  return reshape<shape_from<detail::squeezed<typename X::dims, Axis>()>>(x);
+}
+
+// --------------------------------------------------------- index tensors ----
+
+// gather(table, ids): table's rows picked by ids (an i32 tensor); shape ids ++ table[1:].
+// Its gradient adds each row's gradient back into the table row (repeated ids add up).
+template <expr Table, expr Ids>
+constexpr auto gather(Table, Ids) {
+  return gather_node<Table, Ids>{};
+}
+
+// one_hot<Classes>(ids): f32 [ids..., Classes], 1 at each id's column. Ids outside [0, Classes) give a zero row.
+template <dim_t Classes, expr Ids>
+constexpr auto one_hot(Ids ids) {
+  static_assert(index_type<typename Ids::dtype>, "ctg: one_hot takes an i32 tensor");
+  static_assert(Classes >= 2, "ctg: one_hot needs at least 2 classes");
+  using col = decltype(unsqueeze<-1>(ids));
+  return detail::make_ew<op::one_hot<shape_from<detail::with_last_dim<typename col::dims, Classes>()>>, col>();
+}
+
+// index_valid<Ignore>(ids): f32, 0 where the id equals Ignore and 1 elsewhere.
+template <int Ignore, expr Ids>
+constexpr auto index_valid(Ids) {
+  static_assert(index_type<typename Ids::dtype>, "ctg: index_valid takes an i32 tensor");
+  return detail::make_ew<op::index_valid<Ignore>, Ids>();
+}
+
+// causal_mask(scores): scores[..., i, j] for j <= i, -inf above the diagonal
+// (so a softmax over the last dim attends only to earlier positions).
+template <expr X>
+constexpr auto causal_mask(X) {
+  static_assert(X::dims::rank >= 2, "ctg: causal_mask needs a tensor of rank 2 or more");
+  return detail::make_ew<op::causal_mask<true>, X>();
+}
+
 }  // namespace ctg

@@ -8,7 +8,8 @@
 //     (last axis, kept) over the same rows, computed per row before the main
 //     loop: softmax, log-softmax and norms are one group each;
 //   * reduction root: an elementwise chain ending in one reduction;
-//   * matmul, transpose: alone, reading buffers.
+//   * matmul, transpose, gather, scatter_add: alone, reading buffers.
+// A view (reshape) is no group at all: it shares its child's buffer.
 // A node is inlined into its consumers' group when all of them sit in one
 // group and it can be evaluated in that group's iteration space; otherwise
 // it gets a buffer and roots a group of its own.
@@ -19,13 +20,22 @@
 
 namespace ctg {
 
-enum class group_kind { elementwise, reduction, matmul, transpose };
+enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add };
+
+// Nodes that read their children from buffers (they cannot be inlined into),
+// and the ones among them that run as a group of their own.
+constexpr bool reads_buffers(node_kind k) {
+  return k == node_kind::matmul || k == node_kind::transpose || k == node_kind::view || k == node_kind::gather ||
+         k == node_kind::scatter_add;
+}
+constexpr bool runs_alone(node_kind k) { return reads_buffers(k) && k != node_kind::view; }
 
 struct node_desc {
   node_kind kind{};
   std::size_t nchild = 0;
   std::size_t child[2]{};
   bool row_reduction = false;
+  bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
   bool output = false;
   shape_value dims{};
   shape_value child_dims{};  // of child 0
@@ -56,6 +66,8 @@ struct plan_table {
       case node_kind::reduce: return group_kind::reduction;
       case node_kind::matmul: return group_kind::matmul;
       case node_kind::transpose: return group_kind::transpose;
+      case node_kind::gather: return group_kind::gather;
+      case node_kind::scatter_add: return group_kind::scatter_add;
       default: return group_kind::elementwise;
     }
   }
@@ -75,6 +87,7 @@ constexpr node_desc describe(bool output) {
   }
   if constexpr (N::children::size > 0) d.child_dims = value_of<typename tl::at_t<0, typename N::children>::dims>();
   if constexpr (N::kind == node_kind::reduce) d.row_reduction = N::row_reduction;
+  if constexpr (N::kind == node_kind::elementwise) d.index_aware = requires { N::op::index_aware; };
   return d;
 }
 
@@ -84,19 +97,19 @@ constexpr void decide_groups(plan_table<N>& p, bool fuse) {
   // backwards every consumer's group is known when a node is decided.
   for (std::size_t ii = N; ii-- > 0;) {
     node_desc& d = p.node[ii];
-    if (d.kind == node_kind::leaf || d.kind == node_kind::runtime_scalar ||
+    if (d.kind == node_kind::leaf || d.kind == node_kind::runtime_scalar || d.kind == node_kind::view ||
         (d.kind == node_kind::constant && !d.output)) {
       p.materialized[ii] = d.kind != node_kind::constant;
       p.group[ii] = no_group;
       continue;
     }
-    bool root = !fuse || d.output || d.kind == node_kind::matmul || d.kind == node_kind::transpose;
+    bool root = !fuse || d.output || runs_alone(d.kind);
     std::size_t target = no_group;
     for (std::size_t c = ii + 1; c < N && !root; ++c) {
       const node_desc& cd = p.node[c];
       for (std::size_t k = 0; k < cd.nchild; ++k) {
         if (cd.child[k] != ii) continue;
-        if (cd.kind == node_kind::matmul || cd.kind == node_kind::transpose) root = true;
+        if (reads_buffers(cd.kind)) root = true;
         else if (target == no_group) target = p.group[c];
         else if (target != p.group[c]) root = true;
       }

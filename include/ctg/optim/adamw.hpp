@@ -1,0 +1,387 @@
+#pragma once
+// AdamW with f32 master weights, exactly as torch.optim.AdamW (amsgrad=False,
+// maximize=False, one param group) updates, plus optional global-norm
+// gradient clipping with torch.nn.utils.clip_grad_norm_'s semantics.
+//
+//   auto store = ctg::make_store(dev, step);
+//   init(store.param<W1>()), ...;                      // initialise parameters FIRST:
+//   ctg::optim::adamw opt(store, {.lr = 3e-4f});       // masters are taken from them here
+//   for (...) {
+//     step(store, ctg::feed<X>(x, batch));
+//     float grad_norm = opt.step(store, schedule(opt.steps()));
+//   }
+//
+// State, all f32, for every trainable leaf of the step (every leaf in
+// Step::wrt): exp_avg (m), exp_avg_sq (v), and, for leaves whose dtype is not
+// f32 (bf16, f16, fp8, f64), an f32 master copy that the update is applied to;
+// the stored parameter is then the master rounded to its dtype (round to
+// nearest even; fp8 saturates). An f32 leaf is its own master and is updated
+// in place. Frozen leaves and inputs get no state and are never written; so
+// are params that are not in this step's wrt<...>.
+//
+// One step(store, lr), with t = steps() + 1 and g the gradient of the last
+// successful step as read from the store (store grads are never written):
+//   1. total = sqrt(sum over every trainable leaf of sum g^2), accumulated in
+//      double, returned rounded to f32. If any gradient element is not finite,
+//      throw ctg::error naming the first such leaf (in Step::wrt order) and
+//      change nothing: no parameter, master, moment or the step count.
+//   2. if max_grad_norm > 0: coef = min(max_grad_norm / (total + 1e-6f), 1)
+//      in f32, and g = g * coef (as clip_grad_norm_ scales the grads in place).
+//   3. per element, in f32, in PyTorch's operation order, with the scalar
+//      coefficients computed in double and rounded to f32 once (as PyTorch
+//      does with Python floats):
+//        p = p * (1 - lr*wd)
+//        m = m * b1 + (1 - b1) * g
+//        v = v * b2 + ((1 - b2) * g) * g
+//        denom = sqrt(v) / sqrt(1 - b2^t) + eps
+//        p = p + (-(lr / (1 - b1^t)) * m) / denom
+// PyTorch's vectorized CPU kernels fuse some of these into FMAs, so results
+// agree with it to about 1 ulp per operation, not bit for bit.
+//
+// An f64 leaf also gets an f32 master (state is f32): its value is then only
+// f32-precise after the first step.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include <ctg/core/error.hpp>
+#include <ctg/graph/traits.hpp>
+
+namespace ctg::optim {
+
+struct adamw_config {
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
+  float max_grad_norm = 0.0f;  // 0: no clipping
+
+  // Throws ctg::error for a value torch.optim.AdamW would also reject (or that
+  // is not finite): lr < 0, beta outside [0, 1), eps < 0, weight_decay < 0,
+  // max_grad_norm < 0.
+  void validate() const {
+    auto bad = [](const char* what, float v, const char* expected) {
+      throw error(std::string("ctg: adamw: ") + what + " must be " + expected + ", found " + std::to_string(v));
+    };
+    if (!(std::isfinite(lr) && lr >= 0.0f)) bad("lr", lr, "finite and >= 0");
+    if (!(beta1 >= 0.0f && beta1 < 1.0f)) bad("beta1", beta1, "in [0, 1)");
+    if (!(beta2 >= 0.0f && beta2 < 1.0f)) bad("beta2", beta2, "in [0, 1)");
+    if (!(std::isfinite(eps) && eps >= 0.0f)) bad("eps", eps, "finite and >= 0");
+    if (!(std::isfinite(weight_decay) && weight_decay >= 0.0f)) bad("weight_decay", weight_decay, "finite and >= 0");
+    if (!(std::isfinite(max_grad_norm) && max_grad_norm >= 0.0f))
+      bad("max_grad_norm", max_grad_norm, "finite and >= 0 (0: no clipping)");
+  }
+};
+
+template <class Store>
+class adamw;
+
+namespace detail {
+// Mutable access to an optimizer's state for ctg/optim/state_file.hpp.
+template <class Store>
+struct adamw_access;
+
+template <class T>
+inline constexpr bool has_master_copy = !std::is_same_v<T, f32>;
+
+// 64-byte aligned floats, zero-initialised.
+class float_buffer {
+ public:
+  explicit float_buffer(std::size_t n) : n_(n) {
+    if (n) {
+      p_.reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
+      std::memset(p_.get(), 0, n * sizeof(float));
+    }
+  }
+  float_buffer(const float_buffer& o) : float_buffer(o.n_) {
+    if (n_) std::memcpy(p_.get(), o.p_.get(), n_ * sizeof(float));
+  }
+  float_buffer(float_buffer&&) noexcept = default;
+  float_buffer& operator=(const float_buffer& o) {
+    if (this != &o) *this = float_buffer(o);
+    return *this;
+  }
+  float_buffer& operator=(float_buffer&&) noexcept = default;
+  float* data() { return p_.get(); }
+  const float* data() const { return p_.get(); }
+
+ private:
+  struct deleter {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<float[], deleter> p_;
+  std::size_t n_ = 0;
+};
+
+// Sum of squares in double, with 8 independent partial sums (a fixed order,
+// so the result does not depend on the compiler; and a loop it can vectorize).
+template <class T>
+inline double sum_of_squares(const T* __restrict g, std::size_t n) {
+  double acc[8] = {};
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (std::size_t k = 0; k < 8; ++k) {
+      const double x = static_cast<double>(load_as<T>(g[i + k]));
+      acc[k] += x * x;
+    }
+  for (std::size_t k = 0; i < n; ++i, ++k) {
+    const double x = static_cast<double>(load_as<T>(g[i]));
+    acc[k] += x * x;
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// The per-step scalars, each rounded to f32 once.
+struct adamw_coeffs {
+  float grad_scale;  // clip coefficient (1 when not clipping)
+  float decay;       // 1 - lr * wd
+  float beta1, one_minus_beta1;
+  float beta2, one_minus_beta2;
+  float bias_correction2_sqrt;
+  float eps;
+  float neg_step_size;  // -lr / (1 - beta1^t)
+};
+
+// One leaf's update. `w` is the master (the parameter itself for f32 leaves);
+// `param` receives the master rounded to T when T is not f32.
+template <class T>
+inline void adamw_update(const T* __restrict g, float* __restrict w, float* __restrict m, float* __restrict v,
+                         T* __restrict param, std::size_t n, const adamw_coeffs c) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float gi = static_cast<float>(load_as<T>(g[i])) * c.grad_scale;
+    float p = w[i] * c.decay;
+    const float mi = m[i] * c.beta1 + c.one_minus_beta1 * gi;
+    const float vi = v[i] * c.beta2 + (c.one_minus_beta2 * gi) * gi;
+    const float denom = std::sqrt(vi) / c.bias_correction2_sqrt + c.eps;
+    p = p + (c.neg_step_size * mi) / denom;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = p;
+    if constexpr (has_master_copy<T>) param[i] = store_as<T>(p);
+  }
+}
+}  // namespace detail
+
+template <class Store>
+class adamw {
+ public:
+  using store_type = Store;
+  using step_type = typename Store::step_type;
+  using trainable = typename step_type::wrt;  // the leaves that get state, in order
+
+  // True for the leaves this optimizer keeps moments for (the step's wrt leaves).
+  template <class L>
+  static constexpr bool has_state = tl::contains_v<L, trainable>;
+  // True for trainable leaves whose dtype is not f32 (they keep an f32 master copy).
+  template <class L>
+  static constexpr bool has_master = has_state<L> && detail::has_master_copy<typename L::dtype>;
+
+  // Takes the masters from the store's current parameters: initialise them first.
+  explicit adamw(Store& s, adamw_config cfg = {}) : cfg_(cfg), state_(layout.total) {
+    static_assert(trainable::size > 0, "ctg: adamw needs a step with trainable leaves (value_and_grad)");
+    cfg_.validate();
+    sync_masters(s);
+  }
+
+  // One update with the configured lr. Returns the global gradient norm before clipping.
+  float step(Store& s) { return step(s, cfg_.lr); }
+
+  // One update with this lr (e.g. from a schedule). Returns the global
+  // gradient norm before clipping. Throws ctg::error, changing nothing, when
+  // a gradient is not finite or lr is not finite and >= 0.
+  float step(Store& s, float lr) {
+    if (!(std::isfinite(lr) && lr >= 0.0f))
+      throw error("ctg: adamw: lr must be finite and >= 0, found " + std::to_string(lr) + "; nothing was updated");
+    // Pass 1: read only. Norm and finiteness of every gradient.
+    double total_sq = 0.0;
+    for_each_trainable([&]<std::size_t K, class L>() {
+      const auto g = s.template grad<L>();
+      const double ss = detail::sum_of_squares(g.data(), g.size());
+      if (!std::isfinite(ss)) throw_not_finite<L>(g);
+      total_sq += ss;
+    });
+    if (!std::isfinite(total_sq)) throw error("ctg: adamw: the global gradient norm overflows; nothing was updated");
+    const float total = static_cast<float>(std::sqrt(total_sq));
+
+    // Pass 2: nothing below throws.
+    const std::int64_t t = steps_ + 1;
+    const double b1 = cfg_.beta1, b2 = cfg_.beta2;
+    const double bias_correction1 = 1.0 - std::pow(b1, static_cast<double>(t));
+    const double bias_correction2 = 1.0 - std::pow(b2, static_cast<double>(t));
+    detail::adamw_coeffs c{};
+    c.grad_scale = 1.0f;
+    if (cfg_.max_grad_norm > 0.0f) c.grad_scale = std::min(cfg_.max_grad_norm / (total + 1e-6f), 1.0f);
+    c.decay = static_cast<float>(1.0 - static_cast<double>(lr) * static_cast<double>(cfg_.weight_decay));
+    c.beta1 = cfg_.beta1;
+    c.one_minus_beta1 = static_cast<float>(1.0 - b1);
+    c.beta2 = cfg_.beta2;
+    c.one_minus_beta2 = static_cast<float>(1.0 - b2);
+    c.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+    c.eps = cfg_.eps;
+    c.neg_step_size = static_cast<float>(-(static_cast<double>(lr) / bias_correction1));
+    for_each_trainable([&]<std::size_t K, class L>() {
+      using T = typename L::dtype;
+      const auto g = s.template grad<L>();
+      const auto p = s.template param<L>();
+      float* m = state_.data() + layout.exp_avg[K];
+      float* v = state_.data() + layout.exp_avg_sq[K];
+      if constexpr (detail::has_master_copy<T>)
+        detail::adamw_update<T>(g.data(), state_.data() + layout.master[K], m, v, p.data(), p.size(), c);
+      else
+        detail::adamw_update<T>(g.data(), p.data(), m, v, nullptr, p.size(), c);
+    });
+    steps_ = t;
+    return total;
+  }
+
+  // The number of successful steps taken (PyTorch's state["step"]).
+  std::int64_t steps() const { return steps_; }
+
+  const adamw_config& config() const { return cfg_; }
+  void set_config(const adamw_config& c) {
+    c.validate();
+    cfg_ = c;
+  }
+
+  template <class L>
+  std::span<const float> exp_avg() const {
+    check_state_leaf<L>();
+    return {state_.data() + layout.exp_avg[index<L>], numel<L>()};
+  }
+  template <class L>
+  std::span<const float> exp_avg_sq() const {
+    check_state_leaf<L>();
+    return {state_.data() + layout.exp_avg_sq[index<L>], numel<L>()};
+  }
+  // The f32 master of a trainable leaf whose dtype is not f32. (An f32 leaf
+  // is its own master: read store.param<L>().)
+  template <class L>
+  std::span<const float> master() const {
+    check_state_leaf<L>();
+    static_assert(detail::has_master_copy<typename L::dtype>,
+                  "ctg: an f32 parameter is its own master copy: read store.param<L>()");
+    return {state_.data() + layout.master[index<L>], numel<L>()};
+  }
+
+  // Re-take every master from the store's parameters (after re-initialising
+  // them). Moments and the step count are kept.
+  void sync_masters(Store& s) {
+    for_each_trainable([&]<std::size_t K, class L>() {
+      using T = typename L::dtype;
+      if constexpr (detail::has_master_copy<T>) {
+        const auto p = s.template param<L>();
+        float* w = state_.data() + layout.master[K];
+        for (std::size_t i = 0; i < p.size(); ++i) w[i] = static_cast<float>(load_as<T>(p[i]));
+      }
+    });
+  }
+
+  // The number of state floats (moments and masters, without padding).
+  static constexpr std::size_t state_elements() { return layout.elements; }
+
+ private:
+  friend struct detail::adamw_access<Store>;
+
+  template <class L>
+  static constexpr std::size_t numel() {
+    std::size_t n = 1;
+    for (dim_t d : L::dims::dims) n *= static_cast<std::size_t>(d);
+    return n;
+  }
+  template <class L>
+  static constexpr std::size_t index = tl::index_of_v<L, trainable>;
+
+  template <class L>
+  static constexpr void check_state_leaf() {
+    static_assert(!(is_leaf_v<L> && L::role == leaf_role::frozen),
+                  "ctg: frozen parameter: a frozen leaf has no optimizer state");
+    static_assert(tl::contains_v<L, trainable>,
+                  "ctg: no optimizer state: this leaf is not trainable in this step (not in its wrt<...>)");
+  }
+
+  static constexpr std::size_t nt = trainable::size > 0 ? trainable::size : 1;
+  static constexpr std::size_t npos = ~std::size_t(0);
+  struct state_layout {
+    std::size_t exp_avg[nt]{}, exp_avg_sq[nt]{}, master[nt]{};
+    std::size_t total = 0;     // floats, each region padded to 64 bytes
+    std::size_t elements = 0;  // floats, without padding
+  };
+  static constexpr state_layout layout = [] {
+    state_layout l;
+    auto pad = [](std::size_t n) { return (n + 15) / 16 * 16; };
+    [&]<class... Ls>(tl::list<Ls...>) {
+      std::size_t k = 0;
+      auto one = [&]<class L>(std::type_identity<L>) {
+        const std::size_t n = numel<L>();
+        l.exp_avg[k] = l.total;
+        l.total += pad(n);
+        l.exp_avg_sq[k] = l.total;
+        l.total += pad(n);
+        l.elements += 2 * n;
+        if (detail::has_master_copy<typename L::dtype>) {
+          l.master[k] = l.total;
+          l.total += pad(n);
+          l.elements += n;
+        } else {
+          l.master[k] = npos;
+        }
+        ++k;
+      };
+      (one(std::type_identity<Ls>{}), ...);
+    }(trainable{});
+    return l;
+  }();
+
+  // f.template operator()<K, L>() for every trainable leaf L, K its index.
+  template <class F>
+  static void for_each_trainable(F&& f) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (f.template operator()<K, tl::at_t<K, trainable>>(), ...);
+    }(std::make_index_sequence<trainable::size>{});
+  }
+
+  template <class L, class G>
+  [[noreturn]] static void throw_not_finite(G g) {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const double x = static_cast<double>(load_as(g[i]));
+      if (!std::isfinite(x))
+        throw error(std::string("ctg: adamw: the gradient of '") + L::name.c_str() + "' is not finite (element " +
+                    std::to_string(i) + " is " + std::to_string(x) + "); nothing was updated");
+    }
+    throw error(std::string("ctg: adamw: the sum of squares of the gradient of '") + L::name.c_str() +
+                "' overflows; nothing was updated");
+  }
+
+  adamw_config cfg_;
+  detail::float_buffer state_;
+  std::int64_t steps_ = 0;
+};
+
+namespace detail {
+// Raw state access for save/load (ctg/optim/state_file.hpp); K indexes adamw<Store>::trainable.
+template <class Store>
+struct adamw_access {
+  using opt = adamw<Store>;
+  template <std::size_t K>
+  static float* exp_avg(const opt& o) {
+    return const_cast<float*>(o.state_.data()) + opt::layout.exp_avg[K];
+  }
+  template <std::size_t K>
+  static float* exp_avg_sq(const opt& o) {
+    return const_cast<float*>(o.state_.data()) + opt::layout.exp_avg_sq[K];
+  }
+  template <std::size_t K>
+  static float* master(const opt& o) {
+    return const_cast<float*>(o.state_.data()) + opt::layout.master[K];
+  }
+  static std::int64_t& steps(opt& o) { return o.steps_; }
+  static adamw_config& config(opt& o) { return o.cfg_; }
+};
+}  // namespace detail
+
+}  // namespace ctg::optim
