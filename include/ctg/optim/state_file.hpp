@@ -9,12 +9,13 @@
 //
 // save writes `path + ".tmp"` (and fsyncs it where POSIX is available), then
 // renames it over `path` with std::filesystem::rename, so `path` holds either
-// the old file or the complete new one. I/O failures throw ctg::error naming
-// the path; the .tmp file is removed.
+// the old file or the complete new one (the directory itself is not
+// fsynced). I/O failures throw ctg::error naming the path; the .tmp file is
+// removed.
 //
-// load reads and checks the whole file before it writes anything. Any
-// problem throws ctg::error and leaves the store and the optimizer untouched:
-// a wrong magic or version, a truncated file, a bad checksum, a malformed or
+// load reads the whole file into memory and checks all of it before it
+// writes anything. Any problem throws ctg::error and leaves the store and the
+// optimizer untouched: a wrong magic or version, a truncated file, a bad checksum, a malformed or
 // duplicated record, a record missing for a leaf (or for optimizer state), a
 // record the model does not have, or a record whose dtype, dims or byte count
 // differ from the model's. The message names the record ("param 'mlp.w1'"),
@@ -59,6 +60,7 @@
 //     u64       checksum: FNV-1a 64 (offset basis 0xcbf29ce484222325, prime
 //               0x100000001b3, one byte at a time) of every byte before it,
 //               i.e. header, records and record count.
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstddef>
@@ -67,6 +69,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -373,19 +376,23 @@ struct parsed_record {
 
 inline std::vector<unsigned char> read_file(const std::filesystem::path& path) {
   const std::string p = path_text(path);
-  std::FILE* f = std::fopen(p.c_str(), "rb");
-  if (!f) throw error("ctg: cannot open state file '" + p + "': " + std::strerror(errno));
-  std::vector<unsigned char> buf;
+  struct closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  const std::unique_ptr<std::FILE, closer> file(std::fopen(p.c_str(), "rb"));
+  if (!file) throw error("ctg: cannot open state file '" + p + "': " + std::strerror(errno));
+  std::FILE* f = file.get();
+  std::error_code ec;
+  const auto expected = std::filesystem::file_size(path, ec);
+  std::vector<unsigned char> buf(ec ? std::size_t(1) << 16 : static_cast<std::size_t>(expected) + 1);
   std::size_t used = 0;
   for (;;) {
-    buf.resize(used + (std::size_t(1) << 20));
+    if (used == buf.size()) buf.resize(2 * buf.size());
     const std::size_t k = std::fread(buf.data() + used, 1, buf.size() - used, f);
     used += k;
     if (k == 0) break;
   }
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) throw error("ctg: cannot read state file '" + p + "'");
+  if (std::ferror(f) != 0) throw error("ctg: cannot read state file '" + p + "'");
   buf.resize(used);
   return buf;
 }
