@@ -7,3 +7,5 @@
 #include "core/dtypes.hpp"
 #include "graph/graph.hpp"
 #include "exec/cpu.hpp"
+#include "nn/nn.hpp"
+#include "precision/policy.hpp"

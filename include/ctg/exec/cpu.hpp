@@ -12,6 +12,7 @@
 #include <new>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ctg/exec/feed.hpp>
@@ -66,7 +67,7 @@ class store {
   // Parameters (trainable and frozen) live in one arena at fixed offsets; so do gradients.
   template <class L>
   static consteval bool stored_leaf() {
-    if constexpr (is_leaf_v<L>) return L::role != leaf_role::input;
+    if constexpr (is_leaf_v<L>) return !L::fed;
     else return false;
   }
   struct leaf_layout {
@@ -132,6 +133,27 @@ class store {
                                                 value_count_);
   }
 
+  // Output K of the step (0: the loss; K > 0: the gradient of the K-th wrt leaf)
+  // as computed by the last run: valid until the next run. (ctg::nn::stack
+  // reads its per-layer results this way.)
+  template <std::size_t K>
+  auto output() const {
+    using out = tl::at_t<K, typename Step::outputs>;
+    constexpr std::size_t i = tl::index_of_v<out, nodes>;
+    return std::span<const typename out::dtype>(reinterpret_cast<const typename out::dtype*>(buf_[i]),
+                                                static_cast<std::size_t>(shapes_[i].numel()));
+  }
+
+  // The same, by run-time index, as bytes.
+  const std::byte* output_bytes(std::size_t k) const {
+    const std::byte* p = nullptr;
+    [&]<class... Os>(tl::list<Os...>) {
+      std::size_t j = 0;
+      ((p = j++ == k ? buf_[tl::index_of_v<Os, nodes>] : p), ...);
+    }(typename Step::outputs{});
+    return p;
+  }
+
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
   void check_finite(bool on) { check_finite_ = on; }
 
@@ -163,7 +185,7 @@ class store {
   template <class L, class... Feeds>
   void bind_one(std::size_t i, const Feeds&... feeds) {
     if constexpr (is_leaf_v<L>) {
-      if constexpr (L::role == leaf_role::input) {
+      if constexpr (L::fed) {
         constexpr std::size_t count = (std::size_t(0) + ... + std::is_same_v<typename Feeds::leaf, L>);
         if constexpr (count == 0) {
           throw error(std::string("ctg: missing feed for input '") + L::name.c_str() + "'");
@@ -212,7 +234,7 @@ class store {
       if constexpr (owns_buffer<node>(J)) {
         const std::string what = "an intermediate";
         const dim_t n = detail::checked_numel(shapes_[J], what.c_str());
-        const std::size_t bytes = align_up(static_cast<std::size_t>(n) * sizeof(typename node::dtype) + 1);
+        const std::size_t bytes = buffer_bytes<node>(static_cast<std::size_t>(n));
         if constexpr (J == first_output) out_[1 - published_].reserve(bytes);
         else {
           offset[J] = total;
@@ -228,7 +250,11 @@ class store {
     if (accf_.size() < acc) accf_.resize(acc);
     auto bind = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
       using node = node_at<J>;
-      if constexpr (node::kind == node_kind::view) buf_[J] = buf_[table.node[J].child[0]];
+      if constexpr (node::kind == node_kind::view) {
+        std::size_t offset = 0;
+        if constexpr (requires { node::byte_offset; }) offset = node::byte_offset;
+        buf_[J] = buf_[table.node[J].child[0]] + offset;
+      }
       if constexpr (owns_buffer<node>(J)) {
         buf_[J] = J == first_output ? out_[1 - published_].data() : scratch_.data() + offset[J];
         if constexpr (node::kind == node_kind::runtime_scalar) fill_runtime_scalar<J>();
@@ -242,6 +268,16 @@ class store {
   template <class Node>
   static constexpr bool owns_buffer(std::size_t j) {
     return Node::kind != node_kind::leaf && Node::kind != node_kind::view && (table.materialized[j] || table.group[j] == j);
+  }
+
+  // A node's region: its value, and for a stack every layer's input, for a
+  // stack's backward the stacked leaves' gradients before it.
+  template <class Node>
+  static std::size_t buffer_bytes(std::size_t numel) {
+    std::size_t bytes = numel * sizeof(typename Node::dtype);
+    if constexpr (Node::kind == node_kind::stack) bytes *= Node::layers;
+    if constexpr (Node::kind == node_kind::stack_grad) bytes += Node::leading_bytes;
+    return align_up(bytes + 1);
   }
 
   template <std::size_t J>
@@ -264,6 +300,8 @@ class store {
         else if constexpr (k == node_kind::transpose) run_transpose<R>();
         else if constexpr (k == node_kind::gather) run_gather<R>();
         else if constexpr (k == node_kind::scatter_add) run_scatter_add<R>();
+        else if constexpr (k == node_kind::stack) run_stack<R>();
+        else if constexpr (k == node_kind::stack_grad) run_stack_grad<R>();
         else run_fused<R>();
       }
     };
@@ -547,6 +585,94 @@ class store {
     }
   }
 
+  // ------------------------------------------------------------ stacks ----
+  // Each stack node owns a store for its block's forward graph and one for
+  // its backward; both are compiled once, whatever the number of layers.
+  template <class S>
+  struct stack_runtime {
+    store<typename S::forward_step> forward;
+    store<typename S::backward_step> backward;
+  };
+  template <class... Ns>
+  static auto stack_runtimes(tl::list<Ns...>)
+      -> tl::apply<std::tuple, tl::concat_t<std::conditional_t<Ns::kind == node_kind::stack,
+                                                                 tl::list<stack_runtime<Ns>>, tl::list<>>...>>::type;
+
+  // Copy layer `layer` of every stacked leaf into the block store's own leaf.
+  template <class S, class Inner>
+  void load_layer(Inner& inner, std::size_t layer) {
+    [&]<class... Ls>(tl::list<Ls...>) {
+      auto one = [&]<class L>(std::type_identity<L>) {
+        using stacked = typename detail::stacked_leaf<S::layers, L>::type;
+        const std::size_t bytes = numel_of<L>() * sizeof(typename L::dtype);
+        std::memcpy(inner.template param<L>().data(), buf_[tl::index_of_v<stacked, nodes>] + layer * bytes, bytes);
+      };
+      (one(std::type_identity<Ls>{}), ...);
+    }(typename S::leaves{});
+  }
+
+  // A feed of `data` to leaf L whose shape is that of node I.
+  template <class L, std::size_t I, class T>
+  feed_t<L> feed_like(const T* data) const {
+    feed_t<L> f{std::span<const T>(data, static_cast<std::size_t>(shapes_[I].numel())), {}};
+    for (std::size_t d = 0, k = 0; d < L::dims::rank; ++d)
+      if (L::dims::dims[d] == dyn) f.dyn_dims[k++] = shapes_[I].d[d];
+    return f;
+  }
+
+  // Forward: layer i reads x_i and writes x_{i+1}. The buffer keeps the output
+  // x_N in slot 0 and the inputs x_1 .. x_{N-1} in slots 1 .. N-1 for backward.
+  template <std::size_t R>
+  void run_stack() {
+    using S = node_at<R>;
+    using T = typename S::dtype;
+    constexpr std::size_t ix = table.node[R].child[0];
+    auto& rt = std::get<stack_runtime<S>>(stacks_);
+    const std::size_t n = static_cast<std::size_t>(shapes_[R].numel());
+    T* slots = reinterpret_cast<T*>(buf_[R]);
+    const T* in = reinterpret_cast<const T*>(buf_[ix]);
+    for (std::size_t i = 0; i < S::layers; ++i) {
+      load_layer<S>(rt.forward, i);
+      rt.forward.run(feed_like<typename S::carry, R>(in));
+      T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
+      std::memcpy(next, rt.forward.template output<0>().data(), n * sizeof(T));
+      in = next;
+    }
+  }
+
+  // Backward: for i = N-1 .. 0, the block's vjp at x_i (recomputing its
+  // forward) turns the gradient of x_{i+1} into that of x_i and gives layer i's
+  // parameter gradients.
+  template <std::size_t R>
+  void run_stack_grad() {
+    using GN = node_at<R>;
+    using S = typename GN::stack;
+    using T = typename S::dtype;
+    constexpr std::size_t is = table.node[R].child[0], ig = table.node[R].child[1];
+    constexpr std::size_t ix = table.node[is].child[0];
+    auto& rt = std::get<stack_runtime<S>>(stacks_);
+    const std::size_t n = static_cast<std::size_t>(shapes_[R].numel());
+    const T* slots = reinterpret_cast<const T*>(buf_[is]);
+    T* gx = reinterpret_cast<T*>(buf_[R] + GN::leading_bytes);
+    const T* g = reinterpret_cast<const T*>(buf_[ig]);
+    for (std::size_t i = S::layers; i-- > 0;) {
+      const T* in = i == 0 ? reinterpret_cast<const T*>(buf_[ix]) : slots + i * n;
+      load_layer<S>(rt.backward, i);
+      rt.backward.run(feed_like<typename S::carry, R>(in), feed_like<typename S::upstream, R>(g));
+      [&]<class... Ps>(tl::list<Ps...>) {
+        std::size_t k = 0;
+        auto one = [&]<class P>(std::type_identity<P>) {
+          constexpr std::size_t leaf = tl::index_of_v<P, typename S::leaves>;
+          const std::size_t bytes = numel_of<P>() * sizeof(typename P::dtype);
+          std::memcpy(buf_[R] + GN::offset_of(leaf) + i * bytes, rt.backward.output_bytes(k + 2), bytes);
+          ++k;
+        };
+        (one(std::type_identity<Ps>{}), ...);
+      }(typename S::trainable{});
+      std::memcpy(gx, rt.backward.template output<1>().data(), n * sizeof(T));
+      g = gx;
+    }
+  }
   // ----------------------------------------------------------- commit ----
   float commit() {
     using loss = tl::at_t<0, typename Step::outputs>;
@@ -579,7 +705,8 @@ class store {
       using G = tl::at_t<K + 1, typename Step::outputs>;
       constexpr std::size_t ig = tl::index_of_v<G, nodes>;
       constexpr std::size_t il = tl::index_of_v<L, nodes>;
-      std::memcpy(grads_.data() + layout.grad_offset[il], buf_[ig], numel_of<L>() * sizeof(typename L::dtype));
+      if constexpr (stored_leaf<L>())  // a stack carry's gradient is read with output<K>()
+        std::memcpy(grads_.data() + layout.grad_offset[il], buf_[ig], numel_of<L>() * sizeof(typename L::dtype));
     };
     (one(std::integral_constant<std::size_t, W>{}), ...);
     (void)one;
@@ -588,6 +715,7 @@ class store {
   static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
 
   arena params_, grads_, scratch_;
+  decltype(stack_runtimes(nodes{})) stacks_;
   arena out_[2];  // the first output: published (value()) and being computed
   std::size_t published_ = 0, value_count_ = 0;
   std::array<std::byte*, N> buf_{};

@@ -26,7 +26,7 @@ consteval std::size_t dyn_count() {
 
 template <class Leaf, class... Sizes>
 feed_t<Leaf> feed(std::span<const typename Leaf::dtype> data, Sizes... sizes) {
-  static_assert(is_leaf_v<Leaf> && Leaf::role == leaf_role::input, "ctg: feed<X> takes an input leaf");
+  static_assert(is_leaf_v<Leaf> && Leaf::fed, "ctg: feed<X> takes an input leaf");
   static_assert(sizeof...(Sizes) == detail::dyn_count<typename Leaf::dims>(),
                 "ctg: feed<X>(data, sizes...) needs exactly one size per ctg::dyn dim of X");
   feed_t<Leaf> f{data, {}};

@@ -64,7 +64,7 @@ void resolve_shape(rt_shape* shapes) {
   auto at = [&]<class C>(std::type_identity<C>) -> const rt_shape& { return shapes[tl::index_of_v<C, Nodes>]; };
   rt_shape& out = shapes[I];
   if constexpr (N::kind == node_kind::leaf) {
-    if constexpr (N::role != leaf_role::input) out = static_rt<typename N::dims>();
+    if constexpr (!N::fed) out = static_rt<typename N::dims>();
     // inputs were filled from their feeds
   } else if constexpr (N::kind == node_kind::constant || N::kind == node_kind::runtime_scalar) {
     out = rt_shape{};
@@ -97,6 +97,12 @@ void resolve_shape(rt_shape* shapes) {
     }
   } else if constexpr (N::kind == node_kind::reduce) {
     out = fill_dyn<typename N::dims>(at(std::type_identity<tl::at_t<0, typename N::children>>{}));
+  } else if constexpr (N::kind == node_kind::view && requires { N::part; }) {
+    // a part of a stack's gradient: the stack input's shape, or a stacked leaf's
+    if constexpr (N::part == 0) out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+    else out = static_rt<typename N::dims>();
+  } else if constexpr (N::kind == node_kind::stack || N::kind == node_kind::stack_grad) {
+    out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
   } else if constexpr (N::kind == node_kind::view) {
     using X = tl::at_t<0, typename N::children>;
     const rt_shape& x = at(std::type_identity<X>{});

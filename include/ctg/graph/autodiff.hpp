@@ -110,33 +110,63 @@ template <class Loss, class Fwd, class N>
 using gradient_t = typename decltype(detail::gradient_of<Loss, Fwd, N>())::type;
 
 namespace detail {
-template <class Loss, class Fwd, class N>
-inline constexpr auto gradient_v = gradient_of<Loss, Fwd, N>();
+// Who reads each forward node: for node i, the (consumer, child slot) pairs in
+// topological order of the consumer, computed once per graph as a constexpr
+// table, so finding a node's consumers costs no template instantiations.
+struct use {
+  std::size_t consumer = 0, slot = 0;
+};
+template <class Fwd>
+struct uses_table {
+  template <class C>
+  static constexpr bool passes_grad = C::kind != node_kind::runtime_scalar && C::requires_grad;
+  static constexpr std::size_t n = Fwd::size;
+  static constexpr std::size_t total = []<class... Cs>(tl::list<Cs...>) {
+    return (std::size_t(0) + ... + (passes_grad<Cs> ? Cs::children::size : 0));
+  }(Fwd{});
+  struct table_t {
+    std::size_t first[n + 1]{};  // the uses of node i are entry[first[i] .. first[i+1])
+    use entry[total + 1]{};
+  };
+  static constexpr table_t table = [] {
+    struct edge {
+      std::size_t child, consumer, slot;
+    };
+    edge edges[total + 1]{};
+    std::size_t e = 0;
+    [&]<class... Cs>(tl::list<Cs...>) {
+      std::size_t c = 0;
+      auto one = [&]<class C>(std::type_identity<C>) {
+        if constexpr (passes_grad<C>)
+          [&]<class... Ks>(tl::list<Ks...>) {
+            std::size_t k = 0;
+            ((edges[e++] = edge{tl::index_of_v<Ks, Fwd>, c, k++}), ...);
+          }(typename C::children{});
+        ++c;
+      };
+      (one(std::type_identity<Cs>{}), ...);
+    }(Fwd{});
+    table_t t;
+    for (std::size_t j = 0; j < total; ++j) ++t.first[edges[j].child + 1];
+    for (std::size_t i = 0; i < n; ++i) t.first[i + 1] += t.first[i];
+    std::size_t fill[n + 1]{};
+    for (std::size_t j = 0; j < total; ++j)  // edges come in consumer order: the uses stay in it
+      t.entry[t.first[edges[j].child] + fill[edges[j].child]++] = use{edges[j].consumer, edges[j].slot};
+    return t;
+  }();
+};
 
-// The contribution of consumer C (gradient G) to its K-th child, if that child is N.
-template <class N, class C, class G, std::size_t K>
+// The contribution of one use (consumer C at index CI, through its child slot K) to N.
+template <class Loss, class Fwd, class N, std::size_t CI, std::size_t K>
 consteval auto contribution() {
-  using child = tl::at_t<K, typename C::children>;
-  if constexpr (!std::is_same_v<child, N>) {
+  using C = tl::at_t<CI, Fwd>;
+  using G = gradient_t<Loss, Fwd, C>;
+  if constexpr (std::is_same_v<G, no_gradient>) {
     return tl::list<>{};
   } else {
     using raw = decltype(rule<K>(C{}, G{}));
     using summed = decltype(sum_to<typename N::dims>(raw{}));
     return tl::list<decltype(cast<typename N::dtype>(summed{}))>{};
-  }
-}
-
-template <class Loss, class Fwd, class N, class C>
-consteval auto contributions_from() {
-  if constexpr (!C::requires_grad || !tl::contains_v<N, typename C::children>) {
-    return tl::list<>{};
-  } else {
-    using G = gradient_t<Loss, Fwd, C>;
-    if constexpr (std::is_same_v<G, no_gradient>) return tl::list<>{};
-    else
-      return []<std::size_t... K>(std::index_sequence<K...>) {
-        return tl::concat_t<decltype(contribution<N, C, G, K>())...>{};
-      }(std::make_index_sequence<C::children::size>{});
   }
 }
 
@@ -153,10 +183,13 @@ consteval auto gradient_of() {
   } else if constexpr (!N::requires_grad) {
     return std::type_identity<no_gradient>{};
   } else {
-    return []<class... Cs>(tl::list<Cs...>) {
-      using all = tl::concat_t<decltype(contributions_from<Loss, Fwd, N, Cs>())...>;
+    constexpr auto& t = uses_table<Fwd>::table;
+    constexpr std::size_t i = tl::index_of_v<N, Fwd>, first = t.first[i];
+    return []<std::size_t... J>(std::index_sequence<J...>) {
+      using all = tl::concat_t<
+          decltype(contribution<Loss, Fwd, N, t.entry[first + J].consumer, t.entry[first + J].slot>())...>;
       return std::type_identity<decltype(sum_contributions(all{}))>{};
-    }(Fwd{});
+    }(std::make_index_sequence<t.first[i + 1] - first>{});
   }
 }
 }  // namespace detail

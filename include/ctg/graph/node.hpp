@@ -28,9 +28,12 @@ enum class node_kind {
   view,            // the child's elements under another shape (shares its buffer)
   gather,          // rows of a table picked by an index tensor (embedding)
   scatter_add,     // the adjoint of gather: rows added into a zeroed table
+  stack,           // N layers of one block, run as a loop (ctg::nn::stack)
+  stack_grad,      // a stack's backward: the reverse loop over its layers
 };
 
-enum class leaf_role { param, frozen, input };
+// carry: internal to ctg::nn::stack: the block's input, fed per layer, with a gradient.
+enum class leaf_role { param, frozen, input, carry };
 
 template <class N>
 concept expr = requires {
@@ -60,9 +63,11 @@ struct any_rg<tl::list<Cs...>> : std::bool_constant<any_requires_grad<Cs...>> {}
 
 template <fixed_string Name, class T, leaf_role Role, dim_t... Dims>
 struct leaf_node {
+  // Inputs (and stack carries) are fed each step; params and frozen leaves are stored.
+  static constexpr bool fed = Role == leaf_role::input || Role == leaf_role::carry;
   static_assert(element_type<T> || (index_type<T> && Role == leaf_role::input),
                 "ctg: a leaf's element type must be f32, f64, bf16, f16, e4m3 or e5m2 (i32 only for inputs)");
-  static_assert(Role == leaf_role::input || shape<Dims...>::is_static,
+  static_assert(fed || shape<Dims...>::is_static,
                 "ctg: parameters need static dims (only inputs may use ctg::dyn)");
   using ctg_node = void;
   using dtype = T;
@@ -71,7 +76,7 @@ struct leaf_node {
   static constexpr node_kind kind = node_kind::leaf;
   static constexpr leaf_role role = Role;
   static constexpr fixed_string name = Name;
-  static constexpr bool requires_grad = Role == leaf_role::param;
+  static constexpr bool requires_grad = Role == leaf_role::param || Role == leaf_role::carry;
 };
 
 // A trainable parameter, a frozen one (never gets a gradient), and a fed input.

@@ -20,20 +20,23 @@
 
 namespace ctg {
 
-enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add };
+enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add, stack };
 
 // Nodes that read their children from buffers (they cannot be inlined into),
 // and the ones among them that run as a group of their own.
 constexpr bool reads_buffers(node_kind k) {
   return k == node_kind::matmul || k == node_kind::transpose || k == node_kind::view || k == node_kind::gather ||
-         k == node_kind::scatter_add;
+         k == node_kind::scatter_add || k == node_kind::stack || k == node_kind::stack_grad;
 }
 constexpr bool runs_alone(node_kind k) { return reads_buffers(k) && k != node_kind::view; }
+
+// A stack node's children are its input and its block's leaves.
+inline constexpr std::size_t max_children = 16;
 
 struct node_desc {
   node_kind kind{};
   std::size_t nchild = 0;
-  std::size_t child[2]{};
+  std::size_t child[max_children]{};
   bool row_reduction = false;
   bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
   bool output = false;
@@ -68,6 +71,8 @@ struct plan_table {
       case node_kind::transpose: return group_kind::transpose;
       case node_kind::gather: return group_kind::gather;
       case node_kind::scatter_add: return group_kind::scatter_add;
+      case node_kind::stack:
+      case node_kind::stack_grad: return group_kind::stack;
       default: return group_kind::elementwise;
     }
   }
@@ -80,6 +85,7 @@ constexpr node_desc describe(bool output) {
   d.kind = N::kind;
   d.output = output;
   d.dims = value_of<typename N::dims>();
+  static_assert(N::children::size <= max_children, "ctg: a stacked block may have at most 15 parameters");
   if constexpr (N::kind != node_kind::runtime_scalar) {  // a scalar's children give shapes only
     [&]<class... C>(tl::list<C...>) {
       ((d.child[d.nchild++] = tl::index_of_v<C, Nodes>), ...);
@@ -91,8 +97,17 @@ constexpr node_desc describe(bool output) {
   return d;
 }
 
+// A node that is inlined is re-evaluated at each of its uses in the group's
+// loop body. Past this many operations, a node used more than once gets its
+// own buffer instead: it keeps the loop bodies (and compile time) linear in
+// the graph, where inlining a shared subexpression at every use would grow
+// them exponentially with depth.
+inline constexpr std::size_t max_shared_inline_ops = 8;
+
 template <std::size_t N>
-constexpr void decide_groups(plan_table<N>& p, bool fuse) {
+constexpr void decide_groups_once(plan_table<N>& p, bool fuse, const bool* forced, const std::size_t* use_first,
+                                  const std::size_t* use_consumer) {
+  p.group_count = 0;
   // Consumers come after their children in topological order, so walking
   // backwards every consumer's group is known when a node is decided.
   for (std::size_t ii = N; ii-- > 0;) {
@@ -103,16 +118,13 @@ constexpr void decide_groups(plan_table<N>& p, bool fuse) {
       p.group[ii] = no_group;
       continue;
     }
-    bool root = !fuse || d.output || runs_alone(d.kind);
+    bool root = !fuse || d.output || runs_alone(d.kind) || forced[ii];
     std::size_t target = no_group;
-    for (std::size_t c = ii + 1; c < N && !root; ++c) {
-      const node_desc& cd = p.node[c];
-      for (std::size_t k = 0; k < cd.nchild; ++k) {
-        if (cd.child[k] != ii) continue;
-        if (reads_buffers(cd.kind)) root = true;
-        else if (target == no_group) target = p.group[c];
-        else if (target != p.group[c]) root = true;
-      }
+    for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && !root; ++u) {
+      const std::size_t c = use_consumer[u];
+      if (reads_buffers(p.node[c].kind)) root = true;
+      else if (target == no_group) target = p.group[c];
+      else if (target != p.group[c]) root = true;
     }
     if (!root && target != no_group) {
       const node_desc& t = p.node[target];
@@ -130,6 +142,42 @@ constexpr void decide_groups(plan_table<N>& p, bool fuse) {
     p.group[ii] = root ? ii : target;
     if (root) ++p.group_count;
   }
+}
+
+template <std::size_t N>
+constexpr void decide_groups(plan_table<N>& p, bool fuse) {
+  // Every node's consumers (one entry per use), in topological order.
+  std::size_t* use_first = new std::size_t[N + 1]{};
+  for (std::size_t c = 0; c < N; ++c)
+    for (std::size_t k = 0; k < p.node[c].nchild; ++k) ++use_first[p.node[c].child[k] + 1];
+  for (std::size_t i = 0; i < N; ++i) use_first[i + 1] += use_first[i];
+  std::size_t* use_consumer = new std::size_t[use_first[N] + 1]{};
+  std::size_t* fill = new std::size_t[N + 1]{};
+  for (std::size_t c = 0; c < N; ++c)
+    for (std::size_t k = 0; k < p.node[c].nchild; ++k) {
+      const std::size_t i = p.node[c].child[k];
+      use_consumer[use_first[i] + fill[i]++] = c;
+    }
+  bool* forced = new bool[N + 1]{};
+  std::size_t* ops = new std::size_t[N + 1]{};  // size of a node's inlined expression
+  for (bool changed = true; changed;) {
+    decide_groups_once(p, fuse, forced, use_first, use_consumer);
+    changed = false;
+    for (std::size_t i = 0; i < N; ++i) {
+      const node_desc& d = p.node[i];
+      ops[i] = 1;
+      if (p.materialized[i] || d.kind != node_kind::elementwise) continue;  // read as one load
+      for (std::size_t k = 0; k < d.nchild; ++k) ops[i] += ops[d.child[k]];
+      if (use_first[i + 1] - use_first[i] > 1 && ops[i] > max_shared_inline_ops) forced[i] = changed = true;
+    }
+    for (std::size_t i = 0; i < N; ++i)
+      if (p.materialized[i] || p.node[i].kind != node_kind::elementwise) ops[i] = 1;
+  }
+  delete[] ops;
+  delete[] forced;
+  delete[] fill;
+  delete[] use_consumer;
+  delete[] use_first;
 }
 }  // namespace detail
 

@@ -1,0 +1,205 @@
+#pragma once
+// stack: N repetitions of one block, each layer with its own parameters, as
+// ONE node whose type does not depend on N (DESIGN section 4.0).
+//
+// The block is written once, against a placeholder input (a `carry` leaf),
+// with parameter names containing "{i}" ("layers.{i}.attn.wq"). In the
+// model's graph each such leaf becomes one stacked leaf of the same name with
+// a leading dim N: param<"layers.{i}.attn.wq", T, N, dims...>, so the model's
+// params_t, the optimizer and save/load see one tensor per block parameter.
+//
+// Execution is a loop over layers. Forward runs the block's graph N times and
+// keeps each layer's input. Backward walks the layers in reverse; for each it
+// recomputes the block's forward from the kept input and runs the block's
+// backward (each layer is a checkpoint region), giving the gradient of the
+// layer input and of that layer's parameters.
+#include <ctg/graph/autodiff.hpp>
+
+namespace ctg {
+
+namespace detail {
+template <fixed_string Name>
+consteval bool has_layer_index() {
+  for (std::size_t i = 0; i + 3 <= Name.size(); ++i)
+    if (Name.chars[i] == '{' && Name.chars[i + 1] == 'i' && Name.chars[i + 2] == '}') return true;
+  return false;
+}
+
+template <std::size_t N, class L, class Dims = typename L::dims>
+struct stacked_leaf;
+template <std::size_t N, class L, dim_t... D>
+struct stacked_leaf<N, L, shape<D...>> {
+  using type = leaf_node<L::name, typename L::dtype, L::role, static_cast<dim_t>(N), D...>;
+};
+
+template <fixed_string Name, class T, leaf_role Role, class Dims>
+struct leaf_with_dims;
+template <fixed_string Name, class T, leaf_role Role, dim_t... D>
+struct leaf_with_dims<Name, T, Role, shape<D...>> {
+  using type = leaf_node<Name, T, Role, D...>;
+};
+
+template <class Carry, class... Ls>
+using without_t = tl::concat_t<std::conditional_t<std::is_same_v<Carry, Ls>, tl::list<>, tl::list<Ls>>...>;
+
+template <class Carry, class List>
+struct block_leaves;
+template <class Carry, class... Ls>
+struct block_leaves<Carry, tl::list<Ls...>> {
+  using type = without_t<Carry, Ls...>;
+};
+
+template <class Out, class L>
+consteval bool check_block_leaf() {
+  static_assert(!L::fed, "ctg: a stacked block reads only its input and its own parameters (no inputs)");
+  static_assert(has_layer_index<L::name>(),
+                "ctg: a stacked block's parameter names must contain {i} (e.g. \"layers.{i}.w\")");
+  static_assert(L::role != leaf_role::param || has_grad_path_v<Out, L>,
+                "ctg: no gradient path from the stacked block's output to one of its parameters");
+  return true;
+}
+
+template <class... Ls>
+using trainable_t = tl::concat_t<std::conditional_t<Ls::role == leaf_role::param, tl::list<Ls>, tl::list<>>...>;
+template <class List>
+struct trainable_of;
+template <class... Ls>
+struct trainable_of<tl::list<Ls...>> {
+  using type = trainable_t<Ls...>;
+};
+}  // namespace detail
+
+// The carry (the block's input placeholder) of a stack over X.
+template <class X>
+using stack_carry_t =
+    typename detail::leaf_with_dims<"ctg.stack.input", typename X::dtype, leaf_role::carry, typename X::dims>::type;
+
+template <std::size_t N, class X, class Out>
+struct stack_node {
+  using carry = stack_carry_t<X>;
+  using block_out = Out;
+  using leaves = typename detail::block_leaves<carry, leaves_t<topo_t<tl::list<Out>>>>::type;  // the block's own
+  using trainable = typename detail::trainable_of<leaves>::type;
+  static_assert(N >= 1, "ctg: stack needs at least one layer");
+  static_assert(std::is_same_v<typename Out::dims, typename X::dims> &&
+                    std::is_same_v<typename Out::dtype, typename X::dtype>,
+                "ctg: shape mismatch: a stacked block must return its input's shape and dtype");
+  static_assert([]<class... Ls>(tl::list<Ls...>) { return (detail::check_block_leaf<Out, Ls>() && ...); }(leaves{}));
+
+  using ctg_node = void;
+  using dtype = typename X::dtype;
+  using dims = typename X::dims;
+  using children = decltype([]<class... Ls>(tl::list<Ls...>) {
+    return tl::list<X, typename detail::stacked_leaf<N, Ls>::type...>{};
+  }(leaves{}));
+  static constexpr node_kind kind = node_kind::stack;
+  static constexpr bool requires_grad = detail::any_rg<children>::value;
+  static constexpr std::size_t layers = N;
+
+  // The block's graphs, each compiled once whatever N is: forward, and
+  // forward + backward of sum(out * g) (the vector-Jacobian product for an
+  // upstream gradient g) with respect to the carry and the trainable leaves.
+  using upstream = typename detail::leaf_with_dims<"ctg.stack.upstream", typename Out::dtype, leaf_role::input,
+                                                   typename Out::dims>::type;
+  using forward_step = graph_step<tl::list<Out>, tl::list<>>;
+  using vjp_loss = decltype(sum(cast<compute_t<dtype>>(Out{}) * cast<compute_t<dtype>>(upstream{})));
+  using backward_step = decltype([]<class... Ps>(tl::list<Ps...>) {
+    using fwd = topo_t<tl::list<vjp_loss>>;
+    return graph_step<tl::list<vjp_loss, gradient_t<vjp_loss, fwd, carry>, gradient_t<vjp_loss, fwd, Ps>...>,
+                      tl::list<carry, Ps...>>{};
+  }(trainable{}));
+};
+
+// The backward of a stack for upstream gradient G: one loop over the layers
+// filling one buffer: each trainable stacked leaf's gradient (at static
+// offsets), then the gradient of the stack's input X.
+template <class Stack, class G>
+struct stack_grad_node {
+  using stack = Stack;
+  using ctg_node = void;
+  using dtype = typename Stack::dtype;
+  using dims = typename Stack::dims;
+  using children = tl::list<Stack, G>;
+  static constexpr node_kind kind = node_kind::stack_grad;
+  static constexpr bool requires_grad = false;
+
+  template <class L>
+  static constexpr std::size_t bytes_of =
+      (sizeof(typename L::dtype) * Stack::layers * [] {
+        std::size_t n = 1;
+        for (dim_t d : L::dims::dims) n *= static_cast<std::size_t>(d);
+        return n;
+      }() + 63) / 64 * 64;
+  // Offset of the k-th block leaf's gradient; past the last: where X's gradient starts.
+  static constexpr std::size_t offset_of(std::size_t k) {
+    return []<class... Ls>(tl::list<Ls...>, std::size_t k) {
+      std::size_t i = 0, off = 0;
+      ((off += i++ < k && Ls::role == leaf_role::param ? bytes_of<Ls> : 0), ...);
+      return off;
+    }(typename Stack::leaves{}, k);
+  }
+  static constexpr std::size_t leading_bytes = offset_of(Stack::leaves::size);
+};
+
+// Part K of a stack's gradient: K = 0 the gradient of X, K > 0 that of the
+// stack's K-th child (a stacked leaf). A view into the stack_grad_node's buffer.
+template <class Grad, std::size_t K>
+struct stack_part_node {
+  using child_type = tl::at_t<K, typename Grad::stack::children>;
+  using ctg_node = void;
+  using dtype = typename child_type::dtype;
+  using dims = typename child_type::dims;
+  using children = tl::list<Grad>;
+  static constexpr node_kind kind = node_kind::view;
+  static constexpr bool requires_grad = false;
+  static constexpr std::size_t part = K;
+  static constexpr std::size_t byte_offset = K == 0 ? Grad::leading_bytes : Grad::offset_of(K - 1);
+};
+
+template <std::size_t K, std::size_t N, class X, class Out, class G>
+constexpr auto rule(stack_node<N, X, Out>, G) {
+  return stack_part_node<stack_grad_node<stack_node<N, X, Out>, G>, K>{};
+}
+
+namespace nn {
+// stack<N, Block>(x): Block<"layers.{i}">{}(carry) repeated N times.
+// Block is a class template over a name prefix with a call operator over an
+// expression, returning the same shape and dtype.
+template <std::size_t N, template <fixed_string> class Block, expr X>
+constexpr auto stack(X) {
+  using out = decltype(Block<"layers.{i}">{}(stack_carry_t<X>{}));
+  return stack_node<N, X, out>{};
+}
+
+namespace detail {
+template <std::size_t I>
+consteval auto layer_prefix() {
+  constexpr std::size_t digits = [] {
+    std::size_t d = 1;
+    for (std::size_t v = I; v >= 10; v /= 10) ++d;
+    return d;
+  }();
+  fixed_string<7 + digits + 1> s;
+  const char* head = "layers.";
+  for (std::size_t i = 0; i < 7; ++i) s.chars[i] = head[i];
+  std::size_t v = I;
+  for (std::size_t i = digits; i-- > 0; v /= 10) s.chars[7 + i] = static_cast<char>('0' + v % 10);
+  return s;
+}
+template <template <fixed_string> class Block, std::size_t I, std::size_t N, class X>
+constexpr auto unrolled_from(X x) {
+  if constexpr (I == N) return x;
+  else return unrolled_from<Block, I + 1, N>(Block<layer_prefix<I>()>{}(x));
+}
+}  // namespace detail
+
+// unrolled<N, Block>(x): the same N layers as separate nodes named "layers.0",
+// "layers.1", ...: the reference a stack is tested against (its type, and its
+// compile time, grow with N).
+template <std::size_t N, template <fixed_string> class Block, expr X>
+constexpr auto unrolled(X x) {
+  return detail::unrolled_from<Block, 0, N>(x);
+}
+}  // namespace nn
+
+}  // namespace ctg

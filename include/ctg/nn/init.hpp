@@ -1,0 +1,66 @@
+#pragma once
+// Deterministic parameter initialisation by name, for every stored leaf of a
+// step (trainable and frozen):
+//   "*.scale"  (norm gains)   1
+//   "*.bias"                  0
+//   anything else             normal(0, std), std = 0.02 by default (GPT-2)
+// Each leaf's values depend only on (seed, leaf name, element index), so
+// adding or reordering leaves does not change the others.
+#include <cmath>
+#include <cstdint>
+
+#include <ctg/graph/traits.hpp>
+
+namespace ctg::nn {
+
+namespace detail {
+constexpr std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+constexpr std::uint64_t fnv1a(const char* s) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 0x100000001b3ull;
+  return h;
+}
+constexpr bool ends_with(const char* s, const char* suffix) {
+  std::size_t n = 0, m = 0;
+  while (s[n]) ++n;
+  while (suffix[m]) ++m;
+  if (m > n) return false;
+  for (std::size_t i = 0; i < m; ++i)
+    if (s[n - m + i] != suffix[i]) return false;
+  return true;
+}
+// A standard normal from two 53-bit uniforms (Box-Muller), keyed by (key, i).
+inline double normal_at(std::uint64_t key, std::uint64_t i) {
+  const std::uint64_t a = splitmix64(key ^ splitmix64(2 * i)), b = splitmix64(key ^ splitmix64(2 * i + 1));
+  const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1p-53;  // (0, 1]
+  const double u2 = static_cast<double>(b >> 11) * 0x1p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+}  // namespace detail
+
+template <class Store>
+void init_params(Store& store, std::uint64_t seed, double std_dev = 0.02) {
+  using nodes = typename Store::step_type::nodes;
+  [&]<class... Ls>(tl::list<Ls...>) {
+    auto one = [&]<class L>(std::type_identity<L>) {
+      if constexpr (!L::fed) {
+        auto p = store.template param<L>();
+        const char* name = L::name.c_str();
+        const bool scale = detail::ends_with(name, ".scale"), bias = detail::ends_with(name, ".bias");
+        const std::uint64_t key = detail::splitmix64(seed) ^ detail::fnv1a(name);
+        for (std::size_t i = 0; i < p.size(); ++i) {
+          const double v = scale ? 1.0 : bias ? 0.0 : std_dev * detail::normal_at(key, i);
+          p[i] = store_as<typename L::dtype>(v);
+        }
+      }
+    };
+    (one(std::type_identity<Ls>{}), ...);
+  }(leaves_t<nodes>{});
+}
+
+}  // namespace ctg::nn

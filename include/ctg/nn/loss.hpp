@@ -1,0 +1,24 @@
+#pragma once
+// cross_entropy(logits [..., V], targets [...] i32): the mean over the
+// targets that are not Ignore of -log_softmax(logits)[target], in the stats
+// type (f32 for narrow logits), fused with the log-softmax: one row pass.
+// As PyTorch's F.cross_entropy(..., ignore_index=Ignore, reduction="mean"):
+// when every target is ignored the loss is 0/0 (NaN).
+#include <ctg/precision/policy.hpp>
+
+namespace ctg::nn {
+
+template <int Ignore = -100, expr Logits, expr Targets>
+constexpr auto cross_entropy(Logits logits, Targets targets) {
+  static_assert(index_type<typename Targets::dtype>, "ctg: cross_entropy targets must be an i32 tensor");
+  static_assert(Logits::dims::rank == Targets::dims::rank + 1,
+                "ctg: shape mismatch: cross_entropy wants logits [..., classes] and targets [...]");
+  using S = std::conditional_t<std::is_same_v<typename Logits::dtype, f64>, f64, f32>;
+  constexpr dim_t classes = Logits::dims::dims[Logits::dims::rank - 1];
+  static_assert(classes != dyn, "ctg: cross_entropy needs a static number of classes");
+  auto picked = sum<-1>(log_softmax(cast<S>(logits)) * cast<S>(one_hot<classes>(targets)));
+  auto valid = cast<S>(index_valid<Ignore>(unsqueeze<-1>(targets)));
+  return -sum(picked * valid) / sum(valid);
+}
+
+}  // namespace ctg::nn

@@ -1,0 +1,72 @@
+#pragma once
+// A pre-norm decoder-only transformer, composed from the layers:
+//
+//   block(x) = h + swiglu(rms_norm(h)),  h = x + causal_self_attention(rms_norm(x))
+//   logits   = rms_norm(stack<layers, block>(tok_embed[ids] + pos_embed[pos])) @ lm_head
+//   loss     = cross_entropy(logits, targets)
+//
+// The shape of the model is a config type with static members (see
+// tiny_config); the precision policy is a type parameter. The residual
+// stream is in the policy's stats type (f32 under autocast<bf16>).
+#include <ctg/graph/stack.hpp>
+#include <ctg/nn/attention.hpp>
+#include <ctg/nn/embedding.hpp>
+#include <ctg/nn/loss.hpp>
+#include <ctg/nn/mlp.hpp>
+#include <ctg/nn/norm.hpp>
+
+namespace ctg::nn {
+
+// An example config; any type with these members works.
+struct tiny_config {
+  static constexpr dim_t vocab = 128;    // token ids in [0, vocab)
+  static constexpr dim_t max_seq = 64;   // positions in [0, max_seq)
+  static constexpr dim_t dim = 64;       // model width
+  static constexpr dim_t heads = 4;
+  static constexpr dim_t head_dim = 16;
+  static constexpr dim_t hidden = 172;   // SwiGLU hidden width
+  static constexpr std::size_t layers = 2;
+};
+
+template <class Cfg, precision::policy P>
+struct transformer {
+  // One block; its parameters are named "<Prefix>.attn.wq", "<Prefix>.ln1.scale", ...
+  template <fixed_string Prefix>
+  struct block {
+    template <expr X>
+    constexpr auto operator()(X x) const {
+      auto h = x + cast<typename X::dtype>(causal_self_attention<Prefix + ".attn", Cfg::heads, Cfg::head_dim, P>(
+                       rms_norm<Prefix + ".ln1", P>(x)));
+      return h + cast<typename X::dtype>(swiglu<Prefix + ".mlp", Cfg::hidden, P>(rms_norm<Prefix + ".ln2", P>(h)));
+    }
+  };
+
+  // The residual stream entering the blocks: token + position embeddings.
+  template <expr Ids, expr Pos>
+  static constexpr auto embed(Ids ids, Pos pos) {
+    using S = typename P::stats_type;
+    return cast<S>(embedding<"tok", Cfg::vocab, Cfg::dim, P>(ids)) +
+           cast<S>(embedding<"pos", Cfg::max_seq, Cfg::dim, P>(pos));
+  }
+  template <expr H>
+  static constexpr auto head(H h) {
+    return linear<"lm_head", Cfg::vocab, P>(rms_norm<"ln_f", P>(h));
+  }
+
+  // Logits [batch, T, vocab] for ids [batch, T] and positions [T]; the blocks run as one stack.
+  template <expr Ids, expr Pos>
+  static constexpr auto logits(Ids ids, Pos pos) {
+    return head(stack<Cfg::layers, block>(embed(ids, pos)));
+  }
+  // The same model with its blocks unrolled (parameters "layers.0...", "layers.1", ...).
+  template <expr Ids, expr Pos>
+  static constexpr auto logits_unrolled(Ids ids, Pos pos) {
+    return head(unrolled<Cfg::layers, block>(embed(ids, pos)));
+  }
+  template <int Ignore = -100, expr Ids, expr Pos, expr Targets>
+  static constexpr auto loss(Ids ids, Pos pos, Targets targets) {
+    return cross_entropy<Ignore>(logits(ids, pos), targets);
+  }
+};
+
+}  // namespace ctg::nn
