@@ -1,0 +1,49 @@
+// nn::stack against nn::unrolled (the same layers as separate nodes): equal
+// losses and gradients, bit for bit. Unrolled graphs grow exponentially with
+// residual depth (which is why stack exists), so the full transformer block is
+// compared at one layer (f32 here, autocast<bf16> in nn_stack_bf16.cpp) and a
+// small residual block at three.
+#include "nn_model_common.hpp"
+
+using namespace nn_model;
+
+TEST_CASE("stack<1, transformer block> equals the unrolled block, f32: loss and gradients bit for bit") {
+  stack_equals_unrolled<ctg::precision::full<ctg::f32>>();
+}
+
+namespace {
+// A small residual block, cheap enough to unroll three times.
+template <ctg::fixed_string Prefix>
+struct mlp_block {
+  template <ctg::expr X>
+  constexpr auto operator()(X x) const {
+    using P = ctg::precision::full<ctg::f32>;
+    return x + ctg::nn::linear<Prefix + ".down", 4, P>(ctg::silu(ctg::nn::linear<Prefix + ".up", 6, P, ctg::nn::bias::with>(
+                   ctg::nn::rms_norm<Prefix + ".norm", P>(x))));
+  }
+};
+}  // namespace
+
+TEST_CASE("stack<3> of a residual block equals three unrolled blocks, bit for bit; layers get their own gradients") {
+  using X = ctg::input<"x", ctg::f32, dyn, 4>;
+  using R = ctg::input<"r", ctg::f32, dyn, 4>;
+  auto sstep = ctg::value_and_grad(ctg::sum(ctg::nn::stack<3, mlp_block>(X{}) * R{}));
+  auto ustep = ctg::value_and_grad(ctg::sum(ctg::nn::unrolled<3, mlp_block>(X{}) * R{}));
+  ctg::cpu::device dev;
+  auto ss = ctg::make_store(dev, sstep);
+  auto us = ctg::make_store(dev, ustep);
+  ctg::nn::init_params(us, 9, 0.5);
+  copy_params(us, ss);
+  gc::rng rng(4);
+  const auto x = gc::data_of<float>(rng.vec(20, -1, 1)), r = gc::data_of<float>(rng.vec(20, -1, 1));
+  CHECK(sstep(ss, ctg::feed<X>(x, 5), ctg::feed<R>(r, 5)) == ustep(us, ctg::feed<X>(x, 5), ctg::feed<R>(r, 5)));
+  using SUp = ctg::param<"layers.{i}.up.weight", ctg::f32, 3, 4, 6>;
+  using SB = ctg::param<"layers.{i}.up.bias", ctg::f32, 3, 6>;
+  const auto g = gc::to_vec(ss.grad<SUp>()), gb = gc::to_vec(ss.grad<SB>());
+  CHECK(std::vector<double>(g.begin(), g.begin() + 24) == gc::to_vec(us.grad<ctg::param<"layers.0.up.weight", ctg::f32, 4, 6>>()));
+  CHECK(std::vector<double>(g.begin() + 24, g.begin() + 48) == gc::to_vec(us.grad<ctg::param<"layers.1.up.weight", ctg::f32, 4, 6>>()));
+  CHECK(std::vector<double>(g.begin() + 48, g.end()) == gc::to_vec(us.grad<ctg::param<"layers.2.up.weight", ctg::f32, 4, 6>>()));
+  CHECK(std::vector<double>(gb.begin() + 6, gb.begin() + 12) == gc::to_vec(us.grad<ctg::param<"layers.1.up.bias", ctg::f32, 6>>()));
+  CHECK(std::vector<double>(g.begin(), g.begin() + 24) != std::vector<double>(g.begin() + 24, g.begin() + 48));
+}
+
