@@ -16,3 +16,4 @@ probe() {  # name, source, extra flags
 }
 probe "mlp2 (fwd+bwd)" bench/compile_cost/mlp2.cpp
 for n in 2 4 8 16; do probe "residual x$n" bench/compile_cost/residual.cpp -DCTG_BLOCKS=$n; done
+for n in 2 12; do probe "tiny_lm stack x$n" bench/compile_cost/tiny_lm.cpp -DCTG_LAYERS=$n; done

@@ -137,7 +137,7 @@ inline double sum_of_squares(const T* __restrict g, std::size_t n) {
       const double x = static_cast<double>(load_as<T>(g[i + k]));
       acc[k] += x * x;
     }
-  for (std::size_t k = 0; i < n; ++i, ++k) {
+  for (std::size_t k = 0; k < 8 && i < n; ++i, ++k) {  // (k < 8 always holds; it tells the compiler so)
     const double x = static_cast<double>(load_as<T>(g[i]));
     acc[k] += x * x;
   }

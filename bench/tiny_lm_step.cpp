@@ -1,0 +1,50 @@
+// One training step of the tiny transformer (forward, backward, gradient
+// clipping and AdamW), f32 and autocast<bf16> policies, on one CPU thread.
+// bench/vs_pytorch_cpu.py runs this and the same step in PyTorch side by side.
+//   build/default/bench/bench_tiny_lm_step
+#include <benchmark/benchmark.h>
+
+#include <ctg/ctg.hpp>
+#include <ctg/optim/optim.hpp>
+#include <vector>
+
+namespace {
+// Keep in sync with bench/vs_pytorch_cpu.py.
+struct bench_config {
+  static constexpr ctg::dim_t vocab = 96, max_seq = 64, dim = 64, heads = 4, head_dim = 16, hidden = 172;
+  static constexpr std::size_t layers = 2;
+};
+constexpr std::size_t batch = 8, seq = 64;
+
+using Ids = ctg::input<"ids", ctg::i32, ctg::dyn, ctg::dyn>;
+using Pos = ctg::input<"pos", ctg::i32, ctg::dyn>;
+using Tg = ctg::input<"targets", ctg::i32, ctg::dyn, ctg::dyn>;
+
+template <class Policy>
+void BM_train_step(benchmark::State& state) {
+  using M = ctg::nn::transformer<bench_config, Policy>;
+  auto step = ctg::value_and_grad(M::loss(Ids{}, Pos{}, Tg{}));
+  ctg::cpu::device dev;
+  auto store = ctg::make_store(dev, step);
+  ctg::nn::init_params(store, 1);
+  ctg::optim::adamw opt(store, {.lr = 1e-3f, .weight_decay = 0.1f, .max_grad_norm = 1.0f});
+  std::vector<ctg::i32> ids(batch * seq), targets(batch * seq), pos(seq);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<ctg::i32>((i * 7 + 3) % bench_config::vocab);
+    targets[i] = static_cast<ctg::i32>((i * 7 + 10) % bench_config::vocab);
+  }
+  for (std::size_t t = 0; t < seq; ++t) pos[t] = static_cast<ctg::i32>(t);
+  for (auto _ : state) {
+    const float loss = step(store, ctg::feed<Ids>(ids, batch, seq), ctg::feed<Pos>(pos, seq),
+                            ctg::feed<Tg>(targets, batch, seq));
+    opt.step(store);
+    benchmark::DoNotOptimize(loss);
+  }
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(batch * seq), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["groups"] = static_cast<double>(ctg::group_count_v<decltype(step)>);
+}
+BENCHMARK(BM_train_step<ctg::precision::full<ctg::f32>>)->Name("tiny_lm_step/f32")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_train_step<ctg::precision::autocast<ctg::bf16>>)->Name("tiny_lm_step/bf16")->Unit(benchmark::kMillisecond)->UseRealTime();
+}  // namespace
+
+BENCHMARK_MAIN();
