@@ -2,6 +2,7 @@
 // the formulas, not from the implementation): several steps with and without
 // weight decay and clipping, an f32 master for a bf16 leaf, frozen leaves
 // untouched, non-finite gradients rejected with nothing changed.
+#include "error_message.hpp"
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -250,14 +251,7 @@ TEST_CASE("frozen leaves are never written") {
 }
 
 namespace {
-std::string message_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const ctg::error& e) {
-    return e.what();
-  }
-  return "<no ctg::error thrown>";
-}
+using test_util::message_of;
 
 struct snapshot {
   std::vector<unsigned char> w, b, f, mw, vw, mb, vb, master_b;

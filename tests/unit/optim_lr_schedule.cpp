@@ -1,5 +1,6 @@
 // warmup_cosine: values at the key steps against the formula evaluated here,
 // hand-computed values, monotonicity, edge configurations and bad values.
+#include "error_message.hpp"
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,14 +12,7 @@
 #include <ctg/optim/lr_schedule.hpp>
 
 namespace {
-std::string message_of(auto&& f) {
-  try {
-    f();
-  } catch (const ctg::error& e) {
-    return e.what();
-  }
-  return "<no ctg::error thrown>";
-}
+using test_util::message_of;
 
 // The documented formula, written out independently in long double.
 double formula(double peak, double lo, std::int64_t w, std::int64_t t, std::int64_t s) {

@@ -2,6 +2,7 @@
 // training identically, the byte format read back by an independent parser,
 // and every kind of bad file (each prefix, each flipped byte, wrong dtype,
 // dims, names) rejected with ctg::error and nothing written.
+#include "error_message.hpp"
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -120,14 +121,7 @@ image full_image(store_a& s, const opt_a& o) {
   return out;
 }
 
-std::string message_of(auto&& f) {
-  try {
-    f();
-  } catch (const ctg::error& e) {
-    return e.what();
-  }
-  return "<no ctg::error thrown>";
-}
+using test_util::message_of;
 
 struct temp_dir {
   fs::path path;

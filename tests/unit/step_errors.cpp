@@ -1,5 +1,6 @@
 // Bad input at run time throws ctg::error naming the leaf, the expected and the
 // actual value, and a step that throws changes no parameter or gradient.
+#include "error_message.hpp"
 #include <doctest/doctest.h>
 
 #include <ctg/ctg.hpp>
@@ -16,14 +17,7 @@ using W = ctg::param<"w", ctg::f32, 8, 4>;
 auto make_loss() { return ctg::mean(ctg::square(ctg::matmul(X{} + Y{}, W{}))); }
 using step_t = decltype(ctg::value_and_grad(make_loss(), ctg::wrt<W>));
 
-std::string message_of(auto&& f) {
-  try {
-    f();
-  } catch (const ctg::error& e) {
-    return e.what();
-  }
-  return "<no ctg::error thrown>";
-}
+using test_util::message_of;
 
 struct fixture {
   step_t step;
