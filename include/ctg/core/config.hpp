@@ -15,3 +15,11 @@
 #else
 #define CTG_FORCEINLINE inline __attribute__((always_inline))
 #endif
+
+// CTG_NOINLINE keeps a whole step's body out of its caller: inlined into a
+// training loop next to the optimizer, g++'s loop passes can take minutes.
+#if defined(_MSC_VER)
+#define CTG_NOINLINE __declspec(noinline)
+#else
+#define CTG_NOINLINE __attribute__((noinline))
+#endif

@@ -159,7 +159,7 @@ class store {
 
   // Run one step: validate feeds, resolve shapes, run every group, then commit.
   template <class... Feeds>
-  float run(const Feeds&... feeds) {
+  CTG_NOINLINE float run(const Feeds&... feeds) {
     bind_feeds(feeds...);
     resolve_shapes(std::make_index_sequence<N>{});
     plan_memory(std::make_index_sequence<N>{});
