@@ -40,6 +40,12 @@ Adding an area
                                   if __name__ == "__main__": sys.exit(oracle.main(cases))
   tests/oracle/CMakeLists.txt     ctg_oracle_area(<area>)   -> CTest test oracle.<area>
 
+A case that is not "one step of a formula" (several steps, an optimizer) is a
+`@cases.check(base)` instead: fn(chk, case, parts, tol) reads the case's records
+itself and compares with chk.compare / chk.compare_allowed (see check_model.py).
+An area whose rows are not the plain per-dtype ones names a family:
+`@cases.formula(base, tolerances="layers.attention")` (tolerances.FAMILIES).
+
 Running
 -------
   ctest --test-dir build/oracle -R oracle -V
@@ -69,18 +75,38 @@ def require_torch():
 
 
 class Cases:
-    """The formulas of one area, by case base name (the part before '.<dtype>')."""
+    """The formulas of one area, by case base name (the part before '.<dtype>').
+
+    formula(base, tolerances=None): the usual case (see the module docstring).
+    check(base, tolerances=None):   a case whose records are not the usual
+        param/input/loss/grad/value: fn(chk, case, parts, tol) compares them itself
+        with chk.compare / chk.error (e.g. parameters after optimizer steps).
+    `tolerances` names a family of rows in tolerances.py (tolerances.for_tag(tag,
+    family)); None: the plain per-dtype rows.
+    """
 
     def __init__(self):
         self.formulas = {}
+        self.checks = {}
+        self.families = {}
 
-    def formula(self, base):
+    def _register(self, table, base, tolerances):
         def register(fn):
-            if base in self.formulas:
+            if base in self.formulas or base in self.checks:
                 raise ValueError(f"two formulas for case '{base}'")
-            self.formulas[base] = fn
+            table[base] = fn
+            self.families[base] = tolerances
             return fn
         return register
+
+    def formula(self, base, tolerances=None):
+        return self._register(self.formulas, base, tolerances)
+
+    def check(self, base, tolerances=None):
+        return self._register(self.checks, base, tolerances)
+
+    def __contains__(self, base):
+        return base in self.formulas or base in self.checks
 
 
 class Leaves(dict):
@@ -120,14 +146,23 @@ class Checker:
         """Elementwise |got-ref| <= tol.rtol*|ref| + tol.floor*scale; returns the worst err/allowed."""
         torch = self.torch
         ref = ref.detach().to(torch.float64)
+        if scale is None:
+            scale = ref.abs().max().item() if ref.numel() else 0.0
+        allowed = tol.rtol * ref.abs() + tol.floor * scale
+        return self.compare_allowed(case, what, got, ref, allowed,
+                                    f"rtol {tol.rtol:.3g}, floor {tol.floor:.3g} x scale {scale:.4g}")
+
+    def compare_allowed(self, case, what, got, ref, allowed, how=""):
+        """Elementwise |got-ref| <= allowed (a tensor of ref's shape, or a number); returns the
+        worst err/allowed. `how` says where `allowed` came from (printed on failure)."""
+        torch = self.torch
+        ref = ref.detach().to(torch.float64)
         got64 = got.to(torch.float64)
         if tuple(got64.shape) != tuple(ref.shape):
             self.error(case, f"{what}: shape {tuple(got64.shape)} from ctg, {tuple(ref.shape)} from torch")
             return float("inf")
         self.checked += 1
-        if scale is None:
-            scale = ref.abs().max().item() if ref.numel() else 0.0
-        allowed = tol.rtol * ref.abs() + tol.floor * scale
+        allowed = torch.as_tensor(allowed, dtype=torch.float64).expand(ref.shape)
         err = (got64 - ref).abs()
         bad = ~(err <= allowed)  # also catches NaN
         # the worst element: err/allowed, with a non-finite value worst of all
@@ -141,8 +176,7 @@ class Checker:
             r = ref.reshape(-1)[flat].item()
             self.error(case, f"{what}: {int(bad.sum())} of {ref.numel()} elements out of tolerance; "
                              f"worst at index {idx}: ctg {g!r}, torch {r!r}, |diff| {abs(g - r):.3e}, "
-                             f"allowed {allowed.reshape(-1)[flat].item():.3e} "
-                             f"(rtol {tol.rtol:.3g}, floor {tol.floor:.3g} x scale {scale:.4g})")
+                             f"allowed {allowed.reshape(-1)[flat].item():.3e} ({how})")
         elif self.verbose:
             print(f"  ok   {case:<24} {what:<14} worst err/allowed {worst:6.3f} at {idx}")
         return worst
@@ -244,21 +278,24 @@ def main(cases, argv=None):
         if args.only and args.only not in case:
             continue
         base, dot, tag = case.rpartition(".")
-        if not dot or base not in cases.formulas:
+        if not dot or base not in cases:
             chk.error(case, f"no formula for case '{base or case}' in this check")
             continue
         try:
-            tol = tolerances.for_tag(tag)
+            tol = tolerances.for_tag(tag, cases.families[base])
         except KeyError as e:
             chk.error(case, str(e))
             continue
         seen.add(base)
         try:
-            chk.run_case(case, parts, cases.formulas[base], tol)
+            if base in cases.checks:
+                cases.checks[base](chk, case, parts, tol)
+            else:
+                chk.run_case(case, parts, cases.formulas[base], tol)
         except Exception as e:  # a broken formula is a failure of this case, not of the run
             chk.error(case, f"{type(e).__name__}: {e}")
     if not args.only:
-        for base in cases.formulas:
+        for base in list(cases.formulas) + list(cases.checks):
             if base not in seen:
                 chk.error(base, "has a formula but the dump program wrote no such case")
     n = len([c for c in by_case if not args.only or args.only in c])
