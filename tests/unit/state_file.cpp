@@ -412,24 +412,18 @@ TEST_CASE("a leaf with another dtype, other dims, missing or extra is named with
   const fs::path full = dir / "a.ctg";
   ctg::optim::save(full, a.m.store, a.opt);
 
-  {
-    model<decltype(loss_dtype())> md;
+  // Loading `full` into a fresh model of another graph fails naming the leaf and both values, and changes nothing.
+  auto expect_rejected = [&]<class Loss>(std::type_identity<Loss>, const char* leaf, const char* what) {
+    model<Loss> md;
     init(md.store, 3.0f);
     const image before = params_image(md.store);
     const std::string m = message_of([&] { ctg::optim::load(full, md.store); });
-    CHECK(m.find("param 'w'") != std::string::npos);
-    CHECK(m.find("expected dtype bf16, found f32") != std::string::npos);
+    CHECK(m.find(leaf) != std::string::npos);
+    CHECK(m.find(what) != std::string::npos);
     CHECK(params_image(md.store) == before);
-  }
-  {
-    model<decltype(loss_dims())> md;
-    init(md.store, 3.0f);
-    const image before = params_image(md.store);
-    const std::string m = message_of([&] { ctg::optim::load(full, md.store); });
-    CHECK(m.find("param 'w'") != std::string::npos);
-    CHECK(m.find("expected dims [4, 4], found [3, 4]") != std::string::npos);
-    CHECK(params_image(md.store) == before);
-  }
+  };
+  expect_rejected(std::type_identity<decltype(loss_dtype())>{}, "param 'w'", "expected dtype bf16, found f32");
+  expect_rejected(std::type_identity<decltype(loss_dims())>{}, "param 'w'", "expected dims [4, 4], found [3, 4]");
   {
     // The file has b, the model does not.
     model<decltype(loss_no_b())> md;
