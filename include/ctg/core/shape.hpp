@@ -19,6 +19,8 @@ struct shape {
   static constexpr std::size_t rank = sizeof...(Dims);
   static constexpr std::array<dim_t, rank> dims{Dims...};
   static constexpr bool is_static = ((Dims != dyn) && ...);
+  // The element count of a static shape (0 when some dim is ctg::dyn).
+  static constexpr std::size_t static_numel = is_static ? (std::size_t(1) * ... * static_cast<std::size_t>(Dims)) : 0;
   static_assert(rank <= max_rank, "ctg: tensors have at most 6 dims");
   static_assert(((Dims == dyn || Dims >= 1) && ...), "ctg: a static dim must be >= 1 (use ctg::dyn for run-time dims)");
 };

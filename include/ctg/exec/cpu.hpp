@@ -59,9 +59,7 @@ class store {
 
   template <class L>
   static constexpr std::size_t numel_of() {
-    std::size_t n = 1;
-    for (dim_t d : L::dims::dims) n *= static_cast<std::size_t>(d);
-    return n;
+    return L::dims::static_numel;
   }
 
   // Parameters (trainable and frozen) live in one arena at fixed offsets; so do gradients.

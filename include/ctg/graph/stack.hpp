@@ -125,11 +125,7 @@ struct stack_grad_node {
 
   template <class L>
   static constexpr std::size_t bytes_of =
-      (sizeof(typename L::dtype) * Stack::layers * [] {
-        std::size_t n = 1;
-        for (dim_t d : L::dims::dims) n *= static_cast<std::size_t>(d);
-        return n;
-      }() + 63) / 64 * 64;
+      (sizeof(typename L::dtype) * Stack::layers * L::dims::static_numel + 63) / 64 * 64;
   // Offset of the k-th block leaf's gradient; past the last: where X's gradient starts.
   static constexpr std::size_t offset_of(std::size_t k) {
     return []<class... Ls>(tl::list<Ls...>, std::size_t k) {

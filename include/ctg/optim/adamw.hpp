@@ -325,9 +325,7 @@ class adamw {
 
   template <class L>
   static constexpr std::size_t numel() {
-    std::size_t n = 1;
-    for (dim_t d : L::dims::dims) n *= static_cast<std::size_t>(d);
-    return n;
+    return L::dims::static_numel;
   }
   template <class L>
   static constexpr std::size_t index = tl::index_of_v<L, trainable>;
