@@ -15,10 +15,12 @@
 #include <tuple>
 #include <vector>
 
+#include <ctg/exec/buffer_placement.hpp>
 #include <ctg/exec/feed.hpp>
 #include <ctg/exec/group_info.hpp>
 #include <ctg/exec/runtime_shapes.hpp>
 #include <ctg/graph/autodiff.hpp>
+#include <ctg/graph/program.hpp>
 
 namespace ctg {
 namespace cpu {
@@ -54,6 +56,8 @@ class store {
   using nodes = typename Step::nodes;
   static constexpr std::size_t N = sched::size;
   static constexpr const auto& table = sched::table;
+  static constexpr const auto& ptab = program<Step>::table;
+  static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
   template <std::size_t I>
   using node_at = tl::at_t<I, nodes>;
 
@@ -158,14 +162,46 @@ class store {
   // Run one step: validate feeds, resolve shapes, run every group, then commit.
   template <class... Feeds>
   CTG_NOINLINE float run(const Feeds&... feeds) {
-    bind_feeds(feeds...);
-    resolve_shapes(std::make_index_sequence<N>{});
-    plan_memory(std::make_index_sequence<N>{});
-    run_groups(std::make_index_sequence<N>{});
+    prepare(nullptr, feeds...);
+    run_positions<0, ptab.len>();
     return commit();
   }
 
+  // Bytes of the forward values kept for backward, and of all scratch
+  // buffers, as placed for the last run (or plan).
+  std::size_t kept_bytes() const { return kept_bytes_; }
+  std::size_t scratch_bytes() const { return kept_bytes_ + rest_bytes_; }
+
+  // The forward and backward parts of a step run apart (ctg::nn::stack keeps
+  // each layer's forward values this way): plan() returns the kept bytes for
+  // these feeds; run_forward_part writes the kept values into `kept`, and
+  // run_backward_part, given the same feeds and `kept`, reads them back.
+  // Neither commits: read the results with output<K>().
+  template <class... Feeds>
+  std::size_t plan(const Feeds&... feeds) {
+    prepare(nullptr, feeds...);
+    return kept_bytes_;
+  }
+  template <class... Feeds>
+  void run_forward_part(std::byte* kept, const Feeds&... feeds) {
+    prepare(kept, feeds...);
+    run_positions<0, ptab.backward_begin>();
+  }
+  template <class... Feeds>
+  void run_backward_part(std::byte* kept, const Feeds&... feeds) {
+    prepare(kept, feeds...);
+    run_positions<ptab.backward_begin, ptab.len>();
+  }
+
  private:
+  template <class... Feeds>
+  void prepare(std::byte* kept_area, const Feeds&... feeds) {
+    kept_area_ = kept_area;
+    bind_feeds(feeds...);
+    resolve_shapes(std::make_index_sequence<N>{});
+    plan_memory(std::make_index_sequence<N>{});
+  }
+
   // ------------------------------------------------------------ feeds ----
   template <class... Feeds>
   void bind_feeds(const Feeds&... feeds) {
@@ -221,51 +257,102 @@ class store {
   }
 
   // ----------------------------------------------------------- memory ----
-  // Every materialized node that is not a leaf gets its own scratch region;
-  // the first output is written straight into the unpublished output buffer.
+  // Every buffer the program's lives call for (see program.hpp) is placed in
+  // scratch, sharing bytes with buffers whose lives do not overlap; the
+  // values kept for backward form a pool of their own (which a caller may
+  // provide: run_forward_part). The first output is written straight into
+  // the unpublished output buffer.
+  struct life_ref {
+    std::size_t node = 0, life = 0;
+  };
+  struct life_order {
+    life_ref kept[N + 1]{};
+    std::size_t nkept = 0;
+    life_ref rest[2 * N + 1]{};
+    std::size_t nrest = 0;
+  };
+  static constexpr life_order lives = [] {
+    life_order o;
+    for (std::size_t q = 0; q <= ptab.len; ++q)
+      for (std::size_t j = 0; j < N; ++j)
+        for (std::size_t l = 0; l < 2; ++l) {
+          if (j == first_output || !ptab.has_life[j][l] || ptab.begin[j][l] != q) continue;
+          if (l == 0 && ptab.kept[j]) o.kept[o.nkept++] = {j, 0};
+          else o.rest[o.nrest++] = {j, l};
+        }
+    return o;
+  }();
+  static constexpr std::array<std::size_t, N> view_byte_offset = []<class... Ns>(tl::list<Ns...>) {
+    std::array<std::size_t, N> a{};
+    std::size_t i = 0;
+    auto one = [&]<class V>(std::type_identity<V>) {
+      if constexpr (requires { V::byte_offset; }) a[i] = V::byte_offset;
+      ++i;
+    };
+    (one(std::type_identity<Ns>{}), ...);
+    return a;
+  }(nodes{});
+
   template <std::size_t... I>
   void plan_memory(std::index_sequence<I...>) {
-    std::size_t offset[N]{};
-    std::size_t total = 0, acc = 0;
-    auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+    std::array<std::size_t, N> bytes{};
+    std::size_t acc = 0;
+    auto size_one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
       using node = node_at<J>;
-      if constexpr (owns_buffer<node>(J)) {
-        const std::string what = "an intermediate";
-        const dim_t n = detail::checked_numel(shapes_[J], what.c_str());
-        const std::size_t bytes = buffer_bytes<node>(static_cast<std::size_t>(n));
-        if constexpr (J == first_output) out_[1 - published_].reserve(bytes);
-        else {
-          offset[J] = total;
-          total += bytes;
-        }
+      if constexpr (ptab.owns[J]) {
+        const dim_t n = detail::checked_numel(shapes_[J], "an intermediate");
+        bytes[J] = buffer_bytes<node>(static_cast<std::size_t>(n));
         if constexpr (node::kind == node_kind::reduce) acc = std::max(acc, static_cast<std::size_t>(n));
         if constexpr (node::kind == node_kind::matmul) acc = std::max(acc, static_cast<std::size_t>(shapes_[J].last()));
       }
     };
-    (one(std::integral_constant<std::size_t, I>{}), ...);
-    scratch_.reserve(total);
+    (size_one(std::integral_constant<std::size_t, I>{}), ...);
+    if (bytes != bytes_) {
+      bytes_ = bytes;
+      place_buffers();
+    }
+    if constexpr (ptab.owns[first_output]) out_[1 - published_].reserve(bytes[first_output]);
+    scratch_.reserve(rest_bytes_ + (kept_area_ ? 0 : kept_bytes_));
     if (acc_.size() < acc) acc_.resize(acc);
     if (accf_.size() < acc) accf_.resize(acc);
-    auto bind = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-      using node = node_at<J>;
-      if constexpr (node::kind == node_kind::view) {
-        std::size_t offset = 0;
-        if constexpr (requires { node::byte_offset; }) offset = node::byte_offset;
-        buf_[J] = buf_[table.node[J].child[0]] + offset;
-      }
-      if constexpr (owns_buffer<node>(J)) {
-        buf_[J] = J == first_output ? out_[1 - published_].data() : scratch_.data() + offset[J];
-        if constexpr (node::kind == node_kind::runtime_scalar) fill_runtime_scalar<J>();
-      }
+    for (std::size_t j = 0; j < N; ++j)
+      if (ptab.owns[j]) buf_[j] = j == first_output ? out_[1 - published_].data() : buffer_at(j, 0);
+    bind_views();
+    auto fill = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      if constexpr (node_at<J>::kind == node_kind::runtime_scalar) fill_runtime_scalar<J>();
     };
-    (bind(std::integral_constant<std::size_t, I>{}), ...);
+    (fill(std::integral_constant<std::size_t, I>{}), ...);
   }
 
-  // Leaves are stored or fed, and views share their child's buffer; every
-  // other materialized node (and every group root) has a region of its own.
-  template <class Node>
-  static constexpr bool owns_buffer(std::size_t j) {
-    return Node::kind != node_kind::leaf && Node::kind != node_kind::view && (table.materialized[j] || table.group[j] == j);
+  void place_buffers() {
+    std::vector<detail::buffer_life> l(lives.nkept + lives.nrest + 1);
+    std::vector<std::size_t> at(l.size());
+    auto place = [&](const life_ref* refs, std::size_t count) {
+      for (std::size_t i = 0; i < count; ++i) {
+        const life_ref r = refs[i];
+        l[i] = {ptab.begin[r.node][r.life], ptab.end[r.node][r.life], bytes_[r.node]};
+      }
+      const std::size_t size = detail::place_lives(l.data(), count, at.data());
+      for (std::size_t i = 0; i < count; ++i) offset_[refs[i].node][refs[i].life] = at[i];
+      return size;
+    };
+    kept_bytes_ = place(lives.kept, lives.nkept);
+    rest_bytes_ = place(lives.rest, lives.nrest);
+  }
+
+  std::byte* buffer_at(std::size_t j, std::size_t life) {
+    if (life == 0 && ptab.kept[j]) return (kept_area_ ? kept_area_ : scratch_.data()) + offset_[j][0];
+    return scratch_.data() + (kept_area_ ? 0 : kept_bytes_) + offset_[j][life];
+  }
+  void bind_views() {
+    for (std::size_t j = 0; j < N; ++j)
+      if (table.node[j].kind == node_kind::view) buf_[j] = buf_[table.node[j].child[0]] + view_byte_offset[j];
+  }
+  // Backward reads the recomputed values of a region from here on.
+  void enter_recompute(std::size_t region) {
+    for (std::size_t j = 0; j < N; ++j)
+      if (ptab.region[j] == region && ptab.has_life[j][1]) buf_[j] = buffer_at(j, 1);
+    bind_views();
   }
 
   // A node's region: its value, and for a stack every layer's input, for a
@@ -289,21 +376,24 @@ class store {
   }
 
   // ----------------------------------------------------------- groups ----
-  template <std::size_t... I>
-  void run_groups(std::index_sequence<I...>) {
-    auto one = [&]<std::size_t R>(std::integral_constant<std::size_t, R>) {
-      if constexpr (table.group[R] == R) {
-        constexpr node_kind k = node_at<R>::kind;
-        if constexpr (k == node_kind::matmul) run_matmul<R>();
-        else if constexpr (k == node_kind::transpose) run_transpose<R>();
-        else if constexpr (k == node_kind::gather) run_gather<R>();
-        else if constexpr (k == node_kind::scatter_add) run_scatter_add<R>();
-        else if constexpr (k == node_kind::stack) run_stack<R>();
-        else if constexpr (k == node_kind::stack_grad) run_stack_grad<R>();
-        else run_fused<R>();
-      }
-    };
-    (one(std::integral_constant<std::size_t, I>{}), ...);
+  template <std::size_t From, std::size_t To>
+  void run_positions() {
+    [&]<std::size_t... Q>(std::index_sequence<Q...>) {
+      (run_position<From + Q>(), ...);
+    }(std::make_index_sequence<To - From>{});
+  }
+  template <std::size_t Q>
+  void run_position() {
+    if constexpr (ptab.enter_region[Q] != no_region) enter_recompute(ptab.enter_region[Q]);
+    constexpr std::size_t R = ptab.root[Q];
+    constexpr node_kind k = node_at<R>::kind;
+    if constexpr (k == node_kind::matmul) run_matmul<R>();
+    else if constexpr (k == node_kind::transpose) run_transpose<R>();
+    else if constexpr (k == node_kind::gather) run_gather<R>();
+    else if constexpr (k == node_kind::scatter_add) run_scatter_add<R>();
+    else if constexpr (k == node_kind::stack) run_stack<R>();
+    else if constexpr (k == node_kind::stack_grad) run_stack_grad<R>();
+    else run_fused<R>();
   }
 
   // Strides of a buffer of shape `s` seen from a loop over shape `it` (right-aligned, 0 where it broadcasts).
@@ -686,7 +776,7 @@ class store {
     }
     // Nothing visible changes before this point. The first output was computed
     // into the unpublished buffer (a leaf output is copied there); publish it.
-    if constexpr (!owns_buffer<loss>(il)) {
+    if constexpr (!ptab.owns[il]) {
       out_[1 - published_].reserve(align_up(count * sizeof(typename loss::dtype) + 1));
       std::memcpy(out_[1 - published_].data(), lp, count * sizeof(typename loss::dtype));
     }
@@ -710,9 +800,11 @@ class store {
     (void)one;
   }
 
-  static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
-
   arena params_, grads_, scratch_;
+  std::array<std::size_t, N> bytes_{};                    // each buffer's size in the current placement
+  std::array<std::array<std::size_t, 2>, N> offset_{};    // each life's offset in its pool
+  std::size_t kept_bytes_ = 0, rest_bytes_ = 0;            // the two pools
+  std::byte* kept_area_ = nullptr;                         // the kept pool, when the caller provides it
   decltype(stack_runtimes(nodes{})) stacks_;
   arena out_[2];  // the first output: published (value()) and being computed
   std::size_t published_ = 0, value_count_ = 0;

@@ -179,6 +179,13 @@ struct no_grad {
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
 };
+// checkpoint: the value, ending a recompute region (see ctg::checkpoint).
+struct checkpoint {
+  static constexpr bool differentiable = true;
+  static constexpr bool region_end = true;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
+};
 // broadcast<S, Like>: the value stretched to shape S. Dims of S that are
 // ctg::dyn take their run-time size from node Like (which has shape S).
 template <class S, class Like = void>

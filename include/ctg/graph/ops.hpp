@@ -91,6 +91,16 @@ constexpr auto no_grad(X) {
   return detail::make_ew<op::no_grad, X>();
 }
 
+// checkpoint(x): x's value, kept for backward, while the values computed on
+// the way to it (down to leaves, other checkpoints, and values that something
+// outside also reads) are not kept: backward recomputes them from the kept
+// ones, running the same groups again (so the recomputed values are
+// bitwise those of the forward). The gradient passes through unchanged.
+template <expr X>
+constexpr auto checkpoint(X) {
+  return detail::make_ew<op::checkpoint, X>();
+}
+
 // broadcast_to<S>(x): x stretched to shape S.
 template <class S, expr X>
 constexpr auto broadcast_to(X) {

@@ -39,7 +39,8 @@ struct node_desc {
   std::size_t child[max_children]{};
   bool row_reduction = false;
   bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
-  bool output = false;
+  bool region_end = false;   // a checkpoint: always a buffer of its own, kept for backward
+  bool output = false;       // an output of the step (or the forward part's root): a buffer to the end
   shape_value dims{};
   shape_value child_dims{};  // of child 0
 };
@@ -93,7 +94,10 @@ constexpr node_desc describe(bool output) {
   }
   if constexpr (N::children::size > 0) d.child_dims = value_of<typename tl::at_t<0, typename N::children>::dims>();
   if constexpr (N::kind == node_kind::reduce) d.row_reduction = N::row_reduction;
-  if constexpr (N::kind == node_kind::elementwise) d.index_aware = requires { N::op::index_aware; };
+  if constexpr (N::kind == node_kind::elementwise) {
+    d.index_aware = requires { N::op::index_aware; };
+    d.region_end = requires { N::op::region_end; };
+  }
   return d;
 }
 
@@ -118,7 +122,7 @@ constexpr void decide_groups_once(plan_table<N>& p, bool fuse, const bool* force
       p.group[ii] = no_group;
       continue;
     }
-    bool root = !fuse || d.output || runs_alone(d.kind) || forced[ii];
+    bool root = !fuse || d.output || d.region_end || runs_alone(d.kind) || forced[ii];
     std::size_t target = no_group;
     for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && !root; ++u) {
       const std::size_t c = use_consumer[u];
@@ -191,7 +195,9 @@ struct schedule {
     plan_table<size> p;
     [&]<class... Ns>(tl::list<Ns...>) {
       std::size_t i = 0;
-      ((p.node[i++] = detail::describe<nodes, Ns>(tl::contains_v<Ns, typename Step::outputs>)), ...);
+      ((p.node[i++] = detail::describe<nodes, Ns>(tl::contains_v<Ns, typename Step::outputs> ||
+                                                   std::is_same_v<Ns, typename Step::forward_root>)),
+       ...);
     }(nodes{});
     detail::decide_groups(p, Step::fuse);
     return p;
