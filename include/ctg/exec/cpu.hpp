@@ -169,8 +169,9 @@ class store {
 
   // Bytes of the forward values kept for backward, and of all scratch
   // buffers, as placed for the last run (or plan).
-  std::size_t kept_bytes() const { return kept_bytes_; }
-  std::size_t scratch_bytes() const { return kept_bytes_ + rest_bytes_; }
+  // (A stack's layers count with all they keep.)
+  std::size_t kept_bytes() const { return kept_bytes_ + stack_kept_bytes(); }
+  std::size_t scratch_bytes() const { return kept_bytes_ + rest_bytes_ + stack_kept_bytes(); }
 
   // The forward and backward parts of a step run apart (ctg::nn::stack keeps
   // each layer's forward values this way): plan() returns the kept bytes for
@@ -191,6 +192,24 @@ class store {
   void run_backward_part(std::byte* kept, const Feeds&... feeds) {
     prepare(kept, feeds...);
     run_positions<ptab.backward_begin, ptab.len>();
+  }
+  // Both parts, the forward one as a recompute (it writes no state).
+  template <class... Feeds>
+  void run_recomputing(std::byte* kept, const Feeds&... feeds) {
+    prepare(kept, feeds...);
+    recomputing_ = true;
+    run_positions<0, ptab.backward_begin>();
+    recomputing_ = false;
+    run_positions<ptab.backward_begin, ptab.len>();
+  }
+
+  // The value of node E of the step after the last run: an output, or the
+  // forward part's root (valid until the next run).
+  template <class E>
+  std::span<const typename E::dtype> value_of() const {
+    constexpr std::size_t i = tl::index_of_v<E, nodes>;
+    static_assert(table.node[i].output, "ctg: value_of reads outputs and the forward root only");
+    return {reinterpret_cast<const typename E::dtype*>(buf_[i]), static_cast<std::size_t>(shapes_[i].numel())};
   }
 
  private:
@@ -674,17 +693,26 @@ class store {
   }
 
   // ------------------------------------------------------------ stacks ----
-  // Each stack node owns a store for its block's forward graph and one for
-  // its backward; both are compiled once, whatever the number of layers.
+  // Each stack node owns a store for its block's graph (forward and
+  // backward parts, compiled once whatever the number of layers) and the
+  // area where each layer's kept values live between the two parts (one
+  // layer's worth when the stack recomputes).
   template <class S>
   struct stack_runtime {
-    store<typename S::forward_step> forward;
-    store<typename S::backward_step> backward;
+    static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
+    store<typename S::backward_step> block;
+    arena kept;
+    std::size_t kept_stride = 0;
   };
   template <class... Ns>
   static auto stack_runtimes(tl::list<Ns...>)
       -> tl::apply<std::tuple, tl::concat_t<std::conditional_t<Ns::kind == node_kind::stack,
                                                                  tl::list<stack_runtime<Ns>>, tl::list<>>...>>::type;
+
+  std::size_t stack_kept_bytes() const {
+    return std::apply([](const auto&... rt) { return (std::size_t(0) + ... + (rt.kept_stride * rt.layers_kept)); },
+                      stacks_);
+  }
 
   // Copy layer `layer` of every stacked leaf into the block store's own leaf.
   template <class S, class Inner>
@@ -710,6 +738,7 @@ class store {
 
   // Forward: layer i reads x_i and writes x_{i+1}. The buffer keeps the output
   // x_N in slot 0 and the inputs x_1 .. x_{N-1} in slots 1 .. N-1 for backward.
+  // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
   template <std::size_t R>
   void run_stack() {
     using S = node_at<R>;
@@ -720,17 +749,23 @@ class store {
     T* slots = reinterpret_cast<T*>(buf_[R]);
     const T* in = reinterpret_cast<const T*>(buf_[ix]);
     for (std::size_t i = 0; i < S::layers; ++i) {
-      load_layer<S>(rt.forward, i);
-      rt.forward.run(feed_like<typename S::carry, R>(in));
+      load_layer<S>(rt.block, i);
+      const auto carry = feed_like<typename S::carry, R>(in);
+      const auto up = feed_like<typename S::upstream, R>(in);
+      if (i == 0) {
+        rt.kept_stride = align_up(rt.block.plan(carry, up));
+        rt.kept.reserve(rt.kept_stride * rt.layers_kept + 64);
+      }
+      rt.block.run_forward_part(rt.kept.data() + (S::recompute ? 0 : i * rt.kept_stride), carry, up);
       T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
-      std::memcpy(next, rt.forward.template output<0>().data(), n * sizeof(T));
+      std::memcpy(next, rt.block.template value_of<typename S::block_out>().data(), n * sizeof(T));
       in = next;
     }
   }
 
-  // Backward: for i = N-1 .. 0, the block's vjp at x_i (recomputing its
-  // forward) turns the gradient of x_{i+1} into that of x_i and gives layer i's
-  // parameter gradients.
+  // Backward: for i = N-1 .. 0, the block's backward part at x_i (after
+  // running its forward part again, when the stack recomputes) turns the
+  // gradient of x_{i+1} into that of x_i and gives layer i's parameter gradients.
   template <std::size_t R>
   void run_stack_grad() {
     using GN = node_at<R>;
@@ -745,19 +780,22 @@ class store {
     const T* g = reinterpret_cast<const T*>(buf_[ig]);
     for (std::size_t i = S::layers; i-- > 0;) {
       const T* in = i == 0 ? reinterpret_cast<const T*>(buf_[ix]) : slots + i * n;
-      load_layer<S>(rt.backward, i);
-      rt.backward.run(feed_like<typename S::carry, R>(in), feed_like<typename S::upstream, R>(g));
+      load_layer<S>(rt.block, i);
+      const auto carry = feed_like<typename S::carry, R>(in);
+      const auto up = feed_like<typename S::upstream, R>(g);
+      if constexpr (S::recompute) rt.block.run_recomputing(rt.kept.data(), carry, up);
+      else rt.block.run_backward_part(rt.kept.data() + i * rt.kept_stride, carry, up);
       [&]<class... Ps>(tl::list<Ps...>) {
         std::size_t k = 0;
         auto one = [&]<class P>(std::type_identity<P>) {
           constexpr std::size_t leaf = tl::index_of_v<P, typename S::leaves>;
           const std::size_t bytes = numel_of<P>() * sizeof(typename P::dtype);
-          std::memcpy(buf_[R] + GN::offset_of(leaf) + i * bytes, rt.backward.output_bytes(k + 2), bytes);
+          std::memcpy(buf_[R] + GN::offset_of(leaf) + i * bytes, rt.block.output_bytes(k + 2), bytes);
           ++k;
         };
         (one(std::type_identity<Ps>{}), ...);
       }(typename S::trainable{});
-      std::memcpy(gx, rt.backward.template output<1>().data(), n * sizeof(T));
+      std::memcpy(gx, rt.block.template output<1>().data(), n * sizeof(T));
       g = gx;
     }
   }
@@ -805,6 +843,7 @@ class store {
   std::array<std::array<std::size_t, 2>, N> offset_{};    // each life's offset in its pool
   std::size_t kept_bytes_ = 0, rest_bytes_ = 0;            // the two pools
   std::byte* kept_area_ = nullptr;                         // the kept pool, when the caller provides it
+  bool recomputing_ = false;                               // running a forward part again: write no state
   decltype(stack_runtimes(nodes{})) stacks_;
   arena out_[2];  // the first output: published (value()) and being computed
   std::size_t published_ = 0, value_count_ = 0;
