@@ -156,6 +156,14 @@ class store {
     return p;
   }
 
+  // Dropout's random stream: a seed (0 unless set), and the count of
+  // successful steps, which keys each step's masks (state: it changes once
+  // per step, after backward, and is saved with the parameters).
+  void seed(std::uint64_t s) { key_.seed = s; }
+  std::uint64_t seed() const { return key_.seed; }
+  std::uint32_t steps_run() const { return key_.step; }
+  void set_steps_run(std::uint32_t n) { key_.step = n; }
+
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
   void check_finite(bool on) { check_finite_ = on; }
 
@@ -439,6 +447,7 @@ class store {
       const std::byte* ptr[K]{};
       dim_t base[K]{};
       dim_t row_pos = 0;  // index along the second-to-last dim (for index-aware ops)
+      random_key key{};   // for random nodes
       double local[NR]{};
     };
 
@@ -449,6 +458,11 @@ class store {
       using C = compute_t<T>;
       if constexpr (node::kind == node_kind::constant) {
         return static_cast<C>(node::value);
+      } else if constexpr (node::kind == node_kind::random) {
+        // Its element index is what a buffer of its shape would be read at.
+        constexpr std::size_t k = info::info.input_slot[I];
+        const dim_t at = detail::advances_inner<node> ? c.base[k] + j : c.base[k];
+        return static_cast<C>(node::value(c.key, static_cast<std::uint64_t>(at)));
       } else if constexpr (I != R && table.materialized[I]) {
         constexpr std::size_t k = info::info.input_slot[I];
         const T* p = reinterpret_cast<const T*>(c.ptr[k]);
@@ -501,6 +515,7 @@ class store {
     const dim_t total = it.numel();
     T* out = reinterpret_cast<T*>(buf_[R]);
     typename F::ctx c;
+    c.key = key_;
     dim_t stride[F::K][max_rank]{};
     bool all_same = info::nreductions == 0;
     for (std::size_t k = 0; k < info::ninputs; ++k) {
@@ -750,6 +765,7 @@ class store {
     const T* in = reinterpret_cast<const T*>(buf_[ix]);
     for (std::size_t i = 0; i < S::layers; ++i) {
       load_layer<S>(rt.block, i);
+      rt.block.key_ = {key_.seed, key_.step, static_cast<std::uint32_t>(i)};
       const auto carry = feed_like<typename S::carry, R>(in);
       const auto up = feed_like<typename S::upstream, R>(in);
       if (i == 0) {
@@ -781,6 +797,7 @@ class store {
     for (std::size_t i = S::layers; i-- > 0;) {
       const T* in = i == 0 ? reinterpret_cast<const T*>(buf_[ix]) : slots + i * n;
       load_layer<S>(rt.block, i);
+      rt.block.key_ = {key_.seed, key_.step, static_cast<std::uint32_t>(i)};
       const auto carry = feed_like<typename S::carry, R>(in);
       const auto up = feed_like<typename S::upstream, R>(g);
       if constexpr (S::recompute) rt.block.run_recomputing(rt.kept.data(), carry, up);
@@ -819,6 +836,7 @@ class store {
       std::memcpy(out_[1 - published_].data(), lp, count * sizeof(typename loss::dtype));
     }
     published_ = 1 - published_;
+    ++key_.step;
     value_count_ = count;
     copy_grads(std::make_index_sequence<Step::wrt::size>{});
     return first;
@@ -844,6 +862,9 @@ class store {
   std::size_t kept_bytes_ = 0, rest_bytes_ = 0;            // the two pools
   std::byte* kept_area_ = nullptr;                         // the kept pool, when the caller provides it
   bool recomputing_ = false;                               // running a forward part again: write no state
+  random_key key_{};
+  template <class>
+  friend class store;  // a stack's block store gets its layer's key
   decltype(stack_runtimes(nodes{})) stacks_;
   arena out_[2];  // the first output: published (value()) and being computed
   std::size_t published_ = 0, value_count_ = 0;

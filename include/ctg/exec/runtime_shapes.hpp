@@ -66,6 +66,8 @@ void resolve_shape(rt_shape* shapes) {
   if constexpr (N::kind == node_kind::leaf) {
     if constexpr (!N::fed) out = static_rt<typename N::dims>();
     // inputs were filled from their feeds
+  } else if constexpr (N::kind == node_kind::random) {
+    out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
   } else if constexpr (N::kind == node_kind::constant || N::kind == node_kind::runtime_scalar) {
     out = rt_shape{};
   } else if constexpr (N::kind == node_kind::elementwise) {

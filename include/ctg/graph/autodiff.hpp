@@ -119,7 +119,8 @@ struct use {
 template <class Fwd>
 struct uses_table {
   template <class C>
-  static constexpr bool passes_grad = C::kind != node_kind::runtime_scalar && C::requires_grad;
+  static constexpr bool passes_grad =
+      C::kind != node_kind::runtime_scalar && C::kind != node_kind::random && C::requires_grad;
   static constexpr std::size_t n = Fwd::size;
   static constexpr std::size_t total = []<class... Cs>(tl::list<Cs...>) {
     return (std::size_t(0) + ... + (passes_grad<Cs> ? Cs::children::size : 0));

@@ -11,6 +11,7 @@
 
 #include <ctg/core/fixed_string.hpp>
 #include <ctg/core/math.hpp>
+#include <ctg/core/philox.hpp>
 #include <ctg/core/shape.hpp>
 #include <ctg/core/type_list.hpp>
 #include <ctg/graph/dtype_rules.hpp>
@@ -21,6 +22,7 @@ enum class node_kind {
   leaf,            // param / frozen / input: a buffer owned by the store or fed
   constant,        // a literal, inlined into every loop that reads it
   runtime_scalar,  // a scalar known once run-time shapes are (e.g. 1/count for mean)
+  random,          // a counter-based random value per element, inlined into every loop that reads it
   elementwise,     // one value per output element from the children's values there
   reduce,          // sum / mean / max over some axes
   matmul,          // (batched) matrix product
@@ -118,6 +120,37 @@ struct recip_count_node {
   using children = tl::list<Big, Small>;
   static constexpr node_kind kind = node_kind::runtime_scalar;
   static constexpr bool requires_grad = false;
+};
+
+// ---------------------------------------------------------------- random ----
+
+// What a random node's values depend on besides its element index: the
+// store's seed, the step count, and the layer (inside ctg::nn::stack).
+struct random_key {
+  std::uint64_t seed = 0;
+  std::uint32_t step = 0;
+  std::uint32_t layer = 0;
+};
+
+// Dropout's mask, shape of Like: 1/(1-P) where element i is kept, 0 where it
+// is dropped (probability P). Element i of step s is decided by
+// philox_uniform(seed, s, stream, i) >= P, the stream being the hash of Name
+// and the layer. No buffer: every loop that reads it computes it again, so a
+// recompute sees exactly the forward's mask. Like gives the shape only.
+template <fixed_string Name, double P, class Like>
+struct dropout_mask_node {
+  static_assert(P >= 0.0 && P < 1.0, "ctg: dropout probability must be in [0, 1)");
+  using ctg_node = void;
+  using dtype = f32;
+  using dims = typename Like::dims;
+  using children = tl::list<Like>;
+  static constexpr node_kind kind = node_kind::random;
+  static constexpr bool requires_grad = false;
+  static constexpr std::uint32_t stream = name_hash(Name.chars, Name.size());
+  CTG_HD static CTG_FORCEINLINE float value(const random_key& k, std::uint64_t index) {
+    const float u = philox_uniform(k.seed, k.step, stream + 0x9E3779B9u * k.layer, index);
+    return u >= static_cast<float>(P) ? static_cast<float>(1.0 / (1.0 - P)) : 0.0f;
+  }
 };
 
 // ----------------------------------------------------------- elementwise ----

@@ -101,6 +101,16 @@ constexpr auto checkpoint(X) {
   return detail::make_ew<op::checkpoint, X>();
 }
 
+// dropout<"name">(x, lit<p>): each element of x zeroed with probability p,
+// the others scaled by 1/(1-p), in f32 (f64 for f64) and rounded once to x's dtype. The
+// mask is keyed by (seed, step, name, layer, element index): the same on
+// every backend and in every recompute. Names must differ between dropouts.
+template <fixed_string Name, expr X, double P>
+constexpr auto dropout(X x, literal<P>) {
+  if constexpr (P == 0.0) return x;
+  else return cast<typename X::dtype>(cast<compute_t<typename X::dtype>>(x) * dropout_mask_node<Name, P, X>{});
+}
+
 // broadcast_to<S>(x): x stretched to shape S.
 template <class S, expr X>
 constexpr auto broadcast_to(X) {

@@ -67,7 +67,8 @@ constexpr program_table<N> make_program(const plan_table<N>& t, std::size_t forw
   p.forward_end = forward_root + 1;
   for (std::size_t i = 0; i < N; ++i) {
     const node_kind k = t.node[i].kind;
-    p.owns[i] = k != node_kind::leaf && k != node_kind::view && (t.materialized[i] || t.group[i] == i);
+    p.owns[i] = k != node_kind::leaf && k != node_kind::view && k != node_kind::random &&
+                (t.materialized[i] || t.group[i] == i);
     p.base[i] = k == node_kind::view ? p.base[t.node[i].child[0]] : i;
     p.region[i] = no_region;
   }
@@ -79,7 +80,8 @@ constexpr program_table<N> make_program(const plan_table<N>& t, std::size_t forw
   for (std::size_t i = p.forward_end; i-- > 0;) {
     const node_desc& d = t.node[i];
     const bool outside = d.kind == node_kind::leaf || d.kind == node_kind::constant ||
-                         d.kind == node_kind::runtime_scalar || d.region_end || d.output;
+                         d.kind == node_kind::runtime_scalar || d.kind == node_kind::random || d.region_end ||
+                         d.output;
     p.region[i] = outside || !seen[i] ? no_region : to[i];
     pass[i] = d.region_end ? i : p.region[i];
     for (std::size_t k = 0; k < d.nchild; ++k) {

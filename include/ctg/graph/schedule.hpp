@@ -87,7 +87,7 @@ constexpr node_desc describe(bool output) {
   d.output = output;
   d.dims = value_of<typename N::dims>();
   static_assert(N::children::size <= max_children, "ctg: a stacked block may have at most 15 parameters");
-  if constexpr (N::kind != node_kind::runtime_scalar) {  // a scalar's children give shapes only
+  if constexpr (N::kind != node_kind::runtime_scalar && N::kind != node_kind::random) {  // children give shapes only
     [&]<class... C>(tl::list<C...>) {
       ((d.child[d.nchild++] = tl::index_of_v<C, Nodes>), ...);
     }(typename N::children{});
@@ -117,6 +117,7 @@ constexpr void decide_groups_once(plan_table<N>& p, bool fuse, const bool* force
   for (std::size_t ii = N; ii-- > 0;) {
     node_desc& d = p.node[ii];
     if (d.kind == node_kind::leaf || d.kind == node_kind::runtime_scalar || d.kind == node_kind::view ||
+        d.kind == node_kind::random ||
         (d.kind == node_kind::constant && !d.output)) {
       p.materialized[ii] = d.kind != node_kind::constant;
       p.group[ii] = no_group;
