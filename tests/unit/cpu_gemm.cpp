@@ -1,0 +1,209 @@
+// cpu::gemm: accuracy against a double-precision reference (error bound from K
+// and the unit roundoff), bit-exactness against the documented f32 FMA chain
+// for every kernel set this CPU has, and independence from alignment and from
+// the workspace's history.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ctg/core/dtypes.hpp>
+#include <ctg/exec/cpu_gemm.hpp>
+
+namespace {
+
+using ctg::dim_t;
+using ctg::detail::gemm_isa;
+
+struct mnk {
+  dim_t m, n, k;
+};
+
+std::string str(mnk s) { return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k); }
+
+// Odd sizes around the kernels' MR (4, 6, 8) and NR (8, 16, 32) and the model's shapes.
+const std::vector<mnk> shapes = {
+    {1, 1, 1},    {1, 172, 64}, {3, 3, 3},    {3, 17, 0},   {17, 33, 17},  {8, 16, 513}, {33, 65, 3},
+    {65, 172, 64}, {64, 64, 16}, {64, 16, 64}, {7, 96, 172}, {513, 33, 65}, {17, 1, 513}, {65, 31, 1},
+};
+
+template <class T>
+std::vector<T> random_values(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (auto& e : v) e = ctg::from_float<T>(static_cast<float>(u(rng)));
+  return v;
+}
+
+template <class T>
+double as_double(T v) {
+  return static_cast<double>(ctg::load_as<T>(v));
+}
+
+template <class T>
+std::uint64_t bits(T v) {
+  std::uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof v);
+  return b;
+}
+
+template <class T>
+double unit_roundoff() {
+  return static_cast<double>(ctg::dtype_traits<T>::epsilon) / 2;
+}
+
+// The documented operations, written out: one f32 FMA chain per output.
+template <class TA, class TB, class TC>
+std::vector<TC> fma_chain(mnk s, const std::vector<TA>& a, const std::vector<TB>& b) {
+  std::vector<TC> c(static_cast<std::size_t>(s.m * s.n));
+  for (dim_t i = 0; i < s.m; ++i)
+    for (dim_t j = 0; j < s.n; ++j) {
+      float acc = 0.0f;
+      for (dim_t k = 0; k < s.k; ++k)
+        acc = std::fma(ctg::load_as<TA>(a[i * s.k + k]), ctg::load_as<TB>(b[k * s.n + j]), acc);
+      c[i * s.n + j] = ctg::store_as<TC>(acc);
+    }
+  return c;
+}
+
+// |C - AB| <= gamma_K * sum_k |a||b| (accumulation, u of the compute type)
+//           + u_TC * (|AB| + that)      (the one rounding to TC).
+template <class TA, class TB, class TC>
+void check_accuracy(mnk s) {
+  using C = ctg::compute_t<TC>;
+  const auto a = random_values<TA>(static_cast<std::size_t>(s.m * s.k), 1);
+  const auto b = random_values<TB>(static_cast<std::size_t>(s.k * s.n), 2);
+  std::vector<TC> c(static_cast<std::size_t>(s.m * s.n), ctg::from_float<TC>(NAN));
+  ctg::cpu::gemm_workspace ws;
+  ctg::cpu::gemm(s.m, s.n, s.k, a.data(), b.data(), c.data(), ws);
+  const double u = unit_roundoff<C>(), gamma = s.k * u / (1 - s.k * u), u_out = unit_roundoff<TC>();
+  for (dim_t i = 0; i < s.m; ++i)
+    for (dim_t j = 0; j < s.n; ++j) {
+      double ref = 0, mag = 0;
+      for (dim_t k = 0; k < s.k; ++k) {
+        const double p = as_double(a[i * s.k + k]) * as_double(b[k * s.n + j]);
+        ref += p;
+        mag += std::abs(p);
+      }
+      const double got = as_double(c[i * s.n + j]), bound = gamma * mag + u_out * (std::abs(ref) + gamma * mag);
+      if (!(std::abs(got - ref) <= bound)) {
+        INFO(str(s), " at (", i, ",", j, "): got ", got, " want ", ref, " bound ", bound);
+        CHECK(std::abs(got - ref) <= bound);
+        return;
+      }
+    }
+}
+
+// Every kernel set of this CPU gives the FMA chain's bits.
+template <class TA, class TB, class TC>
+void check_bits_every_isa(mnk s) {
+  const auto a = random_values<TA>(static_cast<std::size_t>(s.m * s.k), 3);
+  const auto b = random_values<TB>(static_cast<std::size_t>(s.k * s.n), 4);
+  const auto want = fma_chain<TA, TB, TC>(s, a, b);
+  for (gemm_isa isa : {gemm_isa::portable, gemm_isa::avx2, gemm_isa::avx512}) {
+    if (!ctg::detail::gemm_isa_available(isa)) continue;
+    ctg::cpu::gemm_workspace ws;
+    std::vector<TC> c(want.size());
+    ctg::detail::gemm_with(isa, s.m, s.n, s.k, a.data(), b.data(), c.data(), ws);
+    std::size_t bad = 0;
+    for (std::size_t e = 0; e < c.size(); ++e) bad += bits(c[e]) != bits(want[e]);
+    INFO(str(s), " isa ", static_cast<int>(isa));
+    CHECK(bad == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gemm: within the accumulation bound, every dtype combination") {
+  for (mnk s : shapes) {
+    check_accuracy<ctg::f32, ctg::f32, ctg::f32>(s);
+    check_accuracy<ctg::bf16, ctg::bf16, ctg::bf16>(s);
+    check_accuracy<ctg::f16, ctg::f16, ctg::f16>(s);
+    check_accuracy<ctg::bf16, ctg::f32, ctg::f32>(s);
+    check_accuracy<ctg::f32, ctg::bf16, ctg::f32>(s);
+    check_accuracy<ctg::bf16, ctg::f16, ctg::f32>(s);
+    check_accuracy<ctg::f64, ctg::f64, ctg::f64>(s);
+    check_accuracy<ctg::f32, ctg::f64, ctg::f64>(s);
+  }
+}
+
+TEST_CASE("gemm: bit for bit the f32 FMA chain on every kernel set") {
+  for (mnk s : shapes) {
+    check_bits_every_isa<ctg::f32, ctg::f32, ctg::f32>(s);
+    check_bits_every_isa<ctg::bf16, ctg::bf16, ctg::bf16>(s);
+    check_bits_every_isa<ctg::f16, ctg::f16, ctg::f16>(s);
+    check_bits_every_isa<ctg::bf16, ctg::f32, ctg::f32>(s);
+  }
+}
+
+TEST_CASE("gemm: K = 0 gives zeros") {
+  for (mnk s : {mnk{3, 5, 0}, mnk{17, 33, 0}}) {
+    std::vector<float> c(static_cast<std::size_t>(s.m * s.n), NAN);
+    std::vector<ctg::bf16> cb(c.size(), ctg::bf16(NAN));
+    ctg::cpu::gemm_workspace ws;
+    ctg::cpu::gemm<ctg::f32, ctg::f32, ctg::f32>(s.m, s.n, 0, nullptr, nullptr, c.data(), ws);
+    ctg::cpu::gemm<ctg::bf16, ctg::bf16, ctg::bf16>(s.m, s.n, 0, nullptr, nullptr, cb.data(), ws);
+    for (std::size_t e = 0; e < c.size(); ++e) {
+      CHECK(bits(c[e]) == 0u);
+      CHECK(cb[e].bits == 0u);
+    }
+  }
+}
+
+TEST_CASE("gemm: bits do not depend on alignment or on the workspace's history") {
+  const mnk s{65, 172, 64};
+  const auto a = random_values<ctg::bf16>(static_cast<std::size_t>(s.m * s.k), 5);
+  const auto b = random_values<ctg::bf16>(static_cast<std::size_t>(s.k * s.n), 6);
+  const std::size_t nc = static_cast<std::size_t>(s.m * s.n);
+  std::vector<ctg::bf16> first(nc);
+  ctg::cpu::gemm_workspace ws;
+  ctg::cpu::gemm(s.m, s.n, s.k, a.data(), b.data(), first.data(), ws);
+
+  SUBCASE("operands and result at every offset") {
+    for (std::size_t off = 1; off < 8; ++off) {
+      std::vector<ctg::bf16> a2(off + a.size()), b2(off + b.size()), c2(off + nc);
+      std::copy(a.begin(), a.end(), a2.begin() + static_cast<std::ptrdiff_t>(off));
+      std::copy(b.begin(), b.end(), b2.begin() + static_cast<std::ptrdiff_t>(off));
+      ctg::cpu::gemm(s.m, s.n, s.k, a2.data() + off, b2.data() + off, c2.data() + off, ws);
+      std::size_t bad = 0;
+      for (std::size_t e = 0; e < nc; ++e) bad += c2[off + e].bits != first[e].bits;
+      INFO("offset ", off);
+      CHECK(bad == 0);
+    }
+  }
+  SUBCASE("after a bigger call on non-finite data, and with a fresh workspace") {
+    const mnk big{300, 400, 200};
+    std::vector<ctg::bf16> ba(static_cast<std::size_t>(big.m * big.k), ctg::bf16(NAN)),
+        bb(static_cast<std::size_t>(big.k * big.n), ctg::bf16(INFINITY)), bc(static_cast<std::size_t>(big.m * big.n));
+    ctg::cpu::gemm(big.m, big.n, big.k, ba.data(), bb.data(), bc.data(), ws);
+    std::vector<ctg::bf16> again(nc), fresh(nc);
+    ctg::cpu::gemm(s.m, s.n, s.k, a.data(), b.data(), again.data(), ws);
+    ctg::cpu::gemm_workspace ws2;
+    ctg::cpu::gemm(s.m, s.n, s.k, a.data(), b.data(), fresh.data(), ws2);
+    std::size_t bad = 0;
+    for (std::size_t e = 0; e < nc; ++e) bad += (again[e].bits != first[e].bits) + (fresh[e].bits != first[e].bits);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("gemm: a non-finite input reaches only its own row and column") {
+  // Padding rows and columns are computed but must not leak into stored outputs.
+  const mnk s{9, 17, 5};
+  auto a = random_values<float>(static_cast<std::size_t>(s.m * s.k), 7);
+  auto b = random_values<float>(static_cast<std::size_t>(s.k * s.n), 8);
+  a[8 * s.k + 2] = INFINITY;  // last row
+  b[1 * s.n + 16] = NAN;      // last column
+  std::vector<float> c(static_cast<std::size_t>(s.m * s.n));
+  ctg::cpu::gemm_workspace ws;
+  ctg::cpu::gemm(s.m, s.n, s.k, a.data(), b.data(), c.data(), ws);
+  for (dim_t i = 0; i < s.m; ++i)
+    for (dim_t j = 0; j < s.n; ++j) {
+      INFO("(", i, ",", j, ")");
+      CHECK(std::isfinite(c[i * s.n + j]) == (i != 8 && j != 16));
+    }
+}
