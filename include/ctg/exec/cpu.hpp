@@ -12,10 +12,12 @@
 #include <new>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
 #include <ctg/exec/buffer_placement.hpp>
+#include <ctg/exec/cpu_gemm.hpp>
 #include <ctg/exec/feed.hpp>
 #include <ctg/exec/group_info.hpp>
 #include <ctg/exec/runtime_shapes.hpp>
@@ -103,12 +105,21 @@ class store {
  public:
   using step_type = Step;
 
+  // Parameters start at 0; FP8 scales at 1 (their amax histories at 0).
   store() {
     params_.reserve(layout.param_bytes ? layout.param_bytes : 64);
     grads_.reserve(layout.grad_bytes ? layout.grad_bytes : 64);
+    [&]<class... Ns>(tl::list<Ns...>) {
+      auto one = [&]<class L>(std::type_identity<L>) {
+        if constexpr (is_leaf_v<L>)
+          if constexpr (L::role == leaf_role::state && is_scale_leaf<L>())
+            for (auto& v : param<L>()) v = 1.0f;
+      };
+      (one(std::type_identity<Ns>{}), ...);
+    }(nodes{});
   }
 
-  // The values of a parameter (trainable or frozen): read, write, initialise.
+  // The values of a stored leaf (trainable, frozen or state): read, write, initialise.
   template <class L>
   std::span<typename L::dtype> param() {
     static_assert(tl::contains_v<L, nodes>, "ctg: this leaf is not part of the step's graph");
@@ -330,7 +341,6 @@ class store {
         const dim_t n = detail::checked_numel(shapes_[J], "an intermediate");
         bytes[J] = buffer_bytes<node>(static_cast<std::size_t>(n));
         if constexpr (node::kind == node_kind::reduce) acc = std::max(acc, static_cast<std::size_t>(n));
-        if constexpr (node::kind == node_kind::matmul) acc = std::max(acc, static_cast<std::size_t>(shapes_[J].last()));
       }
     };
     (size_one(std::integral_constant<std::size_t, I>{}), ...);
@@ -389,6 +399,7 @@ class store {
     std::size_t bytes = numel * sizeof(typename Node::dtype);
     if constexpr (Node::kind == node_kind::stack) bytes *= Node::layers;
     if constexpr (Node::kind == node_kind::stack_grad) bytes += Node::leading_bytes;
+    if constexpr (Node::kind == node_kind::quantize) bytes = align_up(bytes) + fp8_side_bytes;
     return align_up(bytes + 1);
   }
 
@@ -420,6 +431,9 @@ class store {
     else if constexpr (k == node_kind::scatter_add) run_scatter_add<R>();
     else if constexpr (k == node_kind::stack) run_stack<R>();
     else if constexpr (k == node_kind::stack_grad) run_stack_grad<R>();
+    else if constexpr (k == node_kind::quantize) run_quantize<R>(!recomputing_ && !ptab.recompute[Q]);
+    else if constexpr (k == node_kind::dequantize) run_dequantize<R>();
+    else if constexpr (k == node_kind::fp8_matmul) run_fp8_matmul<R>();
     else run_fused<R>();
   }
 
@@ -603,7 +617,6 @@ class store {
     using TA = typename node_at<ia>::dtype;
     using TB = typename node_at<ib>::dtype;
     using TC = typename node::dtype;
-    using C = compute_t<TC>;
     const rt_shape &sa = shapes_[ia], &sb = shapes_[ib], &sc = shapes_[R];
     const dim_t M = sc.d[sc.rank - 2], Nn = sc.d[sc.rank - 1], K = sa.d[sa.rank - 1];
     rt_shape batch = sc;
@@ -618,9 +631,6 @@ class store {
     const TA* A = reinterpret_cast<const TA*>(buf_[ia]);
     const TB* B = reinterpret_cast<const TB*>(buf_[ib]);
     TC* Cout = reinterpret_cast<TC*>(buf_[R]);
-    C* acc;
-    if constexpr (std::is_same_v<C, double>) acc = acc_.data();
-    else acc = accf_.data();
     for (dim_t b = 0; b < nbatch; ++b) {
       dim_t oa = 0, ob = 0, rest = b;
       for (std::size_t d = batch.rank; d-- > 0;) {
@@ -631,16 +641,7 @@ class store {
       }
       const TA* a = A + oa * M * K;
       const TB* bm = B + ob * K * Nn;
-      TC* cm = Cout + b * M * Nn;
-      for (dim_t i = 0; i < M; ++i) {
-        for (dim_t j = 0; j < Nn; ++j) acc[j] = C(0);
-        for (dim_t k = 0; k < K; ++k) {
-          const C av = static_cast<C>(load_as<TA>(a[i * K + k]));
-          const TB* brow = bm + k * Nn;
-          for (dim_t j = 0; j < Nn; ++j) acc[j] += av * static_cast<C>(load_as<TB>(brow[j]));
-        }
-        for (dim_t j = 0; j < Nn; ++j) cm[i * Nn + j] = store_as<TC>(acc[j]);
-      }
+      gemm(M, Nn, K, a, bm, Cout + b * M * Nn, gemm_ws_);
     }
   }
 
@@ -707,6 +708,172 @@ class store {
     }
   }
 
+  // --------------------------------------------------------------- fp8 ----
+  // Is L the scale of a delayed quantizer of this step (or, stacked, of a block's)?
+  template <class L>
+  static consteval bool is_scale_leaf() {
+    constexpr std::string_view name = L::name.c_str(), tail = ".scale";
+    return name.size() >= tail.size() && name.substr(name.size() - tail.size()) == tail &&
+           std::is_same_v<typename L::dtype, f32>;
+  }
+
+  // A quantized buffer holds the payload, then (64-byte aligned) its amax,
+  // scale and scale_inv, which fp8_matmul and dequantize read.
+  static constexpr std::size_t fp8_side_bytes = 64;
+  template <std::size_t I>
+  float* fp8_side() const {
+    return reinterpret_cast<float*>(buf_[I] + align_up(static_cast<std::size_t>(shapes_[I].numel())));
+  }
+
+  // The quantize nodes with delayed scaling, each with a slot for the amax
+  // this step's forward (or backward) took, applied to its state at commit.
+  struct delayed_table {
+    std::size_t node[N + 1]{};
+    std::size_t slot[N + 1]{};
+    std::size_t count = 0;
+  };
+  static constexpr delayed_table delayed_quantizers = []<class... Ns>(tl::list<Ns...>) {
+    delayed_table d;
+    std::size_t i = 0;
+    auto one = [&]<class Q>(std::type_identity<Q>) {
+      if constexpr (Q::kind == node_kind::quantize)
+        if constexpr (Q::scaling::is_delayed) {
+          d.slot[i] = d.count;
+          d.node[d.count++] = i;
+        }
+      ++i;
+    };
+    (one(std::type_identity<Ns>{}), ...);
+    return d;
+  }(nodes{});
+
+  // One loop takes the amax and writes the payload (delayed: the stored
+  // scale); current scaling takes the amax first, then the scale from it.
+  // `record`: this run is not a recompute, so its amax goes to the state update.
+  template <std::size_t R>
+  void run_quantize(bool record) {
+    using node = node_at<R>;
+    using Fmt = typename node::dtype;
+    using S = typename node::scaling;
+    constexpr std::size_t ix = table.node[R].child[0];
+    using TX = typename node_at<ix>::dtype;
+    const std::size_t n = static_cast<std::size_t>(shapes_[R].numel());
+    const TX* x = reinterpret_cast<const TX*>(buf_[ix]);
+    Fmt* q = reinterpret_cast<Fmt*>(buf_[R]);
+    float amax = 0.0f;
+    auto take = [&](float v) {
+      const float a = std::fabs(v);
+      if (a > amax || a != a) amax = a;  // a NaN stays: the scale is then kept (delayed) or 1 (current)
+    };
+    float scale = 1.0f;
+    if constexpr (S::is_delayed) {
+      scale = *reinterpret_cast<const float*>(buf_[tl::index_of_v<typename S::scale_leaf, nodes>]);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float v = static_cast<float>(load_as<TX>(x[i]));
+        take(v);
+        q[i] = precision::quantize<Fmt>(v, scale);
+      }
+      if (record) pending_amax_[delayed_quantizers.slot[R]] = amax;
+    } else {
+      for (std::size_t i = 0; i < n; ++i) take(static_cast<float>(load_as<TX>(x[i])));
+      if (std::isfinite(amax)) scale = precision::current_scale(amax, node::fp8_max, S::margin);
+      for (std::size_t i = 0; i < n; ++i) q[i] = precision::quantize<Fmt>(static_cast<float>(load_as<TX>(x[i])), scale);
+    }
+    float* side = fp8_side<R>();
+    side[0] = amax;
+    side[1] = scale;
+    side[2] = 1.0f / scale;
+  }
+
+  template <std::size_t R>
+  void run_dequantize() {
+    using T = typename node_at<R>::dtype;
+    constexpr std::size_t iq = table.node[R].child[0];
+    using Fmt = typename node_at<iq>::dtype;
+    const std::size_t n = static_cast<std::size_t>(shapes_[R].numel());
+    const Fmt* q = reinterpret_cast<const Fmt*>(buf_[iq]);
+    const float scale_inv = fp8_side<iq>()[2];
+    T* out = reinterpret_cast<T*>(buf_[R]);
+    for (std::size_t i = 0; i < n; ++i) out[i] = store_as<T>(precision::dequantize<Fmt>(q[i], scale_inv));
+  }
+
+  // Each batch: the payloads converted to f32 (exactly), multiplied and summed
+  // in f32, times scale_inv(A) * scale_inv(B), rounded once to the result type.
+  template <std::size_t R>
+  void run_fp8_matmul() {
+    using node = node_at<R>;
+    constexpr std::size_t ia = table.node[R].child[0], ib = table.node[R].child[1];
+    using QA = typename node_at<ia>::dtype;
+    using QB = typename node_at<ib>::dtype;
+    using TC = typename node::dtype;
+    rt_shape sa = shapes_[ia], sb = shapes_[ib];
+    const rt_shape& sc = shapes_[R];
+    const dim_t M = sc.d[sc.rank - 2], Nn = sc.d[sc.rank - 1];
+    const dim_t K = node::transpose_a ? sa.d[sa.rank - 2] : sa.d[sa.rank - 1];
+    rt_shape batch = sc;
+    batch.rank -= 2;
+    sa.rank -= 2;
+    sb.rank -= 2;
+    dim_t stride_a[max_rank]{}, stride_b[max_rank]{};
+    loop_strides(sa, batch, stride_a);
+    loop_strides(sb, batch, stride_b);
+    const QA* A = reinterpret_cast<const QA*>(buf_[ia]);
+    const QB* B = reinterpret_cast<const QB*>(buf_[ib]);
+    TC* Cout = reinterpret_cast<TC*>(buf_[R]);
+    const float scale = fp8_side<ia>()[2] * fp8_side<ib>()[2];
+    fp8_a_.resize(static_cast<std::size_t>(M * K));
+    fp8_b_.resize(static_cast<std::size_t>(K * Nn));
+    accf_.resize(std::max<std::size_t>(accf_.size(), static_cast<std::size_t>(Nn)));
+    for (dim_t b = 0, nbatch = batch.numel(); b < nbatch; ++b) {
+      dim_t oa = 0, ob = 0, rest = b;
+      for (std::size_t d = batch.rank; d-- > 0;) {
+        const dim_t idx = rest % batch.d[d];
+        rest /= batch.d[d];
+        oa += idx * stride_a[d];
+        ob += idx * stride_b[d];
+      }
+      const QA* a = A + oa * M * K;
+      const QB* bm = B + ob * K * Nn;
+      for (dim_t i = 0; i < M; ++i)  // a_f32[i][k]
+        for (dim_t k = 0; k < K; ++k)
+          fp8_a_[i * K + k] = to_float(node::transpose_a ? a[k * M + i] : a[i * K + k]);
+      for (dim_t k = 0; k < K; ++k)  // b_f32[k][j]
+        for (dim_t j = 0; j < Nn; ++j)
+          fp8_b_[k * Nn + j] = to_float(node::transpose_b ? bm[j * K + k] : bm[k * Nn + j]);
+      float* acc = accf_.data();
+      TC* cm = Cout + b * M * Nn;
+      for (dim_t i = 0; i < M; ++i) {
+        for (dim_t j = 0; j < Nn; ++j) acc[j] = 0.0f;
+        for (dim_t k = 0; k < K; ++k) {
+          const float av = fp8_a_[i * K + k];
+          const float* brow = fp8_b_.data() + k * Nn;
+          for (dim_t j = 0; j < Nn; ++j) acc[j] += av * brow[j];
+        }
+        for (dim_t j = 0; j < Nn; ++j) cm[i * Nn + j] = store_as<TC>(acc[j] * scale);
+      }
+    }
+  }
+
+  // After a successful step: each delayed quantizer's amax into history slot
+  // 0, then TransformerEngine's update of scale and history.
+  template <class Q, class ScaleLeaf, class HistoryLeaf>
+  void update_delayed(float amax, std::size_t layer) {
+    using S = typename Q::scaling;
+    constexpr std::size_t h = S::recipe::history;
+    float* hist = param<HistoryLeaf>().data() + layer * h;
+    float& scale = param<ScaleLeaf>()[layer];
+    hist[0] = amax;
+    precision::delayed_update(hist, h, scale, Q::fp8_max, S::margin, S::recipe::algo);
+  }
+  void update_state() {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (update_delayed<node_at<delayed_quantizers.node[K]>, typename node_at<delayed_quantizers.node[K]>::scaling::scale_leaf,
+                      typename node_at<delayed_quantizers.node[K]>::scaling::history_leaf>(pending_amax_[K], 0),
+       ...);
+    }(std::make_index_sequence<delayed_quantizers.count>{});
+    std::apply([&](auto&... rt) { (update_stack_state(rt), ...); }, stacks_);
+  }
+
   // ------------------------------------------------------------ stacks ----
   // Each stack node owns a store for its block's graph (forward and
   // backward parts, compiled once whatever the number of layers) and the
@@ -714,11 +881,39 @@ class store {
   // layer's worth when the stack recomputes).
   template <class S>
   struct stack_runtime {
+    using stack_type = S;
+    using block_store = store<typename S::backward_step>;
     static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
-    store<typename S::backward_step> block;
+    static constexpr std::size_t quantizers = block_store::delayed_quantizers.count;
+    block_store block;
     arena kept;
     std::size_t kept_stride = 0;
+    std::array<float, S::layers * quantizers + 1> pending{};  // [layer][quantizer] amaxes of this step
+
+    // Layer i's amaxes of one part of the block (forward: quantizers of forward nodes).
+    void take_amaxes(std::size_t layer, bool forward_part) {
+      constexpr auto& d = block_store::delayed_quantizers;
+      for (std::size_t k = 0; k < quantizers; ++k)
+        if ((d.node[k] < block_store::ptab.forward_end) == forward_part)
+          pending[layer * quantizers + k] = block.pending_amax_[k];
+    }
   };
+  template <class RT>
+  void update_stack_state(RT& rt) {
+    using S = typename RT::stack_type;
+    using B = typename RT::block_store;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        using Q = typename B::template node_at<B::delayed_quantizers.node[J]>;
+        using scale_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::scale_leaf>::type;
+        using history_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::history_leaf>::type;
+        for (std::size_t i = 0; i < S::layers; ++i)
+          update_delayed<Q, scale_leaf, history_leaf>(rt.pending[i * RT::quantizers + J], i);
+      };
+      (one(std::integral_constant<std::size_t, K>{}), ...);
+      (void)one;
+    }(std::make_index_sequence<RT::quantizers>{});
+  }
   template <class... Ns>
   static auto stack_runtimes(tl::list<Ns...>)
       -> tl::apply<std::tuple, tl::concat_t<std::conditional_t<Ns::kind == node_kind::stack,
@@ -773,6 +968,7 @@ class store {
         rt.kept.reserve(rt.kept_stride * rt.layers_kept + 64);
       }
       rt.block.run_forward_part(rt.kept.data() + (S::recompute ? 0 : i * rt.kept_stride), carry, up);
+      rt.take_amaxes(i, true);
       T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
       std::memcpy(next, rt.block.template value_of<typename S::block_out>().data(), n * sizeof(T));
       in = next;
@@ -802,6 +998,7 @@ class store {
       const auto up = feed_like<typename S::upstream, R>(g);
       if constexpr (S::recompute) rt.block.run_recomputing(rt.kept.data(), carry, up);
       else rt.block.run_backward_part(rt.kept.data() + i * rt.kept_stride, carry, up);
+      rt.take_amaxes(i, false);
       [&]<class... Ps>(tl::list<Ps...>) {
         std::size_t k = 0;
         auto one = [&]<class P>(std::type_identity<P>) {
@@ -839,6 +1036,7 @@ class store {
     ++key_.step;
     value_count_ = count;
     copy_grads(std::make_index_sequence<Step::wrt::size>{});
+    update_state();
     return first;
   }
 
@@ -871,7 +1069,9 @@ class store {
   std::array<std::byte*, N> buf_{};
   std::array<rt_shape, N> shapes_{};
   std::vector<double> acc_;
-  std::vector<float> accf_;
+  std::vector<float> accf_, fp8_a_, fp8_b_;
+  gemm_workspace gemm_ws_;
+  std::array<float, delayed_quantizers.count + 1> pending_amax_{};
   bool check_finite_ = false;
 };
 

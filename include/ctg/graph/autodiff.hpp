@@ -167,7 +167,7 @@ consteval auto contribution() {
   } else {
     using raw = decltype(rule<K>(C{}, G{}));
     using summed = decltype(sum_to<typename N::dims>(raw{}));
-    return tl::list<decltype(cast<typename N::dtype>(summed{}))>{};
+    return tl::list<decltype(cast<grad_dtype_t<N>>(summed{}))>{};
   }
 }
 

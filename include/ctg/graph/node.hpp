@@ -32,10 +32,22 @@ enum class node_kind {
   scatter_add,     // the adjoint of gather: rows added into a zeroed table
   stack,           // N layers of one block, run as a loop (ctg::nn::stack)
   stack_grad,      // a stack's backward: the reverse loop over its layers
+  quantize,        // an fp8 payload and its per-tensor scale (graph/fp8.hpp)
+  dequantize,      // an fp8 payload times its scale_inv
+  fp8_matmul,      // a matmul of fp8 payloads, f32 accumulation, scaled once
 };
 
 // carry: internal to ctg::nn::stack: the block's input, fed per layer, with a gradient.
-enum class leaf_role { param, frozen, input, carry };
+// state: stored like a parameter, never trained: written only after a
+// successful step (FP8 scales and amax histories).
+enum class leaf_role { param, frozen, input, carry, state };
+
+// How a node that reads state behaves under recompute (checkpoint regions,
+// nn::stack with checkpointing): `exact` when a recompute reads exactly
+// the state the forward read and writes none (state changes once per step,
+// after backward); `none` when it cannot be replayed (it changes state as it
+// runs). A node declares it as `static constexpr ctg::replay state_replay`.
+enum class replay { exact, none };
 
 template <class N>
 concept expr = requires {
@@ -51,6 +63,16 @@ template <class N>
 using shape_t = typename N::dims;
 template <class N>
 inline constexpr bool requires_grad_v = N::requires_grad;
+
+// The dtype a node's gradient flows in: its own, except for fp8 payloads,
+// whose gradient flows in the dtype they were quantized from.
+template <class N>
+consteval auto grad_dtype_of() {
+  if constexpr (requires { typename N::grad_dtype; }) return std::type_identity<typename N::grad_dtype>{};
+  else return std::type_identity<typename N::dtype>{};
+}
+template <class N>
+using grad_dtype_t = typename decltype(grad_dtype_of<N>())::type;
 
 namespace detail {
 template <class... Cs>
@@ -349,11 +371,9 @@ struct reduce_node {
 // ---------------------------------------------------------------- matmul ----
 
 namespace detail {
-template <class A, class B>
-consteval shape_value matmul_shape() {
-  constexpr shape_value a = value_of<typename A::dims>(), b = value_of<typename B::dims>();
+consteval shape_value matmul_shape_of(shape_value a, shape_value b) {
   shape_value r;
-  if constexpr (a.rank < 2 || b.rank < 2) {
+  if (a.rank < 2 || b.rank < 2) {
     r.ok = false;
     return r;
   } else {
@@ -367,6 +387,10 @@ consteval shape_value matmul_shape() {
     r.d[r.rank++] = b.d[b.rank - 1];
     return r;
   }
+}
+template <class A, class B>
+consteval shape_value matmul_shape() {
+  return matmul_shape_of(value_of<typename A::dims>(), value_of<typename B::dims>());
 }
 }  // namespace detail
 

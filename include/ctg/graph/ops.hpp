@@ -2,6 +2,7 @@
 // The public operations. Each builds a node type; shape and dtype checks fire
 // here, at the user's call, with a "ctg:" message.
 #include <ctg/graph/node.hpp>
+#include <ctg/graph/traits.hpp>
 
 namespace ctg {
 
@@ -80,6 +81,10 @@ CTG_UNARY_FUNCTION(tanh)
 template <class T, expr X>
 constexpr auto cast(X) {
   static_assert(element_type<T>, "ctg: cast target must be an element type");
+  static_assert(!is_fp8_v<T> || std::is_same_v<T, typename X::dtype>,
+                "ctg: fp8 needs a scale: cast<e4m3/e5m2> would drop it; use ctg::quantize<Fmt, Scaling>(x)");
+  static_assert(!is_fp8_v<typename X::dtype> || std::is_same_v<T, typename X::dtype>,
+                "ctg: fp8 needs a scale: cast from e4m3/e5m2 would ignore it; use ctg::dequantize<T>(q)");
   if constexpr (std::is_same_v<T, typename X::dtype>) return X{};
   else return detail::make_ew<op::cast<T>, X>();
 }
@@ -98,6 +103,9 @@ constexpr auto no_grad(X) {
 // bitwise those of the forward). The gradient passes through unchanged.
 template <expr X>
 constexpr auto checkpoint(X) {
+  static_assert(replayable_below_v<X>,
+                "ctg: not replayable inside checkpoint: a node in this region changes state as it runs "
+                "(its state_replay is ctg::replay::none), so a recompute would not see what the forward saw");
   return detail::make_ew<op::checkpoint, X>();
 }
 

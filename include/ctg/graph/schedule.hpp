@@ -20,13 +20,14 @@
 
 namespace ctg {
 
-enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add, stack };
+enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add, stack, fp8 };
 
 // Nodes that read their children from buffers (they cannot be inlined into),
 // and the ones among them that run as a group of their own.
 constexpr bool reads_buffers(node_kind k) {
   return k == node_kind::matmul || k == node_kind::transpose || k == node_kind::view || k == node_kind::gather ||
-         k == node_kind::scatter_add || k == node_kind::stack || k == node_kind::stack_grad;
+         k == node_kind::scatter_add || k == node_kind::stack || k == node_kind::stack_grad ||
+         k == node_kind::quantize || k == node_kind::dequantize || k == node_kind::fp8_matmul;
 }
 constexpr bool runs_alone(node_kind k) { return reads_buffers(k) && k != node_kind::view; }
 
@@ -68,7 +69,10 @@ struct plan_table {
   constexpr group_kind kind_of_group(std::size_t root) const {
     switch (node[root].kind) {
       case node_kind::reduce: return group_kind::reduction;
-      case node_kind::matmul: return group_kind::matmul;
+      case node_kind::matmul:
+      case node_kind::fp8_matmul: return group_kind::matmul;
+      case node_kind::quantize:
+      case node_kind::dequantize: return group_kind::fp8;
       case node_kind::transpose: return group_kind::transpose;
       case node_kind::gather: return group_kind::gather;
       case node_kind::scatter_add: return group_kind::scatter_add;

@@ -104,6 +104,9 @@ struct stack_node {
   static constexpr bool requires_grad = detail::any_rg<children>::value;
   static constexpr std::size_t layers = N;
   static constexpr bool recompute = Ckpt == checkpointing::every_layer;
+  static_assert(!recompute || replayable_below_v<Out>,
+                "ctg: not replayable inside checkpoint: a node of this stacked block changes state as it runs "
+                "(its state_replay is ctg::replay::none); use checkpointing::none");
 
   // The block's graphs, each compiled once whatever N is: forward, and
   // forward + backward of sum(out * g) (the vector-Jacobian product for an
