@@ -19,7 +19,8 @@
 // no region.
 //
 // Liveness: each buffer lives from the position that writes it to the last
-// position that reads it (outputs: to the end); a recomputed buffer has a
+// position that reads it (outputs, and the buffers output views are in: to
+// the end); a recomputed buffer has a
 // second life from its recompute on. Buffers whose lives do not overlap
 // share memory (the backend's allocator).
 #include <ctg/graph/fp8.hpp>
@@ -125,11 +126,11 @@ constexpr program_table<N> make_program(const plan_table<N>& t, std::size_t forw
   delete[] done;
 
   // Lives.
-  for (std::size_t i = 0; i < N; ++i) {
-    if (!p.owns[i]) continue;
-    p.has_life[i][0] = true;
-    if (t.node[i].kind == node_kind::runtime_scalar || t.node[i].output) p.end[i][0] = p.len;
-  }
+  for (std::size_t i = 0; i < N; ++i) p.has_life[i][0] = p.owns[i];
+  // Outputs live to the end, and so does the buffer of an output that is a view.
+  for (std::size_t i = 0; i < N; ++i)
+    if ((t.node[i].kind == node_kind::runtime_scalar || t.node[i].output) && p.owns[p.base[i]])
+      p.end[p.base[i]][0] = p.len;
   for (std::size_t q = 0; q < p.len; ++q) {
     const std::size_t r = p.root[q];
     for_each_read(t, p, r, [&](std::size_t b) {

@@ -93,6 +93,7 @@ consteval bool replayable_below() {
       if constexpr (K::kind == node_kind::elementwise && requires { K::op::region_end; }) return true;
       else return replayable_below_v<K>;
     };
+    (void)one;  // a leaf has no children
     return (one(std::type_identity<C>{}) && ...);
   }(typename N::children{});
 }

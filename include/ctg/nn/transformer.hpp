@@ -26,16 +26,16 @@ struct tiny_config {
   static constexpr dim_t head_dim = 16;
   static constexpr dim_t hidden = 172;   // SwiGLU hidden width
   static constexpr std::size_t layers = 2;
-  // Optional: checkpointing::every_layer recomputes each block in backward
-  // instead of keeping its values (the default, when absent, is none).
-  static constexpr checkpointing checkpoint = checkpointing::none;
+  // Optional: checkpointing::every_layer (the default, when absent) recomputes
+  // each block in backward instead of keeping its values.
+  static constexpr checkpointing checkpoint = checkpointing::every_layer;
 };
 
 namespace detail {
 template <class Cfg>
 consteval checkpointing checkpointing_of() {
   if constexpr (requires { Cfg::checkpoint; }) return Cfg::checkpoint;
-  else return checkpointing::none;
+  else return checkpointing::every_layer;
 }
 }  // namespace detail
 
