@@ -12,13 +12,17 @@
 #include <new>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
+#include <ctg/exec/buffer_placement.hpp>
+#include <ctg/exec/cpu_gemm.hpp>
 #include <ctg/exec/feed.hpp>
 #include <ctg/exec/group_info.hpp>
 #include <ctg/exec/runtime_shapes.hpp>
 #include <ctg/graph/autodiff.hpp>
+#include <ctg/graph/program.hpp>
 
 namespace ctg {
 namespace cpu {
@@ -54,6 +58,8 @@ class store {
   using nodes = typename Step::nodes;
   static constexpr std::size_t N = sched::size;
   static constexpr const auto& table = sched::table;
+  static constexpr const auto& ptab = program<Step>::table;
+  static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
   template <std::size_t I>
   using node_at = tl::at_t<I, nodes>;
 
@@ -99,12 +105,21 @@ class store {
  public:
   using step_type = Step;
 
+  // Parameters start at 0; FP8 scales at 1 (their amax histories at 0).
   store() {
     params_.reserve(layout.param_bytes ? layout.param_bytes : 64);
     grads_.reserve(layout.grad_bytes ? layout.grad_bytes : 64);
+    [&]<class... Ns>(tl::list<Ns...>) {
+      auto one = [&]<class L>(std::type_identity<L>) {
+        if constexpr (is_leaf_v<L>)
+          if constexpr (L::role == leaf_role::state && is_scale_leaf<L>())
+            for (auto& v : param<L>()) v = 1.0f;
+      };
+      (one(std::type_identity<Ns>{}), ...);
+    }(nodes{});
   }
 
-  // The values of a parameter (trainable or frozen): read, write, initialise.
+  // The values of a stored leaf (trainable, frozen or state): read, write, initialise.
   template <class L>
   std::span<typename L::dtype> param() {
     static_assert(tl::contains_v<L, nodes>, "ctg: this leaf is not part of the step's graph");
@@ -152,20 +167,79 @@ class store {
     return p;
   }
 
+  // Dropout's random stream: a seed (0 unless set), and the count of
+  // successful steps, which keys each step's masks (state: it changes once
+  // per step, after backward, and is saved with the parameters).
+  void seed(std::uint64_t s) { key_.seed = s; }
+  std::uint64_t seed() const { return key_.seed; }
+  std::uint32_t steps_run() const { return key_.step; }
+  void set_steps_run(std::uint32_t n) { key_.step = n; }
+
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
   void check_finite(bool on) { check_finite_ = on; }
 
   // Run one step: validate feeds, resolve shapes, run every group, then commit.
   template <class... Feeds>
   CTG_NOINLINE float run(const Feeds&... feeds) {
-    bind_feeds(feeds...);
-    resolve_shapes(std::make_index_sequence<N>{});
-    plan_memory(std::make_index_sequence<N>{});
-    run_groups(std::make_index_sequence<N>{});
+    prepare(nullptr, feeds...);
+    run_positions<0, ptab.len>();
     return commit();
   }
 
+  // Bytes of the forward values kept for backward, and of all scratch
+  // buffers, as placed for the last run (or plan).
+  // (A stack's layers count with all they keep.)
+  std::size_t kept_bytes() const { return kept_bytes_ + stack_kept_bytes(); }
+  std::size_t scratch_bytes() const { return kept_bytes_ + rest_bytes_ + stack_kept_bytes(); }
+
+  // The forward and backward parts of a step run apart (ctg::nn::stack keeps
+  // each layer's forward values this way): plan() returns the kept bytes for
+  // these feeds; run_forward_part writes the kept values into `kept`, and
+  // run_backward_part, given the same feeds and `kept`, reads them back.
+  // Neither commits: read the results with output<K>().
+  template <class... Feeds>
+  std::size_t plan(const Feeds&... feeds) {
+    prepare(nullptr, feeds...);
+    return kept_bytes_;
+  }
+  template <class... Feeds>
+  void run_forward_part(std::byte* kept, const Feeds&... feeds) {
+    prepare(kept, feeds...);
+    run_positions<0, ptab.backward_begin>();
+  }
+  template <class... Feeds>
+  void run_backward_part(std::byte* kept, const Feeds&... feeds) {
+    prepare(kept, feeds...);
+    run_positions<ptab.backward_begin, ptab.len>();
+  }
+  // Both parts, the forward one as a recompute (it writes no state).
+  template <class... Feeds>
+  void run_recomputing(std::byte* kept, const Feeds&... feeds) {
+    prepare(kept, feeds...);
+    recomputing_ = true;
+    run_positions<0, ptab.backward_begin>();
+    recomputing_ = false;
+    run_positions<ptab.backward_begin, ptab.len>();
+  }
+
+  // The value of node E of the step after the last run: an output, or the
+  // forward part's root (valid until the next run).
+  template <class E>
+  std::span<const typename E::dtype> value_of() const {
+    constexpr std::size_t i = tl::index_of_v<E, nodes>;
+    static_assert(table.node[i].output, "ctg: value_of reads outputs and the forward root only");
+    return {reinterpret_cast<const typename E::dtype*>(buf_[i]), static_cast<std::size_t>(shapes_[i].numel())};
+  }
+
  private:
+  template <class... Feeds>
+  void prepare(std::byte* kept_area, const Feeds&... feeds) {
+    kept_area_ = kept_area;
+    bind_feeds(feeds...);
+    resolve_shapes(std::make_index_sequence<N>{});
+    plan_memory(std::make_index_sequence<N>{});
+  }
+
   // ------------------------------------------------------------ feeds ----
   template <class... Feeds>
   void bind_feeds(const Feeds&... feeds) {
@@ -221,51 +295,101 @@ class store {
   }
 
   // ----------------------------------------------------------- memory ----
-  // Every materialized node that is not a leaf gets its own scratch region;
-  // the first output is written straight into the unpublished output buffer.
+  // Every buffer the program's lives call for (see program.hpp) is placed in
+  // scratch, sharing bytes with buffers whose lives do not overlap; the
+  // values kept for backward form a pool of their own (which a caller may
+  // provide: run_forward_part). The first output is written straight into
+  // the unpublished output buffer.
+  struct life_ref {
+    std::size_t node = 0, life = 0;
+  };
+  struct life_order {
+    life_ref kept[N + 1]{};
+    std::size_t nkept = 0;
+    life_ref rest[2 * N + 1]{};
+    std::size_t nrest = 0;
+  };
+  static constexpr life_order lives = [] {
+    life_order o;
+    for (std::size_t q = 0; q <= ptab.len; ++q)
+      for (std::size_t j = 0; j < N; ++j)
+        for (std::size_t l = 0; l < 2; ++l) {
+          if (j == first_output || !ptab.has_life[j][l] || ptab.begin[j][l] != q) continue;
+          if (l == 0 && ptab.kept[j]) o.kept[o.nkept++] = {j, 0};
+          else o.rest[o.nrest++] = {j, l};
+        }
+    return o;
+  }();
+  static constexpr std::array<std::size_t, N> view_byte_offset = []<class... Ns>(tl::list<Ns...>) {
+    std::array<std::size_t, N> a{};
+    std::size_t i = 0;
+    auto one = [&]<class V>(std::type_identity<V>) {
+      if constexpr (requires { V::byte_offset; }) a[i] = V::byte_offset;
+      ++i;
+    };
+    (one(std::type_identity<Ns>{}), ...);
+    return a;
+  }(nodes{});
+
   template <std::size_t... I>
   void plan_memory(std::index_sequence<I...>) {
-    std::size_t offset[N]{};
-    std::size_t total = 0, acc = 0;
-    auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+    std::array<std::size_t, N> bytes{};
+    std::size_t acc = 0;
+    auto size_one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
       using node = node_at<J>;
-      if constexpr (owns_buffer<node>(J)) {
-        const std::string what = "an intermediate";
-        const dim_t n = detail::checked_numel(shapes_[J], what.c_str());
-        const std::size_t bytes = buffer_bytes<node>(static_cast<std::size_t>(n));
-        if constexpr (J == first_output) out_[1 - published_].reserve(bytes);
-        else {
-          offset[J] = total;
-          total += bytes;
-        }
+      if constexpr (ptab.owns[J]) {
+        const dim_t n = detail::checked_numel(shapes_[J], "an intermediate");
+        bytes[J] = buffer_bytes<node>(static_cast<std::size_t>(n));
         if constexpr (node::kind == node_kind::reduce) acc = std::max(acc, static_cast<std::size_t>(n));
-        if constexpr (node::kind == node_kind::matmul) acc = std::max(acc, static_cast<std::size_t>(shapes_[J].last()));
       }
     };
-    (one(std::integral_constant<std::size_t, I>{}), ...);
-    scratch_.reserve(total);
+    (size_one(std::integral_constant<std::size_t, I>{}), ...);
+    if (bytes != bytes_) {
+      bytes_ = bytes;
+      place_buffers();
+    }
+    if constexpr (ptab.owns[first_output]) out_[1 - published_].reserve(bytes[first_output]);
+    scratch_.reserve(rest_bytes_ + (kept_area_ ? 0 : kept_bytes_));
     if (acc_.size() < acc) acc_.resize(acc);
     if (accf_.size() < acc) accf_.resize(acc);
-    auto bind = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-      using node = node_at<J>;
-      if constexpr (node::kind == node_kind::view) {
-        std::size_t offset = 0;
-        if constexpr (requires { node::byte_offset; }) offset = node::byte_offset;
-        buf_[J] = buf_[table.node[J].child[0]] + offset;
-      }
-      if constexpr (owns_buffer<node>(J)) {
-        buf_[J] = J == first_output ? out_[1 - published_].data() : scratch_.data() + offset[J];
-        if constexpr (node::kind == node_kind::runtime_scalar) fill_runtime_scalar<J>();
-      }
+    for (std::size_t j = 0; j < N; ++j)
+      if (ptab.owns[j]) buf_[j] = j == first_output ? out_[1 - published_].data() : buffer_at(j, 0);
+    bind_views();
+    auto fill = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      if constexpr (node_at<J>::kind == node_kind::runtime_scalar) fill_runtime_scalar<J>();
     };
-    (bind(std::integral_constant<std::size_t, I>{}), ...);
+    (fill(std::integral_constant<std::size_t, I>{}), ...);
   }
 
-  // Leaves are stored or fed, and views share their child's buffer; every
-  // other materialized node (and every group root) has a region of its own.
-  template <class Node>
-  static constexpr bool owns_buffer(std::size_t j) {
-    return Node::kind != node_kind::leaf && Node::kind != node_kind::view && (table.materialized[j] || table.group[j] == j);
+  void place_buffers() {
+    std::vector<detail::buffer_life> l(lives.nkept + lives.nrest + 1);
+    std::vector<std::size_t> at(l.size());
+    auto place = [&](const life_ref* refs, std::size_t count) {
+      for (std::size_t i = 0; i < count; ++i) {
+        const life_ref r = refs[i];
+        l[i] = {ptab.begin[r.node][r.life], ptab.end[r.node][r.life], bytes_[r.node]};
+      }
+      const std::size_t size = detail::place_lives(l.data(), count, at.data());
+      for (std::size_t i = 0; i < count; ++i) offset_[refs[i].node][refs[i].life] = at[i];
+      return size;
+    };
+    kept_bytes_ = place(lives.kept, lives.nkept);
+    rest_bytes_ = place(lives.rest, lives.nrest);
+  }
+
+  std::byte* buffer_at(std::size_t j, std::size_t life) {
+    if (life == 0 && ptab.kept[j]) return (kept_area_ ? kept_area_ : scratch_.data()) + offset_[j][0];
+    return scratch_.data() + (kept_area_ ? 0 : kept_bytes_) + offset_[j][life];
+  }
+  void bind_views() {
+    for (std::size_t j = 0; j < N; ++j)
+      if (table.node[j].kind == node_kind::view) buf_[j] = buf_[table.node[j].child[0]] + view_byte_offset[j];
+  }
+  // Backward reads the recomputed values of a region from here on.
+  void enter_recompute(std::size_t region) {
+    for (std::size_t j = 0; j < N; ++j)
+      if (ptab.region[j] == region && ptab.has_life[j][1]) buf_[j] = buffer_at(j, 1);
+    bind_views();
   }
 
   // A node's region: its value, and for a stack every layer's input, for a
@@ -275,6 +399,7 @@ class store {
     std::size_t bytes = numel * sizeof(typename Node::dtype);
     if constexpr (Node::kind == node_kind::stack) bytes *= Node::layers;
     if constexpr (Node::kind == node_kind::stack_grad) bytes += Node::leading_bytes;
+    if constexpr (Node::kind == node_kind::quantize) bytes = align_up(bytes) + fp8_side_bytes;
     return align_up(bytes + 1);
   }
 
@@ -289,21 +414,27 @@ class store {
   }
 
   // ----------------------------------------------------------- groups ----
-  template <std::size_t... I>
-  void run_groups(std::index_sequence<I...>) {
-    auto one = [&]<std::size_t R>(std::integral_constant<std::size_t, R>) {
-      if constexpr (table.group[R] == R) {
-        constexpr node_kind k = node_at<R>::kind;
-        if constexpr (k == node_kind::matmul) run_matmul<R>();
-        else if constexpr (k == node_kind::transpose) run_transpose<R>();
-        else if constexpr (k == node_kind::gather) run_gather<R>();
-        else if constexpr (k == node_kind::scatter_add) run_scatter_add<R>();
-        else if constexpr (k == node_kind::stack) run_stack<R>();
-        else if constexpr (k == node_kind::stack_grad) run_stack_grad<R>();
-        else run_fused<R>();
-      }
-    };
-    (one(std::integral_constant<std::size_t, I>{}), ...);
+  template <std::size_t From, std::size_t To>
+  void run_positions() {
+    [&]<std::size_t... Q>(std::index_sequence<Q...>) {
+      (run_position<From + Q>(), ...);
+    }(std::make_index_sequence<To - From>{});
+  }
+  template <std::size_t Q>
+  void run_position() {
+    if constexpr (ptab.enter_region[Q] != no_region) enter_recompute(ptab.enter_region[Q]);
+    constexpr std::size_t R = ptab.root[Q];
+    constexpr node_kind k = node_at<R>::kind;
+    if constexpr (k == node_kind::matmul) run_matmul<R>();
+    else if constexpr (k == node_kind::transpose) run_transpose<R>();
+    else if constexpr (k == node_kind::gather) run_gather<R>();
+    else if constexpr (k == node_kind::scatter_add) run_scatter_add<R>();
+    else if constexpr (k == node_kind::stack) run_stack<R>();
+    else if constexpr (k == node_kind::stack_grad) run_stack_grad<R>();
+    else if constexpr (k == node_kind::quantize) run_quantize<R>(!recomputing_ && !ptab.recompute[Q]);
+    else if constexpr (k == node_kind::dequantize) run_dequantize<R>();
+    else if constexpr (k == node_kind::fp8_matmul) run_fp8_matmul<R>();
+    else run_fused<R>();
   }
 
   // Strides of a buffer of shape `s` seen from a loop over shape `it` (right-aligned, 0 where it broadcasts).
@@ -330,6 +461,7 @@ class store {
       const std::byte* ptr[K]{};
       dim_t base[K]{};
       dim_t row_pos = 0;  // index along the second-to-last dim (for index-aware ops)
+      random_key key{};   // for random nodes
       double local[NR]{};
     };
 
@@ -340,6 +472,11 @@ class store {
       using C = compute_t<T>;
       if constexpr (node::kind == node_kind::constant) {
         return static_cast<C>(node::value);
+      } else if constexpr (node::kind == node_kind::random) {
+        // Its element index is what a buffer of its shape would be read at.
+        constexpr std::size_t k = info::info.input_slot[I];
+        const dim_t at = detail::advances_inner<node> ? c.base[k] + j : c.base[k];
+        return static_cast<C>(node::value(c.key, static_cast<std::uint64_t>(at)));
       } else if constexpr (I != R && table.materialized[I]) {
         constexpr std::size_t k = info::info.input_slot[I];
         const T* p = reinterpret_cast<const T*>(c.ptr[k]);
@@ -392,6 +529,7 @@ class store {
     const dim_t total = it.numel();
     T* out = reinterpret_cast<T*>(buf_[R]);
     typename F::ctx c;
+    c.key = key_;
     dim_t stride[F::K][max_rank]{};
     bool all_same = info::nreductions == 0;
     for (std::size_t k = 0; k < info::ninputs; ++k) {
@@ -479,7 +617,6 @@ class store {
     using TA = typename node_at<ia>::dtype;
     using TB = typename node_at<ib>::dtype;
     using TC = typename node::dtype;
-    using C = compute_t<TC>;
     const rt_shape &sa = shapes_[ia], &sb = shapes_[ib], &sc = shapes_[R];
     const dim_t M = sc.d[sc.rank - 2], Nn = sc.d[sc.rank - 1], K = sa.d[sa.rank - 1];
     rt_shape batch = sc;
@@ -494,9 +631,6 @@ class store {
     const TA* A = reinterpret_cast<const TA*>(buf_[ia]);
     const TB* B = reinterpret_cast<const TB*>(buf_[ib]);
     TC* Cout = reinterpret_cast<TC*>(buf_[R]);
-    C* acc;
-    if constexpr (std::is_same_v<C, double>) acc = acc_.data();
-    else acc = accf_.data();
     for (dim_t b = 0; b < nbatch; ++b) {
       dim_t oa = 0, ob = 0, rest = b;
       for (std::size_t d = batch.rank; d-- > 0;) {
@@ -507,16 +641,7 @@ class store {
       }
       const TA* a = A + oa * M * K;
       const TB* bm = B + ob * K * Nn;
-      TC* cm = Cout + b * M * Nn;
-      for (dim_t i = 0; i < M; ++i) {
-        for (dim_t j = 0; j < Nn; ++j) acc[j] = C(0);
-        for (dim_t k = 0; k < K; ++k) {
-          const C av = static_cast<C>(load_as<TA>(a[i * K + k]));
-          const TB* brow = bm + k * Nn;
-          for (dim_t j = 0; j < Nn; ++j) acc[j] += av * static_cast<C>(load_as<TB>(brow[j]));
-        }
-        for (dim_t j = 0; j < Nn; ++j) cm[i * Nn + j] = store_as<TC>(acc[j]);
-      }
+      gemm(M, Nn, K, a, bm, Cout + b * M * Nn, gemm_ws_);
     }
   }
 
@@ -583,18 +708,221 @@ class store {
     }
   }
 
+  // --------------------------------------------------------------- fp8 ----
+  // Is L the scale of a delayed quantizer of this step (or, stacked, of a block's)?
+  template <class L>
+  static consteval bool is_scale_leaf() {
+    constexpr std::string_view name = L::name.c_str(), tail = ".scale";
+    return name.size() >= tail.size() && name.substr(name.size() - tail.size()) == tail &&
+           std::is_same_v<typename L::dtype, f32>;
+  }
+
+  // A quantized buffer holds the payload, then (64-byte aligned) its amax,
+  // scale and scale_inv, which fp8_matmul and dequantize read.
+  static constexpr std::size_t fp8_side_bytes = 64;
+  template <std::size_t I>
+  float* fp8_side() const {
+    return reinterpret_cast<float*>(buf_[I] + align_up(static_cast<std::size_t>(shapes_[I].numel())));
+  }
+
+  // The quantize nodes with delayed scaling, each with a slot for the amax
+  // this step's forward (or backward) took, applied to its state at commit.
+  struct delayed_table {
+    std::size_t node[N + 1]{};
+    std::size_t slot[N + 1]{};
+    std::size_t count = 0;
+  };
+  static constexpr delayed_table delayed_quantizers = []<class... Ns>(tl::list<Ns...>) {
+    delayed_table d;
+    std::size_t i = 0;
+    auto one = [&]<class Q>(std::type_identity<Q>) {
+      if constexpr (Q::kind == node_kind::quantize)
+        if constexpr (Q::scaling::is_delayed) {
+          d.slot[i] = d.count;
+          d.node[d.count++] = i;
+        }
+      ++i;
+    };
+    (one(std::type_identity<Ns>{}), ...);
+    return d;
+  }(nodes{});
+
+  // One loop takes the amax and writes the payload (delayed: the stored
+  // scale); current scaling takes the amax first, then the scale from it.
+  // `record`: this run is not a recompute, so its amax goes to the state update.
+  template <std::size_t R>
+  void run_quantize(bool record) {
+    using node = node_at<R>;
+    using Fmt = typename node::dtype;
+    using S = typename node::scaling;
+    constexpr std::size_t ix = table.node[R].child[0];
+    using TX = typename node_at<ix>::dtype;
+    const std::size_t n = static_cast<std::size_t>(shapes_[R].numel());
+    const TX* x = reinterpret_cast<const TX*>(buf_[ix]);
+    Fmt* q = reinterpret_cast<Fmt*>(buf_[R]);
+    float amax = 0.0f;
+    auto take = [&](float v) {
+      const float a = std::fabs(v);
+      if (a > amax || a != a) amax = a;  // a NaN stays: the scale is then kept (delayed) or 1 (current)
+    };
+    float scale = 1.0f;
+    if constexpr (S::is_delayed) {
+      scale = *reinterpret_cast<const float*>(buf_[tl::index_of_v<typename S::scale_leaf, nodes>]);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float v = static_cast<float>(load_as<TX>(x[i]));
+        take(v);
+        q[i] = precision::quantize<Fmt>(v, scale);
+      }
+      if (record) pending_amax_[delayed_quantizers.slot[R]] = amax;
+    } else {
+      for (std::size_t i = 0; i < n; ++i) take(static_cast<float>(load_as<TX>(x[i])));
+      if (std::isfinite(amax)) scale = precision::current_scale(amax, node::fp8_max, S::margin);
+      for (std::size_t i = 0; i < n; ++i) q[i] = precision::quantize<Fmt>(static_cast<float>(load_as<TX>(x[i])), scale);
+    }
+    float* side = fp8_side<R>();
+    side[0] = amax;
+    side[1] = scale;
+    side[2] = 1.0f / scale;
+  }
+
+  template <std::size_t R>
+  void run_dequantize() {
+    using T = typename node_at<R>::dtype;
+    constexpr std::size_t iq = table.node[R].child[0];
+    using Fmt = typename node_at<iq>::dtype;
+    const std::size_t n = static_cast<std::size_t>(shapes_[R].numel());
+    const Fmt* q = reinterpret_cast<const Fmt*>(buf_[iq]);
+    const float scale_inv = fp8_side<iq>()[2];
+    T* out = reinterpret_cast<T*>(buf_[R]);
+    for (std::size_t i = 0; i < n; ++i) out[i] = store_as<T>(precision::dequantize<Fmt>(q[i], scale_inv));
+  }
+
+  // Each batch: the payloads converted to f32 (exactly), multiplied and summed
+  // in f32, times scale_inv(A) * scale_inv(B), rounded once to the result type.
+  template <std::size_t R>
+  void run_fp8_matmul() {
+    using node = node_at<R>;
+    constexpr std::size_t ia = table.node[R].child[0], ib = table.node[R].child[1];
+    using QA = typename node_at<ia>::dtype;
+    using QB = typename node_at<ib>::dtype;
+    using TC = typename node::dtype;
+    rt_shape sa = shapes_[ia], sb = shapes_[ib];
+    const rt_shape& sc = shapes_[R];
+    const dim_t M = sc.d[sc.rank - 2], Nn = sc.d[sc.rank - 1];
+    const dim_t K = node::transpose_a ? sa.d[sa.rank - 2] : sa.d[sa.rank - 1];
+    rt_shape batch = sc;
+    batch.rank -= 2;
+    sa.rank -= 2;
+    sb.rank -= 2;
+    dim_t stride_a[max_rank]{}, stride_b[max_rank]{};
+    loop_strides(sa, batch, stride_a);
+    loop_strides(sb, batch, stride_b);
+    const QA* A = reinterpret_cast<const QA*>(buf_[ia]);
+    const QB* B = reinterpret_cast<const QB*>(buf_[ib]);
+    TC* Cout = reinterpret_cast<TC*>(buf_[R]);
+    const float scale = fp8_side<ia>()[2] * fp8_side<ib>()[2];
+    fp8_a_.resize(static_cast<std::size_t>(M * K));
+    fp8_b_.resize(static_cast<std::size_t>(K * Nn));
+    accf_.resize(std::max<std::size_t>(accf_.size(), static_cast<std::size_t>(Nn)));
+    for (dim_t b = 0, nbatch = batch.numel(); b < nbatch; ++b) {
+      dim_t oa = 0, ob = 0, rest = b;
+      for (std::size_t d = batch.rank; d-- > 0;) {
+        const dim_t idx = rest % batch.d[d];
+        rest /= batch.d[d];
+        oa += idx * stride_a[d];
+        ob += idx * stride_b[d];
+      }
+      const QA* a = A + oa * M * K;
+      const QB* bm = B + ob * K * Nn;
+      for (dim_t i = 0; i < M; ++i)  // a_f32[i][k]
+        for (dim_t k = 0; k < K; ++k)
+          fp8_a_[i * K + k] = to_float(node::transpose_a ? a[k * M + i] : a[i * K + k]);
+      for (dim_t k = 0; k < K; ++k)  // b_f32[k][j]
+        for (dim_t j = 0; j < Nn; ++j)
+          fp8_b_[k * Nn + j] = to_float(node::transpose_b ? bm[j * K + k] : bm[k * Nn + j]);
+      float* acc = accf_.data();
+      TC* cm = Cout + b * M * Nn;
+      for (dim_t i = 0; i < M; ++i) {
+        for (dim_t j = 0; j < Nn; ++j) acc[j] = 0.0f;
+        for (dim_t k = 0; k < K; ++k) {
+          const float av = fp8_a_[i * K + k];
+          const float* brow = fp8_b_.data() + k * Nn;
+          for (dim_t j = 0; j < Nn; ++j) acc[j] += av * brow[j];
+        }
+        for (dim_t j = 0; j < Nn; ++j) cm[i * Nn + j] = store_as<TC>(acc[j] * scale);
+      }
+    }
+  }
+
+  // After a successful step: each delayed quantizer's amax into history slot
+  // 0, then TransformerEngine's update of scale and history.
+  template <class Q, class ScaleLeaf, class HistoryLeaf>
+  void update_delayed(float amax, std::size_t layer) {
+    using S = typename Q::scaling;
+    constexpr std::size_t h = S::recipe::history;
+    float* hist = param<HistoryLeaf>().data() + layer * h;
+    float& scale = param<ScaleLeaf>()[layer];
+    hist[0] = amax;
+    precision::delayed_update(hist, h, scale, Q::fp8_max, S::margin, S::recipe::algo);
+  }
+  void update_state() {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (update_delayed<node_at<delayed_quantizers.node[K]>, typename node_at<delayed_quantizers.node[K]>::scaling::scale_leaf,
+                      typename node_at<delayed_quantizers.node[K]>::scaling::history_leaf>(pending_amax_[K], 0),
+       ...);
+    }(std::make_index_sequence<delayed_quantizers.count>{});
+    std::apply([&](auto&... rt) { (update_stack_state(rt), ...); }, stacks_);
+  }
+
   // ------------------------------------------------------------ stacks ----
-  // Each stack node owns a store for its block's forward graph and one for
-  // its backward; both are compiled once, whatever the number of layers.
+  // Each stack node owns a store for its block's graph (forward and
+  // backward parts, compiled once whatever the number of layers) and the
+  // area where each layer's kept values live between the two parts (one
+  // layer's worth when the stack recomputes).
   template <class S>
   struct stack_runtime {
-    store<typename S::forward_step> forward;
-    store<typename S::backward_step> backward;
+    using stack_type = S;
+    using block_store = store<typename S::backward_step>;
+    static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
+    static constexpr std::size_t quantizers = block_store::delayed_quantizers.count;
+    block_store block;
+    arena kept;
+    std::size_t kept_stride = 0;
+    std::array<float, S::layers * quantizers + 1> pending{};  // [layer][quantizer] amaxes of this step
+
+    // Layer i's amaxes of one part of the block (forward: quantizers of forward nodes).
+    void take_amaxes(std::size_t layer, bool forward_part) {
+      constexpr auto& d = block_store::delayed_quantizers;
+      for (std::size_t k = 0; k < quantizers; ++k)
+        if ((d.node[k] < block_store::ptab.forward_end) == forward_part)
+          pending[layer * quantizers + k] = block.pending_amax_[k];
+    }
   };
+  template <class RT>
+  void update_stack_state(RT& rt) {
+    using S = typename RT::stack_type;
+    using B = typename RT::block_store;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        using Q = typename B::template node_at<B::delayed_quantizers.node[J]>;
+        using scale_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::scale_leaf>::type;
+        using history_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::history_leaf>::type;
+        for (std::size_t i = 0; i < S::layers; ++i)
+          update_delayed<Q, scale_leaf, history_leaf>(rt.pending[i * RT::quantizers + J], i);
+      };
+      (one(std::integral_constant<std::size_t, K>{}), ...);
+      (void)one;
+    }(std::make_index_sequence<RT::quantizers>{});
+  }
   template <class... Ns>
   static auto stack_runtimes(tl::list<Ns...>)
       -> tl::apply<std::tuple, tl::concat_t<std::conditional_t<Ns::kind == node_kind::stack,
                                                                  tl::list<stack_runtime<Ns>>, tl::list<>>...>>::type;
+
+  std::size_t stack_kept_bytes() const {
+    return std::apply([](const auto&... rt) { return (std::size_t(0) + ... + (rt.kept_stride * rt.layers_kept)); },
+                      stacks_);
+  }
 
   // Copy layer `layer` of every stacked leaf into the block store's own leaf.
   template <class S, class Inner>
@@ -620,6 +948,7 @@ class store {
 
   // Forward: layer i reads x_i and writes x_{i+1}. The buffer keeps the output
   // x_N in slot 0 and the inputs x_1 .. x_{N-1} in slots 1 .. N-1 for backward.
+  // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
   template <std::size_t R>
   void run_stack() {
     using S = node_at<R>;
@@ -630,17 +959,25 @@ class store {
     T* slots = reinterpret_cast<T*>(buf_[R]);
     const T* in = reinterpret_cast<const T*>(buf_[ix]);
     for (std::size_t i = 0; i < S::layers; ++i) {
-      load_layer<S>(rt.forward, i);
-      rt.forward.run(feed_like<typename S::carry, R>(in));
+      load_layer<S>(rt.block, i);
+      rt.block.key_ = {key_.seed, key_.step, static_cast<std::uint32_t>(i)};
+      const auto carry = feed_like<typename S::carry, R>(in);
+      const auto up = feed_like<typename S::upstream, R>(in);
+      if (i == 0) {
+        rt.kept_stride = align_up(rt.block.plan(carry, up));
+        rt.kept.reserve(rt.kept_stride * rt.layers_kept + 64);
+      }
+      rt.block.run_forward_part(rt.kept.data() + (S::recompute ? 0 : i * rt.kept_stride), carry, up);
+      rt.take_amaxes(i, true);
       T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
-      std::memcpy(next, rt.forward.template output<0>().data(), n * sizeof(T));
+      std::memcpy(next, rt.block.template value_of<typename S::block_out>().data(), n * sizeof(T));
       in = next;
     }
   }
 
-  // Backward: for i = N-1 .. 0, the block's vjp at x_i (recomputing its
-  // forward) turns the gradient of x_{i+1} into that of x_i and gives layer i's
-  // parameter gradients.
+  // Backward: for i = N-1 .. 0, the block's backward part at x_i (after
+  // running its forward part again, when the stack recomputes) turns the
+  // gradient of x_{i+1} into that of x_i and gives layer i's parameter gradients.
   template <std::size_t R>
   void run_stack_grad() {
     using GN = node_at<R>;
@@ -655,19 +992,24 @@ class store {
     const T* g = reinterpret_cast<const T*>(buf_[ig]);
     for (std::size_t i = S::layers; i-- > 0;) {
       const T* in = i == 0 ? reinterpret_cast<const T*>(buf_[ix]) : slots + i * n;
-      load_layer<S>(rt.backward, i);
-      rt.backward.run(feed_like<typename S::carry, R>(in), feed_like<typename S::upstream, R>(g));
+      load_layer<S>(rt.block, i);
+      rt.block.key_ = {key_.seed, key_.step, static_cast<std::uint32_t>(i)};
+      const auto carry = feed_like<typename S::carry, R>(in);
+      const auto up = feed_like<typename S::upstream, R>(g);
+      if constexpr (S::recompute) rt.block.run_recomputing(rt.kept.data(), carry, up);
+      else rt.block.run_backward_part(rt.kept.data() + i * rt.kept_stride, carry, up);
+      rt.take_amaxes(i, false);
       [&]<class... Ps>(tl::list<Ps...>) {
         std::size_t k = 0;
         auto one = [&]<class P>(std::type_identity<P>) {
           constexpr std::size_t leaf = tl::index_of_v<P, typename S::leaves>;
           const std::size_t bytes = numel_of<P>() * sizeof(typename P::dtype);
-          std::memcpy(buf_[R] + GN::offset_of(leaf) + i * bytes, rt.backward.output_bytes(k + 2), bytes);
+          std::memcpy(buf_[R] + GN::offset_of(leaf) + i * bytes, rt.block.output_bytes(k + 2), bytes);
           ++k;
         };
         (one(std::type_identity<Ps>{}), ...);
       }(typename S::trainable{});
-      std::memcpy(gx, rt.backward.template output<1>().data(), n * sizeof(T));
+      std::memcpy(gx, rt.block.template output<1>().data(), n * sizeof(T));
       g = gx;
     }
   }
@@ -686,13 +1028,15 @@ class store {
     }
     // Nothing visible changes before this point. The first output was computed
     // into the unpublished buffer (a leaf output is copied there); publish it.
-    if constexpr (!owns_buffer<loss>(il)) {
+    if constexpr (!ptab.owns[il]) {
       out_[1 - published_].reserve(align_up(count * sizeof(typename loss::dtype) + 1));
       std::memcpy(out_[1 - published_].data(), lp, count * sizeof(typename loss::dtype));
     }
     published_ = 1 - published_;
+    ++key_.step;
     value_count_ = count;
     copy_grads(std::make_index_sequence<Step::wrt::size>{});
+    update_state();
     return first;
   }
 
@@ -710,16 +1054,24 @@ class store {
     (void)one;
   }
 
-  static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
-
   arena params_, grads_, scratch_;
+  std::array<std::size_t, N> bytes_{};                    // each buffer's size in the current placement
+  std::array<std::array<std::size_t, 2>, N> offset_{};    // each life's offset in its pool
+  std::size_t kept_bytes_ = 0, rest_bytes_ = 0;            // the two pools
+  std::byte* kept_area_ = nullptr;                         // the kept pool, when the caller provides it
+  bool recomputing_ = false;                               // running a forward part again: write no state
+  random_key key_{};
+  template <class>
+  friend class store;  // a stack's block store gets its layer's key
   decltype(stack_runtimes(nodes{})) stacks_;
   arena out_[2];  // the first output: published (value()) and being computed
   std::size_t published_ = 0, value_count_ = 0;
   std::array<std::byte*, N> buf_{};
   std::array<rt_shape, N> shapes_{};
   std::vector<double> acc_;
-  std::vector<float> accf_;
+  std::vector<float> accf_, fp8_a_, fp8_b_;
+  gemm_workspace gemm_ws_;
+  std::array<float, delayed_quantizers.count + 1> pending_amax_{};
   bool check_finite_ = false;
 };
 

@@ -66,6 +66,28 @@ void resolve_shape(rt_shape* shapes) {
   if constexpr (N::kind == node_kind::leaf) {
     if constexpr (!N::fed) out = static_rt<typename N::dims>();
     // inputs were filled from their feeds
+  } else if constexpr (N::kind == node_kind::quantize || N::kind == node_kind::dequantize) {
+    out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+  } else if constexpr (N::kind == node_kind::fp8_matmul) {
+    rt_shape a = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+    rt_shape b = at(std::type_identity<tl::at_t<1, typename N::children>>{});
+    auto swap_last = [](rt_shape& s) {
+      const dim_t t = s.d[s.rank - 1];
+      s.d[s.rank - 1] = s.d[s.rank - 2];
+      s.d[s.rank - 2] = t;
+    };
+    if (N::transpose_a) swap_last(a);
+    if (N::transpose_b) swap_last(b);
+    if (a.d[a.rank - 1] != b.d[b.rank - 2])
+      throw error("ctg: shape mismatch at run time in fp8_matmul: " + dims_text(a) + " @ " + dims_text(b));
+    rt_shape ba = a, bb = b;
+    ba.rank -= 2;
+    bb.rank -= 2;
+    out = broadcast_rt(ba, bb, "fp8_matmul batch dims");
+    out.d[out.rank++] = a.d[a.rank - 2];
+    out.d[out.rank++] = b.d[b.rank - 1];
+  } else if constexpr (N::kind == node_kind::random) {
+    out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
   } else if constexpr (N::kind == node_kind::constant || N::kind == node_kind::runtime_scalar) {
     out = rt_shape{};
   } else if constexpr (N::kind == node_kind::elementwise) {

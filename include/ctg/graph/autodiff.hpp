@@ -119,7 +119,8 @@ struct use {
 template <class Fwd>
 struct uses_table {
   template <class C>
-  static constexpr bool passes_grad = C::kind != node_kind::runtime_scalar && C::requires_grad;
+  static constexpr bool passes_grad =
+      C::kind != node_kind::runtime_scalar && C::kind != node_kind::random && C::requires_grad;
   static constexpr std::size_t n = Fwd::size;
   static constexpr std::size_t total = []<class... Cs>(tl::list<Cs...>) {
     return (std::size_t(0) + ... + (passes_grad<Cs> ? Cs::children::size : 0));
@@ -166,7 +167,7 @@ consteval auto contribution() {
   } else {
     using raw = decltype(rule<K>(C{}, G{}));
     using summed = decltype(sum_to<typename N::dims>(raw{}));
-    return tl::list<decltype(cast<typename N::dtype>(summed{}))>{};
+    return tl::list<decltype(cast<grad_dtype_t<N>>(summed{}))>{};
   }
 }
 
@@ -205,11 +206,14 @@ inline constexpr wrt_t<Leaves...> wrt{};
 // A compiled step: the graph of outputs, run by a store on some device.
 // Outputs are the loss (or the forward value) followed by the gradients.
 // Fuse = false gives every node its own buffer and loop: the unfused
-// reference that fused execution is tested against.
-template <class Outputs, class Wrt, bool Fuse = true>
+// reference that fused execution is tested against. The forward part of the
+// step is ForwardRoot and every node it reads (by default: the first output,
+// the loss); the rest is the backward part.
+template <class Outputs, class Wrt, bool Fuse = true, class ForwardRoot = tl::at_t<0, Outputs>>
 struct graph_step {
   using outputs = Outputs;
   using wrt = Wrt;
+  using forward_root = ForwardRoot;
   static constexpr bool fuse = Fuse;
   using nodes = topo_t<Outputs>;
   static_assert(leaf_names_unique_v<nodes>, "ctg: two different leaves share one name");
@@ -271,9 +275,9 @@ constexpr auto value_and_grad(Loss loss) {
 }
 
 // unfused(step): the same step with no fusion (one loop and one buffer per node).
-template <class Outputs, class Wrt, bool Fuse>
-constexpr auto unfused(graph_step<Outputs, Wrt, Fuse>) {
-  return graph_step<Outputs, Wrt, false>{};
+template <class Outputs, class Wrt, bool Fuse, class ForwardRoot>
+constexpr auto unfused(graph_step<Outputs, Wrt, Fuse, ForwardRoot>) {
+  return graph_step<Outputs, Wrt, false, ForwardRoot>{};
 }
 
 // forward(e): a step that only evaluates e (any shape); read it with store.value().

@@ -1,6 +1,7 @@
 #pragma once
 // The typed graph: leaves, ops, compile-time queries, autodiff and schedule.
 #include <ctg/graph/autodiff.hpp>
+#include <ctg/graph/fp8.hpp>
 #include <ctg/graph/node.hpp>
 #include <ctg/graph/ops.hpp>
 #include <ctg/graph/schedule.hpp>

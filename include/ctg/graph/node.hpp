@@ -11,6 +11,7 @@
 
 #include <ctg/core/fixed_string.hpp>
 #include <ctg/core/math.hpp>
+#include <ctg/core/philox.hpp>
 #include <ctg/core/shape.hpp>
 #include <ctg/core/type_list.hpp>
 #include <ctg/graph/dtype_rules.hpp>
@@ -21,6 +22,7 @@ enum class node_kind {
   leaf,            // param / frozen / input: a buffer owned by the store or fed
   constant,        // a literal, inlined into every loop that reads it
   runtime_scalar,  // a scalar known once run-time shapes are (e.g. 1/count for mean)
+  random,          // a counter-based random value per element, inlined into every loop that reads it
   elementwise,     // one value per output element from the children's values there
   reduce,          // sum / mean / max over some axes
   matmul,          // (batched) matrix product
@@ -30,10 +32,22 @@ enum class node_kind {
   scatter_add,     // the adjoint of gather: rows added into a zeroed table
   stack,           // N layers of one block, run as a loop (ctg::nn::stack)
   stack_grad,      // a stack's backward: the reverse loop over its layers
+  quantize,        // an fp8 payload and its per-tensor scale (graph/fp8.hpp)
+  dequantize,      // an fp8 payload times its scale_inv
+  fp8_matmul,      // a matmul of fp8 payloads, f32 accumulation, scaled once
 };
 
 // carry: internal to ctg::nn::stack: the block's input, fed per layer, with a gradient.
-enum class leaf_role { param, frozen, input, carry };
+// state: stored like a parameter, never trained: written only after a
+// successful step (FP8 scales and amax histories).
+enum class leaf_role { param, frozen, input, carry, state };
+
+// How a node that reads state behaves under recompute (checkpoint regions,
+// nn::stack with checkpointing): `exact` when a recompute reads exactly
+// the state the forward read and writes none (state changes once per step,
+// after backward); `none` when it cannot be replayed (it changes state as it
+// runs). A node declares it as `static constexpr ctg::replay state_replay`.
+enum class replay { exact, none };
 
 template <class N>
 concept expr = requires {
@@ -49,6 +63,16 @@ template <class N>
 using shape_t = typename N::dims;
 template <class N>
 inline constexpr bool requires_grad_v = N::requires_grad;
+
+// The dtype a node's gradient flows in: its own, except for fp8 payloads,
+// whose gradient flows in the dtype they were quantized from.
+template <class N>
+consteval auto grad_dtype_of() {
+  if constexpr (requires { typename N::grad_dtype; }) return std::type_identity<typename N::grad_dtype>{};
+  else return std::type_identity<typename N::dtype>{};
+}
+template <class N>
+using grad_dtype_t = typename decltype(grad_dtype_of<N>())::type;
 
 namespace detail {
 template <class... Cs>
@@ -120,6 +144,37 @@ struct recip_count_node {
   static constexpr bool requires_grad = false;
 };
 
+// ---------------------------------------------------------------- random ----
+
+// What a random node's values depend on besides its element index: the
+// store's seed, the step count, and the layer (inside ctg::nn::stack).
+struct random_key {
+  std::uint64_t seed = 0;
+  std::uint32_t step = 0;
+  std::uint32_t layer = 0;
+};
+
+// Dropout's mask, shape of Like: 1/(1-P) where element i is kept, 0 where it
+// is dropped (probability P). Element i of step s is decided by
+// philox_uniform(seed, s, stream, i) >= P, the stream being the hash of Name
+// and the layer. No buffer: every loop that reads it computes it again, so a
+// recompute sees exactly the forward's mask. Like gives the shape only.
+template <fixed_string Name, double P, class Like>
+struct dropout_mask_node {
+  static_assert(P >= 0.0 && P < 1.0, "ctg: dropout probability must be in [0, 1)");
+  using ctg_node = void;
+  using dtype = f32;
+  using dims = typename Like::dims;
+  using children = tl::list<Like>;
+  static constexpr node_kind kind = node_kind::random;
+  static constexpr bool requires_grad = false;
+  static constexpr std::uint32_t stream = name_hash(Name.chars, Name.size());
+  CTG_HD static CTG_FORCEINLINE float value(const random_key& k, std::uint64_t index) {
+    const float u = philox_uniform(k.seed, k.step, stream + 0x9E3779B9u * k.layer, index);
+    return u >= static_cast<float>(P) ? static_cast<float>(1.0 / (1.0 - P)) : 0.0f;
+  }
+};
+
 // ----------------------------------------------------------- elementwise ----
 
 // Elementwise functors. Each has `apply` over compute values (float or double),
@@ -176,6 +231,13 @@ struct cast {
 // no_grad: the value, with no gradient path through it.
 struct no_grad {
   static constexpr bool differentiable = false;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
+};
+// checkpoint: the value, ending a recompute region (see ctg::checkpoint).
+struct checkpoint {
+  static constexpr bool differentiable = true;
+  static constexpr bool region_end = true;
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
 };
@@ -309,11 +371,9 @@ struct reduce_node {
 // ---------------------------------------------------------------- matmul ----
 
 namespace detail {
-template <class A, class B>
-consteval shape_value matmul_shape() {
-  constexpr shape_value a = value_of<typename A::dims>(), b = value_of<typename B::dims>();
+consteval shape_value matmul_shape_of(shape_value a, shape_value b) {
   shape_value r;
-  if constexpr (a.rank < 2 || b.rank < 2) {
+  if (a.rank < 2 || b.rank < 2) {
     r.ok = false;
     return r;
   } else {
@@ -327,6 +387,10 @@ consteval shape_value matmul_shape() {
     r.d[r.rank++] = b.d[b.rank - 1];
     return r;
   }
+}
+template <class A, class B>
+consteval shape_value matmul_shape() {
+  return matmul_shape_of(value_of<typename A::dims>(), value_of<typename B::dims>());
 }
 }  // namespace detail
 

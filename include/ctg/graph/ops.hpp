@@ -2,6 +2,7 @@
 // The public operations. Each builds a node type; shape and dtype checks fire
 // here, at the user's call, with a "ctg:" message.
 #include <ctg/graph/node.hpp>
+#include <ctg/graph/traits.hpp>
 
 namespace ctg {
 
@@ -80,6 +81,10 @@ CTG_UNARY_FUNCTION(tanh)
 template <class T, expr X>
 constexpr auto cast(X) {
   static_assert(element_type<T>, "ctg: cast target must be an element type");
+  static_assert(!is_fp8_v<T> || std::is_same_v<T, typename X::dtype>,
+                "ctg: fp8 needs a scale: cast<e4m3/e5m2> would drop it; use ctg::quantize<Fmt, Scaling>(x)");
+  static_assert(!is_fp8_v<typename X::dtype> || std::is_same_v<T, typename X::dtype>,
+                "ctg: fp8 needs a scale: cast from e4m3/e5m2 would ignore it; use ctg::dequantize<T>(q)");
   if constexpr (std::is_same_v<T, typename X::dtype>) return X{};
   else return detail::make_ew<op::cast<T>, X>();
 }
@@ -89,6 +94,29 @@ constexpr auto cast(X) {
 template <expr X>
 constexpr auto no_grad(X) {
   return detail::make_ew<op::no_grad, X>();
+}
+
+// checkpoint(x): x's value, kept for backward, while the values computed on
+// the way to it (down to leaves, other checkpoints, and values that something
+// outside also reads) are not kept: backward recomputes them from the kept
+// ones, running the same groups again (so the recomputed values are
+// bitwise those of the forward). The gradient passes through unchanged.
+template <expr X>
+constexpr auto checkpoint(X) {
+  static_assert(replayable_below_v<X>,
+                "ctg: not replayable inside checkpoint: a node in this region changes state as it runs "
+                "(its state_replay is ctg::replay::none), so a recompute would not see what the forward saw");
+  return detail::make_ew<op::checkpoint, X>();
+}
+
+// dropout<"name">(x, lit<p>): each element of x zeroed with probability p,
+// the others scaled by 1/(1-p), in f32 (f64 for f64) and rounded once to x's dtype. The
+// mask is keyed by (seed, step, name, layer, element index): the same on
+// every backend and in every recompute. Names must differ between dropouts.
+template <fixed_string Name, expr X, double P>
+constexpr auto dropout(X x, literal<P>) {
+  if constexpr (P == 0.0) return x;
+  else return cast<typename X::dtype>(cast<compute_t<typename X::dtype>>(x) * dropout_mask_node<Name, P, X>{});
 }
 
 // broadcast_to<S>(x): x stretched to shape S.

@@ -20,13 +20,14 @@
 
 namespace ctg {
 
-enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add, stack };
+enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add, stack, fp8 };
 
 // Nodes that read their children from buffers (they cannot be inlined into),
 // and the ones among them that run as a group of their own.
 constexpr bool reads_buffers(node_kind k) {
   return k == node_kind::matmul || k == node_kind::transpose || k == node_kind::view || k == node_kind::gather ||
-         k == node_kind::scatter_add || k == node_kind::stack || k == node_kind::stack_grad;
+         k == node_kind::scatter_add || k == node_kind::stack || k == node_kind::stack_grad ||
+         k == node_kind::quantize || k == node_kind::dequantize || k == node_kind::fp8_matmul;
 }
 constexpr bool runs_alone(node_kind k) { return reads_buffers(k) && k != node_kind::view; }
 
@@ -39,7 +40,8 @@ struct node_desc {
   std::size_t child[max_children]{};
   bool row_reduction = false;
   bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
-  bool output = false;
+  bool region_end = false;   // a checkpoint: always a buffer of its own, kept for backward
+  bool output = false;       // an output of the step (or the forward part's root): a buffer to the end
   shape_value dims{};
   shape_value child_dims{};  // of child 0
 };
@@ -67,7 +69,10 @@ struct plan_table {
   constexpr group_kind kind_of_group(std::size_t root) const {
     switch (node[root].kind) {
       case node_kind::reduce: return group_kind::reduction;
-      case node_kind::matmul: return group_kind::matmul;
+      case node_kind::matmul:
+      case node_kind::fp8_matmul: return group_kind::matmul;
+      case node_kind::quantize:
+      case node_kind::dequantize: return group_kind::fp8;
       case node_kind::transpose: return group_kind::transpose;
       case node_kind::gather: return group_kind::gather;
       case node_kind::scatter_add: return group_kind::scatter_add;
@@ -86,14 +91,17 @@ constexpr node_desc describe(bool output) {
   d.output = output;
   d.dims = value_of<typename N::dims>();
   static_assert(N::children::size <= max_children, "ctg: a stacked block may have at most 15 parameters");
-  if constexpr (N::kind != node_kind::runtime_scalar) {  // a scalar's children give shapes only
+  if constexpr (N::kind != node_kind::runtime_scalar && N::kind != node_kind::random) {  // children give shapes only
     [&]<class... C>(tl::list<C...>) {
       ((d.child[d.nchild++] = tl::index_of_v<C, Nodes>), ...);
     }(typename N::children{});
   }
   if constexpr (N::children::size > 0) d.child_dims = value_of<typename tl::at_t<0, typename N::children>::dims>();
   if constexpr (N::kind == node_kind::reduce) d.row_reduction = N::row_reduction;
-  if constexpr (N::kind == node_kind::elementwise) d.index_aware = requires { N::op::index_aware; };
+  if constexpr (N::kind == node_kind::elementwise) {
+    d.index_aware = requires { N::op::index_aware; };
+    d.region_end = requires { N::op::region_end; };
+  }
   return d;
 }
 
@@ -113,12 +121,13 @@ constexpr void decide_groups_once(plan_table<N>& p, bool fuse, const bool* force
   for (std::size_t ii = N; ii-- > 0;) {
     node_desc& d = p.node[ii];
     if (d.kind == node_kind::leaf || d.kind == node_kind::runtime_scalar || d.kind == node_kind::view ||
+        d.kind == node_kind::random ||
         (d.kind == node_kind::constant && !d.output)) {
       p.materialized[ii] = d.kind != node_kind::constant;
       p.group[ii] = no_group;
       continue;
     }
-    bool root = !fuse || d.output || runs_alone(d.kind) || forced[ii];
+    bool root = !fuse || d.output || d.region_end || runs_alone(d.kind) || forced[ii];
     std::size_t target = no_group;
     for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && !root; ++u) {
       const std::size_t c = use_consumer[u];
@@ -191,7 +200,9 @@ struct schedule {
     plan_table<size> p;
     [&]<class... Ns>(tl::list<Ns...>) {
       std::size_t i = 0;
-      ((p.node[i++] = detail::describe<nodes, Ns>(tl::contains_v<Ns, typename Step::outputs>)), ...);
+      ((p.node[i++] = detail::describe<nodes, Ns>(tl::contains_v<Ns, typename Step::outputs> ||
+                                                   std::is_same_v<Ns, typename Step::forward_root>)),
+       ...);
     }(nodes{});
     detail::decide_groups(p, Step::fuse);
     return p;

@@ -8,11 +8,14 @@
 // a leading dim N: param<"layers.{i}.attn.wq", T, N, dims...>, so the model's
 // params_t, the optimizer and save/load see one tensor per block parameter.
 //
-// Execution is a loop over layers. Forward runs the block's graph N times and
-// keeps each layer's input. Backward walks the layers in reverse; for each it
-// recomputes the block's forward from the kept input and runs the block's
-// backward (each layer is a checkpoint region), giving the gradient of the
-// layer input and of that layer's parameters.
+// Execution is a loop over layers. Forward runs the forward part of the
+// block's graph N times, keeping each layer's input and (by default) the
+// values the block's backward reads. Backward walks the layers in reverse,
+// running the block's backward part for each, which gives the gradient of the
+// layer input and of that layer's parameters. With
+// checkpointing::every_layer each layer is a checkpoint region instead: only
+// the layer inputs are kept, and backward first runs the layer's forward part
+// again (the same groups on the same input: bitwise the same values).
 #include <ctg/graph/autodiff.hpp>
 
 namespace ctg {
@@ -74,7 +77,14 @@ template <class X>
 using stack_carry_t =
     typename detail::leaf_with_dims<"ctg.stack.input", typename X::dtype, leaf_role::carry, typename X::dims>::type;
 
-template <std::size_t N, class X, class Out>
+// What a stack keeps for backward: only the layer inputs, recomputing the
+// rest one layer at a time (activation checkpointing around every block, the
+// default), or every layer's values (none). KNOWN BUG: `none` gives wrong
+// gradients for the transformer block (tests/unit/nn_stack.cpp fails with
+// it); it is right for the residual MLP block of tests/unit/stack_checkpoint.cpp.
+enum class checkpointing { none, every_layer };
+
+template <std::size_t N, class X, class Out, checkpointing Ckpt = checkpointing::every_layer>
 struct stack_node {
   using carry = stack_carry_t<X>;
   using block_out = Out;
@@ -95,10 +105,15 @@ struct stack_node {
   static constexpr node_kind kind = node_kind::stack;
   static constexpr bool requires_grad = detail::any_rg<children>::value;
   static constexpr std::size_t layers = N;
+  static constexpr bool recompute = Ckpt == checkpointing::every_layer;
+  static_assert(!recompute || replayable_below_v<Out>,
+                "ctg: not replayable inside checkpoint: a node of this stacked block changes state as it runs "
+                "(its state_replay is ctg::replay::none); use checkpointing::none");
 
   // The block's graphs, each compiled once whatever N is: forward, and
   // forward + backward of sum(out * g) (the vector-Jacobian product for an
-  // upstream gradient g) with respect to the carry and the trainable leaves.
+  // upstream gradient g) with respect to the carry and the trainable leaves,
+  // whose forward part is the block's output and what it reads.
   using upstream = typename detail::leaf_with_dims<"ctg.stack.upstream", typename Out::dtype, leaf_role::input,
                                                    typename Out::dims>::type;
   using forward_step = graph_step<tl::list<Out>, tl::list<>>;
@@ -106,7 +121,7 @@ struct stack_node {
   using backward_step = decltype([]<class... Ps>(tl::list<Ps...>) {
     using fwd = topo_t<tl::list<vjp_loss>>;
     return graph_step<tl::list<vjp_loss, gradient_t<vjp_loss, fwd, carry>, gradient_t<vjp_loss, fwd, Ps>...>,
-                      tl::list<carry, Ps...>>{};
+                      tl::list<carry, Ps...>, true, Out>{};
   }(trainable{}));
 };
 
@@ -152,19 +167,23 @@ struct stack_part_node {
   static constexpr std::size_t byte_offset = K == 0 ? Grad::leading_bytes : Grad::offset_of(K - 1);
 };
 
-template <std::size_t K, std::size_t N, class X, class Out, class G>
-constexpr auto rule(stack_node<N, X, Out>, G) {
-  return stack_part_node<stack_grad_node<stack_node<N, X, Out>, G>, K>{};
+template <std::size_t K, std::size_t N, class X, class Out, checkpointing C, class G>
+constexpr auto rule(stack_node<N, X, Out, C>, G) {
+  return stack_part_node<stack_grad_node<stack_node<N, X, Out, C>, G>, K>{};
 }
 
 namespace nn {
+using ctg::checkpointing;
+
 // stack<N, Block>(x): Block<"layers.{i}">{}(carry) repeated N times.
 // Block is a class template over a name prefix with a call operator over an
-// expression, returning the same shape and dtype.
-template <std::size_t N, template <fixed_string> class Block, expr X>
+// expression, returning the same shape and dtype. Each layer is recomputed
+// in backward (checkpointing::every_layer) unless Ckpt says none.
+template <std::size_t N, template <fixed_string> class Block, checkpointing Ckpt = checkpointing::every_layer,
+          expr X>
 constexpr auto stack(X) {
   using out = decltype(Block<"layers.{i}">{}(stack_carry_t<X>{}));
-  return stack_node<N, X, out>{};
+  return stack_node<N, X, out, Ckpt>{};
 }
 
 namespace detail {

@@ -68,6 +68,37 @@ struct trainable_leaves<E, tl::list<Ns...>> {
 template <class E>
 using params_t = typename detail::trainable_leaves<E, topo_t<tl::list<E>>>::type;
 
+// ------------------------------------------------------------ replay ----
+namespace detail {
+template <class N>
+consteval bool replayable_node() {
+  if constexpr (requires { N::state_replay; }) return N::state_replay == replay::exact;
+  else return true;
+}
+template <class N>
+consteval bool replayable_below();
+}  // namespace detail
+
+// True when every node E recomputes from (down to leaves and nested
+// checkpoints) can be replayed exactly: see ctg::replay.
+template <class E>
+inline constexpr bool replayable_below_v = detail::replayable_below<E>();
+
+namespace detail {
+template <class N>
+consteval bool replayable_below() {
+  if constexpr (!replayable_node<N>()) return false;
+  else return []<class... C>(tl::list<C...>) {
+    auto one = []<class K>(std::type_identity<K>) {
+      if constexpr (K::kind == node_kind::elementwise && requires { K::op::region_end; }) return true;
+      else return replayable_below_v<K>;
+    };
+    (void)one;  // a leaf has no children
+    return (one(std::type_identity<C>{}) && ...);
+  }(typename N::children{});
+}
+}  // namespace detail
+
 // ---------------------------------------------------------- leaf checks ----
 namespace detail {
 template <class Nodes>

@@ -48,7 +48,7 @@ void init_params(Store& store, std::uint64_t seed, double std_dev = 0.02) {
   using nodes = typename Store::step_type::nodes;
   [&]<class... Ls>(tl::list<Ls...>) {
     auto one = [&]<class L>(std::type_identity<L>) {
-      if constexpr (!L::fed) {
+      if constexpr (!L::fed && L::role != leaf_role::state) {  // state starts as the store made it
         auto p = store.template param<L>();
         const char* name = L::name.c_str();
         const bool scale = detail::ends_with(name, ".scale"), bias = detail::ends_with(name, ".bias");

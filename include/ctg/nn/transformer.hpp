@@ -26,7 +26,18 @@ struct tiny_config {
   static constexpr dim_t head_dim = 16;
   static constexpr dim_t hidden = 172;   // SwiGLU hidden width
   static constexpr std::size_t layers = 2;
+  // Optional: checkpointing::every_layer (the default, when absent) recomputes
+  // each block in backward instead of keeping its values.
+  static constexpr checkpointing checkpoint = checkpointing::every_layer;
 };
+
+namespace detail {
+template <class Cfg>
+consteval checkpointing checkpointing_of() {
+  if constexpr (requires { Cfg::checkpoint; }) return Cfg::checkpoint;
+  else return checkpointing::every_layer;
+}
+}  // namespace detail
 
 template <class Cfg, precision::policy P>
 struct transformer {
@@ -56,7 +67,7 @@ struct transformer {
   // Logits [batch, T, vocab] for ids [batch, T] and positions [T]; the blocks run as one stack.
   template <expr Ids, expr Pos>
   static constexpr auto logits(Ids ids, Pos pos) {
-    return head(stack<Cfg::layers, block>(embed(ids, pos)));
+    return head(stack<Cfg::layers, block, detail::checkpointing_of<Cfg>()>(embed(ids, pos)));
   }
   // The same model with its blocks unrolled (parameters "layers.0...", "layers.1", ...).
   template <expr Ids, expr Pos>

@@ -1,0 +1,159 @@
+#pragma once
+// FP8 tensors. An fp8 value is a pair (payload, f32 scale), real = payload /
+// scale (DESIGN section 3): `quantize` makes one from a tensor, `fp8_matmul`
+// multiplies the exact fp8 payloads with f32 accumulation and applies both
+// scale_invs once, `dequantize` turns one back into a wider type. An fp8 node
+// used anywhere else (arithmetic, cast) does not compile: "ctg: fp8 needs a
+// scale".
+//
+// Scaling (per tensor), a type parameter of quantize:
+//   scaling::delayed<Name, precision::delayed<H, Margin, Algo>>
+//       TransformerEngine's delayed scaling. The scale used in a step was
+//       computed after the previous one; its state is two leaves in the
+//       store: "<Name>.scale" (f32 [1], starts at 1) and
+//       "<Name>.amax_history" (f32 [H], starts at 0), saved and loaded by
+//       name with the parameters. The quantize loop also takes the tensor's
+//       amax (same group); after a successful step, and only then, the
+//       store writes it into history slot 0 and updates scale and history
+//       (precision::delayed_update). A recompute reads the same scale and
+//       records nothing, so it replays the forward exactly (B4).
+//   scaling::current<precision::current<Margin>>
+//       torchao's tensorwise scaling: the scale from this tensor's amax in
+//       this step (the quantize group takes the amax, then casts). No state.
+//
+// Gradients: quantize and dequantize pass the gradient straight through, in
+// the dtype the tensor was quantized from. fp8_matmul's backward quantizes
+// the incoming gradient to e5m2 with its own scaling (HYBRID: e4m3 forward,
+// e5m2 backward) and multiplies it with the saved fp8 operands. A frozen
+// leaf quantized stays frozen: the node requires grad exactly when its input
+// does (B1).
+#include <ctg/graph/autodiff.hpp>
+#include <ctg/precision/fp8_scaling.hpp>
+
+namespace ctg {
+
+namespace scaling {
+template <fixed_string Name, class Recipe>
+struct delayed {
+  using recipe = Recipe;
+  using scale_leaf = leaf_node<Name + ".scale", f32, leaf_role::state, 1>;
+  using history_leaf = leaf_node<Name + ".amax_history", f32, leaf_role::state, static_cast<dim_t>(Recipe::history)>;
+  using state = tl::list<scale_leaf, history_leaf>;
+  static constexpr bool is_delayed = true;
+  static constexpr int margin = Recipe::margin;
+};
+template <class Recipe>
+struct current {
+  using recipe = Recipe;
+  using state = tl::list<>;
+  static constexpr bool is_delayed = false;
+  static constexpr int margin = Recipe::margin;
+};
+}  // namespace scaling
+
+// The fp8 payload of X under Scaling, with its amax, scale and scale_inv.
+template <class Fmt, class X, class Scaling>
+struct quantize_node {
+  static_assert(is_fp8_v<Fmt>, "ctg: quantize makes e4m3 or e5m2 tensors");
+  static_assert(element_type<typename X::dtype> && !is_fp8_v<typename X::dtype>,
+                "ctg: quantize takes an f32, f64, bf16 or f16 tensor");
+  using ctg_node = void;
+  using dtype = Fmt;
+  using grad_dtype = typename X::dtype;
+  using dims = typename X::dims;
+  using scaling = Scaling;
+  using children = tl::concat_t<tl::list<X>, typename Scaling::state>;
+  static constexpr node_kind kind = node_kind::quantize;
+  static constexpr bool requires_grad = X::requires_grad;
+  static constexpr replay state_replay = replay::exact;
+  static constexpr float fp8_max = precision::fp8_max_v<Fmt>;
+};
+
+// Q's real values as T.
+template <class T, class Q>
+struct dequantize_node {
+  using ctg_node = void;
+  using dtype = T;
+  using dims = typename Q::dims;
+  using children = tl::list<Q>;
+  static constexpr node_kind kind = node_kind::dequantize;
+  static constexpr bool requires_grad = Q::requires_grad;
+};
+
+namespace detail {
+consteval shape_value swap_last_two(shape_value v) {
+  const dim_t t = v.d[v.rank - 1];
+  v.d[v.rank - 1] = v.d[v.rank - 2];
+  v.d[v.rank - 2] = t;
+  return v;
+}
+template <class A, class B, bool TA, bool TB>
+consteval shape_value fp8_matmul_shape() {
+  shape_value a = value_of<typename A::dims>(), b = value_of<typename B::dims>();
+  if (TA) a = swap_last_two(a);
+  if (TB) b = swap_last_two(b);
+  return matmul_shape_of(a, b);
+}
+}  // namespace detail
+
+// op(A) @ op(B), op = transpose where TA / TB: fp8 payloads multiplied exactly
+// and summed in f32, times scale_inv(A) * scale_inv(B), rounded once to Out.
+// GradScaling quantizes the incoming gradient in backward (void: no backward).
+template <class A, class B, bool TA, bool TB, class Out, class GradScaling>
+struct fp8_matmul_node {
+  static_assert(A::kind == node_kind::quantize && B::kind == node_kind::quantize,
+                "ctg: fp8_matmul multiplies quantized tensors (ctg::quantize)");
+  using ctg_node = void;
+  using dtype = Out;
+  using dims = shape_from<detail::fp8_matmul_shape<A, B, TA, TB>()>;
+  using children = tl::list<A, B>;
+  static constexpr node_kind kind = node_kind::fp8_matmul;
+  static constexpr bool requires_grad = A::requires_grad || B::requires_grad;
+  static constexpr bool transpose_a = TA, transpose_b = TB;
+};
+
+// quantize<Fmt, Scaling>(x): x as an fp8 tensor (see the top of this file).
+template <class Fmt, class Scaling, expr X>
+constexpr auto quantize(X) {
+  return quantize_node<Fmt, X, Scaling>{};
+}
+// dequantize<T>(q): the real values of fp8 tensor q, as T.
+template <class T, expr Q>
+constexpr auto dequantize(Q) {
+  static_assert(Q::kind == node_kind::quantize, "ctg: dequantize takes a quantized tensor (ctg::quantize)");
+  return dequantize_node<T, Q>{};
+}
+// fp8_matmul<Out, GradScaling>(a, b): a @ b for quantized a and b, the result in Out.
+template <class Out, class GradScaling, expr A, expr B>
+constexpr auto fp8_matmul(A, B) {
+  static_assert(detail::fp8_matmul_shape<A, B, false, false>().ok,
+                "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
+  return fp8_matmul_node<A, B, false, false, Out, GradScaling>{};
+}
+
+// ---------------------------------------------------------------- rules ----
+
+template <std::size_t K, class Fmt, class X, class S, class G>
+constexpr auto rule(quantize_node<Fmt, X, S>, G g) {
+  return g;  // straight through; autodiff casts it to X's dtype
+}
+template <std::size_t K, class T, class Q, class G>
+constexpr auto rule(dequantize_node<T, Q>, G g) {
+  return g;
+}
+// y = op(A) op(B) with the gradient g quantized to e5m2 (gq):
+//   d op(A) = gq op(B)^T,  d op(B) = op(A)^T gq,  and transposed back where op is.
+template <std::size_t K, class A, class B, bool TA, bool TB, class Out, class GS, class G>
+constexpr auto rule(fp8_matmul_node<A, B, TA, TB, Out, GS>, G) {
+  static_assert(!std::is_void_v<GS>, "ctg: this fp8_matmul has no gradient scaling (a backward product)");
+  using gq = quantize_node<e5m2, G, GS>;
+  if constexpr (K == 0) {
+    if constexpr (!TA) return fp8_matmul_node<gq, B, false, !TB, Out, void>{};
+    else return fp8_matmul_node<B, gq, TB, true, Out, void>{};
+  } else {
+    if constexpr (!TB) return fp8_matmul_node<A, gq, !TA, false, Out, void>{};
+    else return fp8_matmul_node<gq, A, true, TA, Out, void>{};
+  }
+}
+
+}  // namespace ctg

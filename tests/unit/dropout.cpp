@@ -1,0 +1,106 @@
+// dropout<"name">(x, p): a counter-based mask keyed by (seed, step, name,
+// layer, element index); the same mask in every recompute.
+#include <cstring>
+
+#include "grad_check.hpp"
+
+namespace {
+using ctg::dyn;
+using X = ctg::input<"x", ctg::f32, dyn, 64>;
+using W = ctg::param<"w", ctg::f32, 64, 64>;
+
+std::vector<float> ones(std::size_t n) { return std::vector<float>(n, 1.0f); }
+
+template <class Step, class Store>
+std::vector<float> values(Step step, Store& st, const std::vector<float>& x, int rows) {
+  step(st, ctg::feed<X>(x, rows));
+  auto v = st.value();
+  return {v.begin(), v.end()};
+}
+}  // namespace
+
+TEST_CASE("dropout keeps each element with probability 1-p, scaled by 1/(1-p), keyed as documented") {
+  X x;
+  auto step = ctg::forward(ctg::dropout<"drop">(x, ctg::lit<0.25>));
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, step);
+  st.seed(1234);
+  const int rows = 512;
+  std::vector<float> xs(rows * 64);
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = 0.5f + static_cast<float>(i % 7);
+  const auto v = values(step, st, xs, rows);
+  std::size_t dropped = 0;
+  const std::uint32_t stream = ctg::name_hash("drop", 4);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const bool keep = ctg::philox_uniform(1234, 0, stream, i) >= 0.25f;  // step 0: the first step
+    REQUIRE(v[i] == (keep ? xs[i] * static_cast<float>(1.0 / 0.75) : 0.0f));
+    dropped += !keep;
+  }
+  const double n = static_cast<double>(v.size()), sigma = std::sqrt(n * 0.25 * 0.75);
+  CHECK(std::abs(static_cast<double>(dropped) - 0.25 * n) < 5 * sigma);
+  // The next step draws a new mask; the same seed and step give the same mask again.
+  const auto v2 = values(step, st, xs, rows);
+  CHECK(v2 != v);
+  auto again = ctg::make_store(dev, step);
+  again.seed(1234);
+  CHECK(values(step, again, xs, rows) == v);
+  auto other_seed = ctg::make_store(dev, step);
+  other_seed.seed(1235);
+  CHECK(values(step, other_seed, xs, rows) != v);
+}
+
+TEST_CASE("two dropouts with different names draw different masks; p = 0 is the identity") {
+  X x;
+  auto step = ctg::forward(ctg::dropout<"a">(x, ctg::lit<0.5>) - ctg::dropout<"b">(x, ctg::lit<0.5>));
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, step);
+  const auto v = values(step, st, ones(64 * 8), 8);
+  std::size_t differ = 0;
+  for (float e : v) differ += e != 0.0f;
+  CHECK(differ > 64 * 8 / 4);
+  static_assert(std::is_same_v<decltype(ctg::dropout<"z">(x, ctg::lit<0.0>)), X>);
+}
+
+TEST_CASE("dropout in bf16 rounds once; its gradient is the same mask (finite differences, f64)") {
+  using Xb = ctg::input<"x", ctg::bf16, dyn, 8>;
+  auto step = ctg::forward(ctg::dropout<"d">(Xb{}, ctg::lit<0.1>));
+  static_assert(std::is_same_v<ctg::dtype_t<decltype(ctg::dropout<"d">(Xb{}, ctg::lit<0.1>))>, ctg::bf16>);
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, step);
+  std::vector<ctg::bf16> xs(32, ctg::bf16(1.5f));
+  step(st, ctg::feed<Xb>(xs, 4));
+  for (std::size_t i = 0; i < 32; ++i) {
+    const float m = ctg::dropout_mask_node<"d", 0.1, Xb>::value({0, 0, 0}, i);
+    CHECK(static_cast<float>(st.value()[i]) == static_cast<float>(ctg::bf16(1.5f * m)));
+  }
+
+  using P = ctg::param<"p", ctg::f64, 3, 5>;
+  auto loss = ctg::sum(ctg::square(ctg::dropout<"d">(P{} * P{}, ctg::lit<0.3>)));
+  auto g = ctg::value_and_grad(loss);
+  auto gs = ctg::make_store(dev, g);
+  gs.seed(7);
+  gc::rng r(3);
+  gc::set<P>(gs, r.vec(15, -1, 1));
+  // Every evaluation must see one mask: hold the step count at 5.
+  auto run = [&] {
+    gs.set_steps_run(5);
+    g(gs);
+    return gs.value()[0];  // the f64 loss (the step returns it as float)
+  };
+  run();
+  const auto grad = gc::to_vec(gs.grad<P>());
+  auto w = gs.param<P>();
+  std::size_t zero = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const double orig = w[i], h = 1e-6;
+    w[i] = orig + h;
+    const double lp = run();
+    w[i] = orig - h;
+    const double lm = run();
+    w[i] = orig;
+    CHECK(grad[i] == doctest::Approx((lp - lm) / (2 * h)).epsilon(1e-6).scale(1e-8));
+    zero += grad[i] == 0.0;
+  }
+  CHECK(zero > 0);          // some elements were dropped (p = 0.3, 15 elements)
+  CHECK(zero < w.size());   // and some kept
+}
