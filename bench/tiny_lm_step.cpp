@@ -1,5 +1,8 @@
 // One training step of the tiny transformer (forward, backward, gradient
-// clipping and AdamW), f32 and autocast<bf16> policies, on one CPU thread.
+// clipping and AdamW) on one CPU thread: f32, autocast<bf16> and
+// fp8<delayed<>> policies (FP8 is emulated on the CPU: no speedup expected),
+// each layer recomputed in backward (the default) or kept (ckpt_none).
+// Counter kept_B/token: activation bytes kept for backward (store.kept_bytes).
 // bench/vs_pytorch_cpu.py runs this and the same step in PyTorch side by side.
 //   build/default/bench/bench_tiny_lm_step
 #include <benchmark/benchmark.h>
@@ -14,15 +17,18 @@ struct bench_config {
   static constexpr ctg::dim_t vocab = 96, max_seq = 64, dim = 64, heads = 4, head_dim = 16, hidden = 172;
   static constexpr std::size_t layers = 2;
 };
+struct bench_config_kept : bench_config {
+  static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::none;
+};
 constexpr std::size_t batch = 8, seq = 64;
 
 using Ids = ctg::input<"ids", ctg::i32, ctg::dyn, ctg::dyn>;
 using Pos = ctg::input<"pos", ctg::i32, ctg::dyn>;
 using Tg = ctg::input<"targets", ctg::i32, ctg::dyn, ctg::dyn>;
 
-template <class Policy>
+template <class Policy, class Cfg = bench_config>
 void BM_train_step(benchmark::State& state) {
-  using M = ctg::nn::transformer<bench_config, Policy>;
+  using M = ctg::nn::transformer<Cfg, Policy>;
   auto step = ctg::value_and_grad(M::loss(Ids{}, Pos{}, Tg{}));
   ctg::cpu::device dev;
   auto store = ctg::make_store(dev, step);
@@ -42,9 +48,12 @@ void BM_train_step(benchmark::State& state) {
   }
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(batch * seq), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["groups"] = static_cast<double>(ctg::group_count_v<decltype(step)>);
+  state.counters["kept_B/token"] = static_cast<double>(store.kept_bytes()) / static_cast<double>(batch * seq);
 }
 BENCHMARK(BM_train_step<ctg::precision::full<ctg::f32>>)->Name("tiny_lm_step/f32")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_train_step<ctg::precision::autocast<ctg::bf16>>)->Name("tiny_lm_step/bf16")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_train_step<ctg::precision::autocast<ctg::bf16>, bench_config_kept>)->Name("tiny_lm_step/bf16/ckpt_none")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_train_step<ctg::precision::fp8<ctg::precision::delayed<>>>)->Name("tiny_lm_step/fp8")->Unit(benchmark::kMillisecond)->UseRealTime();
 }  // namespace
 
 BENCHMARK_MAIN();

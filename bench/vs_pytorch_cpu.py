@@ -97,7 +97,8 @@ def main():
     ctg_ms = {}
     for b in json.loads(out.stdout)["benchmarks"]:
         if b.get("aggregate_name") == "median":
-            ctg_ms[b["run_name"].split("/")[1]] = b["real_time"]
+            # "tiny_lm_step/<policy>[/<variant>]/real_time" -> "<policy>[/<variant>]"
+            ctg_ms[b["run_name"].split("/", 1)[1].removesuffix("/real_time")] = b["real_time"]
     print(f"tiny transformer train step, batch {B} x {T} tokens, 1 thread, median ms")
     print(f"{'policy':8} {'ctg':>10} {'pytorch':>10} {'pytorch/ctg':>12}")
     for name, mm in (("f32", None), ("bf16", torch.bfloat16)):

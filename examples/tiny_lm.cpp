@@ -110,6 +110,8 @@ Trains a character-level decoder-only transformer (ctg::nn::transformer: 2 layer
   --policy P        f32   everything in f32 (ctg::precision::full<f32>; default)
                     bf16  f32 master parameters, bf16 matmuls, f32 norms/softmax/loss
                           (ctg::precision::autocast<bf16>)
+                    fp8   as bf16, but every weight product in FP8: e4m3 activations and
+                          weights, e5m2 gradients, delayed scaling (ctg::precision::fp8)
   --seed N          seed of the initial parameters, the batches and the sampling (default 1)
   --lr X            peak learning rate, in (0, 1] (default 0.003): linear warmup over the
                     first 10%% of the steps, then cosine decay to lr/10. AdamW with weight
@@ -190,7 +192,8 @@ bool parse_flags(int argc, char** argv, options& o) {
                           "this build has " + compiled_widths_text() +
                           " (rebuild with e.g. -DTINY_LM_WIDTHS=32,64 to add widths)");
     } else if (flag == "--policy") {
-      if (value != "f32" && value != "bf16") throw usage_error("--policy takes f32 or bf16, found '" + value + "'");
+      if (value != "f32" && value != "bf16" && value != "fp8")
+        throw usage_error("--policy takes f32, bf16 or fp8, found '" + value + "'");
       o.policy = value;
     } else if (flag == "--seed") {
       char* end = nullptr;
@@ -335,40 +338,6 @@ auto find_stack(ctg::tl::list<Ns...>)
     -> ctg::tl::at_t<0, ctg::tl::concat_t<std::conditional_t<Ns::kind == ctg::node_kind::stack, ctg::tl::list<Ns>,
                                                              ctg::tl::list<>>...>>;
 
-// Bytes of the buffers the step's forward part keeps for backward, at batch x
-// seq: every forward node (not a leaf, not a view) that the schedule gives a
-// buffer (materialized, or the root of a fusion group), at its run-time shape
-// (a stack keeps each layer's input). The CPU store keeps all of them through
-// backward. Each block's own intermediates are not counted: the stack
-// recomputes them in backward, one layer at a time.
-template <class Step, class Loss>
-std::size_t forward_buffer_bytes(ctg::dim_t batch, ctg::dim_t seq) {
-  using nodes = typename Step::nodes;
-  constexpr const auto& table = ctg::schedule<Step>::table;
-  std::array<ctg::rt_shape, nodes::size> shapes{};
-  std::size_t bytes = 0;
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-      using N = ctg::tl::at_t<J, nodes>;
-      if constexpr (std::is_same_v<N, Ids> || std::is_same_v<N, Targets>) shapes[J] = {{batch, seq}, 2};
-      else if constexpr (std::is_same_v<N, Pos>) shapes[J] = {{seq}, 1};
-      // A node's shape from its children's, as the store computes it (the store
-      // does not expose its shapes; this is ctg's internal shape pass).
-      else ctg::detail::resolve_shape<nodes, J>(shapes.data());
-      if constexpr (N::kind != ctg::node_kind::leaf && N::kind != ctg::node_kind::view &&
-                    ctg::tl::contains_v<N, ctg::topo_t<ctg::tl::list<Loss>>>) {
-        if (table.materialized[J] || table.group[J] == J) {
-          std::size_t b = static_cast<std::size_t>(shapes[J].numel()) * sizeof(typename N::dtype);
-          if constexpr (N::kind == ctg::node_kind::stack) b *= N::layers;
-          bytes += b;
-        }
-      }
-    };
-    (one(std::integral_constant<std::size_t, I>{}), ...);
-  }(std::make_index_sequence<nodes::size>{});
-  return bytes;
-}
-
 // Copy every parameter of the training store into the sampling store (the
 // same leaf types: one model, two graphs).
 template <class From, class To>
@@ -447,7 +416,6 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
               static_cast<long long>(Cfg::dim), Cfg::layers, static_cast<long long>(Cfg::heads),
               static_cast<long long>(Cfg::head_dim), static_cast<long long>(Cfg::hidden),
               static_cast<long long>(Cfg::vocab), static_cast<long long>(Cfg::max_seq), policy_text);
-  const std::size_t act = forward_buffer_bytes<Step, decltype(loss)>(o.batch, o.seq);
   std::printf("compile-time graph of the training step (loss + gradients):\n");
   std::printf("  nodes                 %zu (+ the block, compiled once for all %zu layers: forward %zu, "
               "backward %zu nodes)\n",
@@ -462,15 +430,33 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
               ctg::group_count_v<typename Stack::backward_step>);
   std::printf("  trainable parameters  %zu in %zu leaves (stacked block leaves count once)\n", total_numel(params{}),
               params::size);
-  std::printf("  activations kept      %.0f bytes/token (%.2f MiB at batch %zu x seq %zu): the forward buffers the "
-              "schedule keeps for backward; block internals are recomputed per layer\n",
-              static_cast<double>(act) / static_cast<double>(B * T), static_cast<double>(act) / (1024.0 * 1024.0), B, T);
   std::printf("sampling graph (logits only): %zu nodes, %zu fusion groups\n", SampleStep::nodes::size,
               ctg::group_count_v<SampleStep>);
 
   // Parameters, optimizer, schedule.
   ctg::cpu::device dev;
   auto store = ctg::make_store(dev, step);
+
+  // Activation memory, from the stores' plans for this batch and seq (no step
+  // runs): every layer recomputed in backward (this model), and, for
+  // comparison, the same model keeping every layer's values.
+  {
+    struct keep_all : Cfg {
+      static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::none;
+    };
+    auto kept_step = ctg::value_and_grad(ctg::nn::transformer<keep_all, Policy>::loss(Ids{}, Pos{}, Targets{}));
+    auto kept_store = ctg::make_store(dev, kept_step);
+    const std::vector<i32> zeros(B * T, 0), pos0(T, 0);
+    auto per_token = [&](auto& st) {
+      const std::size_t bytes = st.plan(ctg::feed<Ids>(zeros, B, T), ctg::feed<Pos>(pos0, T),
+                                        ctg::feed<Targets>(zeros, B, T));
+      return static_cast<double>(bytes) / static_cast<double>(B * T);
+    };
+    const double ckpt = per_token(store), all = per_token(kept_store);
+    std::printf("  activations kept      %.0f bytes/token with checkpointing::every_layer (this model), %.0f without "
+                "(checkpointing::none): %.1fx less, at batch %zu x seq %zu\n",
+                ckpt, all, all / ckpt, B, T);
+  }
   store.check_finite(true);
   ctg::nn::init_params(store, o.seed);
   ctg::optim::adamw opt(store, {.lr = o.lr, .weight_decay = 0.1f, .max_grad_norm = 1.0f});
@@ -561,6 +547,9 @@ int run_width(const options& o, const corpus& c) {
   if (o.policy == "bf16")
     return train_and_sample<lm_config<W>, ctg::precision::autocast<ctg::bf16>>(
         o, c, "bf16 (autocast<bf16>: f32 master parameters, bf16 matmuls, f32 statistics)");
+  if (o.policy == "fp8")
+    return train_and_sample<lm_config<W>, ctg::precision::fp8<ctg::precision::delayed<>>>(
+        o, c, "fp8 (fp8<delayed<>>: weight products in e4m3 / e5m2 with delayed scaling, bf16 elsewhere)");
   return train_and_sample<lm_config<W>, ctg::precision::full<ctg::f32>>(o, c, "f32 (full<f32>)");
 }
 

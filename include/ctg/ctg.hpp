@@ -9,3 +9,4 @@
 #include "exec/cpu.hpp"
 #include "nn/nn.hpp"
 #include "precision/policy.hpp"
+#include "precision/fp8_policy.hpp"

@@ -197,10 +197,12 @@ class store {
   // these feeds; run_forward_part writes the kept values into `kept`, and
   // run_backward_part, given the same feeds and `kept`, reads them back.
   // Neither commits: read the results with output<K>().
+  // (The plan of a step with stacks includes what their layers keep.)
   template <class... Feeds>
   std::size_t plan(const Feeds&... feeds) {
     prepare(nullptr, feeds...);
-    return kept_bytes_;
+    plan_stacks(std::make_index_sequence<N>{});
+    return kept_bytes();
   }
   template <class... Feeds>
   void run_forward_part(std::byte* kept, const Feeds&... feeds) {
@@ -946,6 +948,24 @@ class store {
     return f;
   }
 
+  // Size the area a stack's layers keep their values in, for this run's shapes.
+  template <std::size_t R>
+  void plan_stack() {
+    using S = node_at<R>;
+    auto& rt = std::get<stack_runtime<S>>(stacks_);
+    const auto* in = reinterpret_cast<const typename S::dtype*>(buf_[table.node[R].child[0]]);
+    rt.kept_stride = align_up(rt.block.plan(feed_like<typename S::carry, R>(in), feed_like<typename S::upstream, R>(in)));
+    rt.kept.reserve(rt.kept_stride * rt.layers_kept + 64);
+  }
+  template <std::size_t... I>
+  void plan_stacks(std::index_sequence<I...>) {
+    auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      if constexpr (node_at<J>::kind == node_kind::stack) plan_stack<J>();
+    };
+    (one(std::integral_constant<std::size_t, I>{}), ...);
+    (void)one;
+  }
+
   // Forward: layer i reads x_i and writes x_{i+1}. The buffer keeps the output
   // x_N in slot 0 and the inputs x_1 .. x_{N-1} in slots 1 .. N-1 for backward.
   // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
@@ -963,10 +983,7 @@ class store {
       rt.block.key_ = {key_.seed, key_.step, static_cast<std::uint32_t>(i)};
       const auto carry = feed_like<typename S::carry, R>(in);
       const auto up = feed_like<typename S::upstream, R>(in);
-      if (i == 0) {
-        rt.kept_stride = align_up(rt.block.plan(carry, up));
-        rt.kept.reserve(rt.kept_stride * rt.layers_kept + 64);
-      }
+      if (i == 0) plan_stack<R>();
       rt.block.run_forward_part(rt.kept.data() + (S::recompute ? 0 : i * rt.kept_stride), carry, up);
       rt.take_amaxes(i, true);
       T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);

@@ -32,7 +32,7 @@ constexpr bool reads_buffers(node_kind k) {
 constexpr bool runs_alone(node_kind k) { return reads_buffers(k) && k != node_kind::view; }
 
 // A stack node's children are its input and its block's leaves.
-inline constexpr std::size_t max_children = 16;
+inline constexpr std::size_t max_children = 64;
 
 struct node_desc {
   node_kind kind{};
@@ -90,7 +90,7 @@ constexpr node_desc describe(bool output) {
   d.kind = N::kind;
   d.output = output;
   d.dims = value_of<typename N::dims>();
-  static_assert(N::children::size <= max_children, "ctg: a stacked block may have at most 15 parameters");
+  static_assert(N::children::size <= max_children, "ctg: a stacked block may have at most 63 leaves (parameters and FP8 state)");
   if constexpr (N::kind != node_kind::runtime_scalar && N::kind != node_kind::random) {  // children give shapes only
     [&]<class... C>(tl::list<C...>) {
       ((d.child[d.nchild++] = tl::index_of_v<C, Nodes>), ...);

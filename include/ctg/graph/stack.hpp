@@ -52,13 +52,22 @@ struct block_leaves<Carry, tl::list<Ls...>> {
   using type = without_t<Carry, Ls...>;
 };
 
+template <class Known, class List>
+struct backward_only_state;
+template <class Known, class... Ls>
+struct backward_only_state<Known, tl::list<Ls...>> {
+  using type = tl::concat_t<std::conditional_t<Ls::role == leaf_role::state && !tl::contains_v<Ls, Known>,
+                                               tl::list<Ls>, tl::list<>>...>;
+};
+
 template <class Out, class L>
 consteval bool check_block_leaf() {
   static_assert(!L::fed, "ctg: a stacked block reads only its input and its own parameters (no inputs)");
   static_assert(has_layer_index<L::name>(),
                 "ctg: a stacked block's parameter names must contain {i} (e.g. \"layers.{i}.w\")");
-  static_assert(L::role != leaf_role::param || has_grad_path_v<Out, L>,
-                "ctg: no gradient path from the stacked block's output to one of its parameters");
+  if constexpr (L::role == leaf_role::param)  // (a path search per leaf: only for parameters)
+    static_assert(has_grad_path_v<Out, L>,
+                  "ctg: no gradient path from the stacked block's output to one of its parameters");
   return true;
 }
 
@@ -79,31 +88,27 @@ using stack_carry_t =
 
 // What a stack keeps for backward: only the layer inputs, recomputing the
 // rest one layer at a time (activation checkpointing around every block, the
-// default), or every layer's values (none). KNOWN BUG: `none` gives wrong
-// gradients for the transformer block (tests/unit/nn_stack.cpp fails with
-// it); it is right for the residual MLP block of tests/unit/stack_checkpoint.cpp.
+// default), or every layer's values (none). Both give the same bits
+// (tests/unit/stack_checkpoint.cpp, tests/unit/fp8_transformer_*.cpp).
 enum class checkpointing { none, every_layer };
 
 template <std::size_t N, class X, class Out, checkpointing Ckpt = checkpointing::every_layer>
 struct stack_node {
   using carry = stack_carry_t<X>;
   using block_out = Out;
-  using leaves = typename detail::block_leaves<carry, leaves_t<topo_t<tl::list<Out>>>>::type;  // the block's own
-  using trainable = typename detail::trainable_of<leaves>::type;
+  using forward_leaves = typename detail::block_leaves<carry, leaves_t<topo_t<tl::list<Out>>>>::type;
+  using trainable = typename detail::trainable_of<forward_leaves>::type;
   static_assert(N >= 1, "ctg: stack needs at least one layer");
   static_assert(std::is_same_v<typename Out::dims, typename X::dims> &&
                     std::is_same_v<typename Out::dtype, typename X::dtype>,
                 "ctg: shape mismatch: a stacked block must return its input's shape and dtype");
-  static_assert([]<class... Ls>(tl::list<Ls...>) { return (detail::check_block_leaf<Out, Ls>() && ...); }(leaves{}));
+  static_assert(
+      []<class... Ls>(tl::list<Ls...>) { return (detail::check_block_leaf<Out, Ls>() && ...); }(forward_leaves{}));
 
   using ctg_node = void;
   using dtype = typename X::dtype;
   using dims = typename X::dims;
-  using children = decltype([]<class... Ls>(tl::list<Ls...>) {
-    return tl::list<X, typename detail::stacked_leaf<N, Ls>::type...>{};
-  }(leaves{}));
   static constexpr node_kind kind = node_kind::stack;
-  static constexpr bool requires_grad = detail::any_rg<children>::value;
   static constexpr std::size_t layers = N;
   static constexpr bool recompute = Ckpt == checkpointing::every_layer;
   static_assert(!recompute || replayable_below_v<Out>,
@@ -123,6 +128,14 @@ struct stack_node {
     return graph_step<tl::list<vjp_loss, gradient_t<vjp_loss, fwd, carry>, gradient_t<vjp_loss, fwd, Ps>...>,
                       tl::list<carry, Ps...>, true, Out>{};
   }(trainable{}));
+  // The block's own leaves, stored per layer: the forward's, then state only
+  // the backward reads (an FP8 gradient quantizer's scale and history).
+  using leaves = tl::concat_t<forward_leaves, typename detail::backward_only_state<
+                                                  forward_leaves, leaves_t<typename backward_step::nodes>>::type>;
+  using children = decltype([]<class... Ls>(tl::list<Ls...>) {
+    return tl::list<X, typename detail::stacked_leaf<N, Ls>::type...>{};
+  }(leaves{}));
+  static constexpr bool requires_grad = detail::any_rg<children>::value;
 };
 
 // The backward of a stack for upstream gradient G: one loop over the layers

@@ -28,12 +28,13 @@ constexpr auto attention(X x, Wq wq, Wk wk, Wv wv, Wo wo, Mask) {
   using S = typename P::stats_type;
   auto xh = unsqueeze<-3>(precision::for_matmul<P>(x));  // [..., 1, T, d]
   auto q = linear<P>(xh, wq), k = linear<P>(xh, wk), v = linear<P>(xh, wv);  // [..., H, T, Dh]
-  auto scores = cast<S>(linear<P>(q, transpose(k))) * lit<inv_sqrt(HeadDim)>;  // [..., H, T, T]
+  // Products of two activations: in the matmul type under every policy (not FP8).
+  auto scores = cast<S>(matmul(q, transpose(k))) * lit<inv_sqrt(HeadDim)>;  // [..., H, T, T]
   auto probs = [&] {
     if constexpr (std::is_same_v<Mask, no_mask>) return softmax(causal_mask(scores));
     else return softmax(causal_mask(scores + cast<S>(Mask{})));
   }();
-  auto heads = linear<P>(linear<P>(probs, v), wo);  // [..., H, T, d]
+  auto heads = linear<P>(matmul(precision::for_matmul<P>(probs), v), wo);  // [..., H, T, d]
   return squeeze<-3>(sum<-3>(heads));                // [..., T, d]
 }
 }  // namespace detail

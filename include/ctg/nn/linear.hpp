@@ -1,14 +1,15 @@
 #pragma once
 // linear: y = x @ W (+ b), W of shape [in, out]. Operands in the policy's
-// matmul type; parameters named "<name>.weight" and "<name>.bias".
-#include <ctg/precision/policy.hpp>
+// matmul type (under precision::fp8, a leaf W is multiplied in FP8: see
+// precision/fp8_policy.hpp); parameters named "<name>.weight" and "<name>.bias".
+#include <ctg/precision/fp8_policy.hpp>
 
 namespace ctg::nn {
 
 // With the weight (and bias) given as expressions: any leaf, frozen or not, or a computed value.
 template <precision::policy P, expr X, expr W>
 constexpr auto linear(X x, W w) {
-  return matmul(precision::for_matmul<P>(x), precision::for_matmul<P>(w));
+  return precision::weight_matmul<P>(x, w);
 }
 template <precision::policy P, expr X, expr W, expr B>
 constexpr auto linear(X x, W w, B b) {

@@ -1,7 +1,7 @@
 #pragma once
 // A pre-norm decoder-only transformer, composed from the layers:
 //
-//   block(x) = h + swiglu(rms_norm(h)),  h = x + causal_self_attention(rms_norm(x))
+//   block(x) = h + drop(swiglu(rms_norm(h))),  h = x + drop(causal_self_attention(rms_norm(x)))
 //   logits   = rms_norm(stack<layers, block>(tok_embed[ids] + pos_embed[pos])) @ lm_head
 //   loss     = cross_entropy(logits, targets)
 //
@@ -29,6 +29,10 @@ struct tiny_config {
   // Optional: checkpointing::every_layer (the default, when absent) recomputes
   // each block in backward instead of keeping its values.
   static constexpr checkpointing checkpoint = checkpointing::every_layer;
+  // Optional: residual dropout probability (0, the default when absent, adds no
+  // node). Masks are keyed by the store's seed and step, the layer
+  // and the element ("<prefix>.attn.drop", "<prefix>.mlp.drop").
+  static constexpr double dropout = 0.0;
 };
 
 namespace detail {
@@ -36,6 +40,11 @@ template <class Cfg>
 consteval checkpointing checkpointing_of() {
   if constexpr (requires { Cfg::checkpoint; }) return Cfg::checkpoint;
   else return checkpointing::every_layer;
+}
+template <class Cfg>
+consteval double dropout_of() {
+  if constexpr (requires { Cfg::dropout; }) return Cfg::dropout;
+  else return 0.0;
 }
 }  // namespace detail
 
@@ -46,9 +55,11 @@ struct transformer {
   struct block {
     template <expr X>
     constexpr auto operator()(X x) const {
-      auto h = x + cast<typename X::dtype>(causal_self_attention<Prefix + ".attn", Cfg::heads, Cfg::head_dim, P>(
-                       rms_norm<Prefix + ".ln1", P>(x)));
-      return h + cast<typename X::dtype>(swiglu<Prefix + ".mlp", Cfg::hidden, P>(rms_norm<Prefix + ".ln2", P>(h)));
+      using T = typename X::dtype;
+      auto attn = causal_self_attention<Prefix + ".attn", Cfg::heads, Cfg::head_dim, P>(rms_norm<Prefix + ".ln1", P>(x));
+      auto h = x + dropout<Prefix + ".attn.drop">(cast<T>(attn), lit<detail::dropout_of<Cfg>()>);
+      auto mlp = swiglu<Prefix + ".mlp", Cfg::hidden, P>(rms_norm<Prefix + ".ln2", P>(h));
+      return h + dropout<Prefix + ".mlp.drop">(cast<T>(mlp), lit<detail::dropout_of<Cfg>()>);
     }
   };
 

@@ -1,0 +1,68 @@
+#pragma once
+// The FP8 training policy: autocast<Compute> plus FP8 weight products.
+//
+//   fp8<Recipe, Compute = bf16>
+//       master parameters in f32; norms, softmax and the loss in f32; every
+//       product of an activation with a parameter leaf (linear layers,
+//       attention projections, SwiGLU, lm_head) runs in FP8: the activation
+//       and the weight quantized to e4m3, the incoming gradient in backward
+//       to e5m2 (HYBRID), the exact fp8 values multiplied with f32
+//       accumulation, the result in Compute. Products of two activations
+//       (attention's q k^T and probs v) stay in Compute, as in
+//       TransformerEngine without FP8 attention.
+//
+// Recipe is precision::delayed<History, Margin, Algo> or
+// precision::current<Margin> (fp8_scaling.hpp). Under delayed scaling each
+// product of weight "<w>" has three scaling states in the store, named after
+// it and saved with the parameters:
+//   "<w>.fp8_input", "<w>.fp8_weight", "<w>.fp8_grad"   (each ".scale" and ".amax_history")
+// Inside nn::stack they are per layer like the weight ("layers.{i}.attn.wq.fp8_input.scale").
+#include <ctg/graph/fp8.hpp>
+#include <ctg/precision/policy.hpp>
+
+namespace ctg::precision {
+
+template <class Recipe = delayed<>, class Compute = bf16>
+struct fp8 {
+  static_assert(std::is_same_v<Compute, bf16> || std::is_same_v<Compute, f16> || std::is_same_v<Compute, f32>,
+                "ctg: fp8<Recipe, Compute> computes in bf16, f16 or f32");
+  using param_type = f32;
+  using matmul_type = Compute;
+  using stats_type = f32;
+  using recipe = Recipe;
+};
+
+template <class P>
+inline constexpr bool is_fp8_policy_v = false;
+template <class Recipe, class Compute>
+inline constexpr bool is_fp8_policy_v<fp8<Recipe, Compute>> = true;
+
+namespace detail {
+template <class Recipe>
+inline constexpr bool is_delayed_recipe_v = false;
+template <std::size_t H, int M, amax_algo A>
+inline constexpr bool is_delayed_recipe_v<delayed<H, M, A>> = true;
+
+// The scaling of one fp8 tensor named Name under Recipe.
+template <class Recipe, fixed_string Name>
+using scaling_for = std::conditional_t<is_delayed_recipe_v<Recipe>, scaling::delayed<Name, Recipe>,
+                                       scaling::current<Recipe>>;
+}  // namespace detail
+
+// x @ w for an activation x and a weight w under policy P: in FP8 when P is
+// an fp8 policy and w a leaf (its name keys the scaling state), otherwise
+// both operands cast to P's matmul type.
+template <policy P, expr X, expr W>
+constexpr auto weight_matmul(X x, W w) {
+  if constexpr (is_fp8_policy_v<P> && is_leaf_v<W>) {
+    using R = typename P::recipe;
+    constexpr auto name = W::name;
+    auto xq = quantize<e4m3, detail::scaling_for<R, name + ".fp8_input">>(for_matmul<P>(x));
+    auto wq = quantize<e4m3, detail::scaling_for<R, name + ".fp8_weight">>(w);
+    return fp8_matmul<typename P::matmul_type, detail::scaling_for<R, name + ".fp8_grad">>(xq, wq);
+  } else {
+    return matmul(for_matmul<P>(x), for_matmul<P>(w));
+  }
+}
+
+}  // namespace ctg::precision
