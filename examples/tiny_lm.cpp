@@ -366,6 +366,13 @@ std::string printable(const std::string& s) {
 }
 
 // ---------------------------------------------------------- train, sample ----
+// Cfg with every layer's values kept for backward (for the memory comparison).
+// At namespace scope: a local class may not have static data members.
+template <class Cfg>
+struct keep_all_layers : Cfg {
+  static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::none;
+};
+
 // One run of a compiled step, kept out of line. Inlined into the training
 // loop next to the optimizer's update, g++ 12 -O2/-O3 spends minutes and
 // gigabytes in its loop induction-variable canonicalization ("tree canonical
@@ -441,10 +448,8 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
   // runs): every layer recomputed in backward (this model), and, for
   // comparison, the same model keeping every layer's values.
   {
-    struct keep_all : Cfg {
-      static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::none;
-    };
-    auto kept_step = ctg::value_and_grad(ctg::nn::transformer<keep_all, Policy>::loss(Ids{}, Pos{}, Targets{}));
+    auto kept_step =
+        ctg::value_and_grad(ctg::nn::transformer<keep_all_layers<Cfg>, Policy>::loss(Ids{}, Pos{}, Targets{}));
     auto kept_store = ctg::make_store(dev, kept_step);
     const std::vector<i32> zeros(B * T, 0), pos0(T, 0);
     auto per_token = [&](auto& st) {
