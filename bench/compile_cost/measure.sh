@@ -17,3 +17,7 @@ probe() {  # name, source, extra flags
 probe "mlp2 (fwd+bwd)" bench/compile_cost/mlp2.cpp
 for n in 2 4 8 16; do probe "residual x$n" bench/compile_cost/residual.cpp -DCTG_BLOCKS=$n; done
 for n in 2 12; do probe "tiny_lm stack x$n" bench/compile_cost/tiny_lm.cpp -DCTG_LAYERS=$n; done
+# The demo, one unit per precision policy (as examples/CMakeLists.txt builds it), -O3 like the Release build.
+for f in main train_f32 train_bf16 train_fp8; do
+  probe "examples/tiny_lm/$f" examples/tiny_lm/$f.cpp -O3 -DNDEBUG -DCTG_SOURCE_DIR=\"$PWD\"
+done
