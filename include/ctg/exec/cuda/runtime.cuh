@@ -1,0 +1,139 @@
+#pragma once
+// The CUDA backend's runtime layer: errors, the device (with its stream) and
+// the device memory arena. The fused kernels and cuBLASLt GEMMs of the CUDA
+// store are built on these (issue 6).
+//
+// Every CUDA call goes through CTG_CUDA_CHECK, which turns a failure into a
+// ctg::error naming the call and CUDA's message ("ctg: CUDA call
+// cudaMalloc(&p, bytes) failed: cudaErrorMemoryAllocation: out of memory").
+//
+// Numerics: the element functions are shared with the CPU backend and give
+// the same bits only when neither side fuses a multiply with an add that the
+// source keeps apart, so CUDA code using ctg is compiled with --fmad=false
+// (tests/cuda/CMakeLists.txt); ctg's own math already rounds its products
+// explicitly (core/math.hpp).
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include <ctg/core/error.hpp>
+
+namespace ctg::cuda {
+
+// Throws ctg::error for a failed CUDA runtime call; `call` is its source text.
+inline void check(cudaError_t status, const char* call) {
+  if (status == cudaSuccess) return;
+  throw error(std::string("ctg: CUDA call ") + call + " failed: " + cudaGetErrorName(status) + ": " +
+              cudaGetErrorString(status));
+}
+
+// A kernel launch reports a bad configuration only through the next error
+// query: call this right after a launch, naming the kernel.
+inline void check_launch(const char* kernel) {
+  const cudaError_t status = cudaGetLastError();
+  if (status == cudaSuccess) return;
+  throw error(std::string("ctg: CUDA launch of ") + kernel + " failed: " + cudaGetErrorName(status) + ": " +
+              cudaGetErrorString(status));
+}
+
+#define CTG_CUDA_CHECK(call) ::ctg::cuda::check((call), #call)
+
+// How many devices this process can use (0 when there is no driver or no GPU:
+// never an error, so callers can report themselves skipped).
+inline int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no device" state
+    return 0;
+  }
+  return n;
+}
+
+// One GPU and one stream. Everything a store does on the device is ordered on
+// that stream; sizing decisions read the properties queried here once.
+class device {
+ public:
+  explicit device(int index = 0) : index_(index) {
+    const int n = device_count();
+    if (index < 0 || index >= n)
+      throw error("ctg: CUDA device " + std::to_string(index) + " requested, " + std::to_string(n) +
+                  " present");
+    CTG_CUDA_CHECK(cudaSetDevice(index));
+    cudaDeviceProp p{};
+    CTG_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
+    name_ = p.name;
+    sm_count_ = p.multiProcessorCount;
+    major_ = p.major;
+    minor_ = p.minor;
+    CTG_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~device() {
+    if (stream_) (void)cudaStreamDestroy(stream_);
+  }
+  device(const device&) = delete;
+  device& operator=(const device&) = delete;
+  device(device&& o) noexcept
+      : index_(o.index_), name_(std::move(o.name_)), sm_count_(o.sm_count_), major_(o.major_), minor_(o.minor_),
+        stream_(std::exchange(o.stream_, nullptr)) {}
+
+  int index() const { return index_; }
+  const std::string& name() const { return name_; }
+  int sm_count() const { return sm_count_; }
+  int compute_capability() const { return major_ * 10 + minor_; }
+  // FP8 tensor-core GEMMs (cuBLASLt e4m3/e5m2) need compute capability 8.9+.
+  bool has_fp8_gemm() const { return compute_capability() >= 89; }
+  cudaStream_t stream() const { return stream_; }
+  void synchronize() const { CTG_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  // Blocks for a grid-stride loop over n elements, `per_thread` each: enough
+  // to fill every SM a few times over, never more than the work needs.
+  unsigned blocks_for(std::size_t n, unsigned threads, std::size_t per_thread = 1) const {
+    const std::size_t per_block = std::size_t{threads} * per_thread;
+    const std::size_t needed = (n + per_block - 1) / per_block;
+    const std::size_t fill = std::size_t(sm_count_) * 4;
+    const std::size_t b = needed < fill ? needed : fill;
+    return static_cast<unsigned>(b > 0 ? b : 1);
+  }
+
+ private:
+  int index_ = 0;
+  std::string name_;
+  int sm_count_ = 0, major_ = 0, minor_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+// One device allocation per store, sized by the schedule before a step runs
+// (reserve), so a step itself never allocates. Growing frees the old block:
+// only between steps.
+class arena {
+ public:
+  arena() = default;
+  ~arena() { release(); }
+  arena(const arena&) = delete;
+  arena& operator=(const arena&) = delete;
+  arena(arena&& o) noexcept : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+
+  void reserve(std::size_t bytes) {
+    if (bytes <= bytes_) return;
+    release();
+    void* p = nullptr;
+    CTG_CUDA_CHECK(cudaMalloc(&p, bytes));
+    data_ = static_cast<std::byte*>(p);
+    bytes_ = bytes;
+  }
+  std::byte* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void release() {
+    if (data_) (void)cudaFree(data_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace ctg::cuda
