@@ -54,8 +54,12 @@ struct trainable_leaves<E, tl::list<Ns...>> {
   template <class N>
   static consteval auto keep() {
     if constexpr (is_leaf_v<N>) {
-      if constexpr (N::role == leaf_role::param && has_grad_path_v<E, N>) return tl::list<N>{};
-      else return tl::list<>{};
+      if constexpr (N::role == leaf_role::param) {  // (a path search only for parameters)
+        if constexpr (has_grad_path_v<E, N>) return tl::list<N>{};
+        else return tl::list<>{};
+      } else {
+        return tl::list<>{};
+      }
     } else {
       return tl::list<>{};
     }
