@@ -16,6 +16,8 @@
 #include <ctg/exec/cuda/runtime.cuh>
 #include <ctg/graph/node.hpp>
 
+#include "device_test.hpp"
+
 namespace {
 
 using ctg::detail::f32_bits;
@@ -139,14 +141,7 @@ void check_errors(tally& t) {
 }  // namespace
 
 int main() {
-  if (ctg::cuda::device_count() == 0) {
-    std::printf("no CUDA device: skipped\n");
-    return 77;
-  }
-  try {
-    ctg::cuda::device dev;
-    std::printf("device %d: %s, compute capability %d, %d SMs, fp8 GEMM %s\n", dev.index(), dev.name().c_str(),
-                dev.compute_capability(), dev.sm_count(), dev.has_fp8_gemm() ? "yes" : "no");
+  return run_device_test([](const ctg::cuda::device& dev) {
     tally t;
     const std::vector<float> x = sample_inputs();
     const device_vector<float> dx(x);
@@ -191,10 +186,6 @@ int main() {
       t.report("philox", n, bad, first);
     }
     check_errors(t);
-    std::printf("%s\n", t.failed_checks == 0 ? "all equal" : "MISMATCHES (see above)");
-    return t.failed_checks == 0 ? 0 : 1;
-  } catch (const ctg::error& e) {
-    std::printf("%s\n", e.what());
-    return 1;
-  }
+    return t.failed_checks == 0;
+  });
 }

@@ -36,7 +36,7 @@ template <class S>
 consteval shape_value value_of() {
   shape_value v;
   v.rank = S::rank;
-  for (std::size_t i = 0; i < S::rank; ++i) v.d[i] = S::dims[i];
+  for (std::size_t i = 0; i < v.rank; ++i) v.d[i] = S::dims[i];  // (v.rank: no "i < 0" when S is a scalar)
   return v;
 }
 
@@ -86,8 +86,9 @@ using broadcast_t = shape_from<broadcast_value(value_of<A>(), value_of<B>())>;
 // each of From's dims is 1 or matches To's (a dyn dim matches any non-1 dim).
 template <class From, class To>
 consteval bool stretches_to() {
-  if (From::rank > To::rank) return false;
-  for (std::size_t i = 0; i < From::rank; ++i) {
+  const std::size_t rank = From::rank;  // (not the constant itself: no "i < 0" for scalars)
+  if (rank > To::rank) return false;
+  for (std::size_t i = 0; i < rank; ++i) {
     const dim_t f = From::dims[From::rank - 1 - i], t = To::dims[To::rank - 1 - i];
     if (f != 1 && f != t && f != dyn && t != dyn) return false;
   }

@@ -20,6 +20,7 @@
 #include <ctg/exec/cpu_gemm.hpp>
 #include <ctg/exec/feed.hpp>
 #include <ctg/exec/group_info.hpp>
+#include <ctg/exec/kernel_expr.hpp>
 #include <ctg/exec/runtime_shapes.hpp>
 #include <ctg/graph/autodiff.hpp>
 #include <ctg/graph/program.hpp>
@@ -454,70 +455,30 @@ class store {
     }
   }
 
+  // A group's loop body is kernel::body_t (exec/kernel_expr.hpp): the same
+  // name-free expression type the CUDA kernels evaluate.
   template <std::size_t R>
   struct fused {
     using info = detail::group_info<Step, R>;
     static constexpr std::size_t K = info::ninputs > 0 ? info::ninputs : 1;
     static constexpr std::size_t NR = info::nreductions > 0 ? info::nreductions : 1;
-    struct ctx {
-      const std::byte* ptr[K]{};
-      dim_t base[K]{};
-      dim_t row_pos = 0;  // index along the second-to-last dim (for index-aware ops)
-      random_key key{};   // for random nodes
-      double local[NR]{};
-    };
+    using ctx = kernel::context<K, NR>;
+    using body = kernel::body_t<Step, R>;
 
-    template <std::size_t I>
-    static CTG_FORCEINLINE compute_t<typename node_at<I>::dtype> eval(const ctx& c, dim_t j) {
-      using node = node_at<I>;
-      using T = typename node::dtype;
-      using C = compute_t<T>;
-      if constexpr (node::kind == node_kind::constant) {
-        return static_cast<C>(node::value);
-      } else if constexpr (node::kind == node_kind::random) {
-        // Its element index is what a buffer of its shape would be read at.
-        constexpr std::size_t k = info::info.input_slot[I];
-        const dim_t at = detail::advances_inner<node> ? c.base[k] + j : c.base[k];
-        return static_cast<C>(node::value(c.key, static_cast<std::uint64_t>(at)));
-      } else if constexpr (I != R && table.materialized[I]) {
-        constexpr std::size_t k = info::info.input_slot[I];
-        const T* p = reinterpret_cast<const T*>(c.ptr[k]);
-        if constexpr (detail::advances_inner<node>) return load_as<T>(p[c.base[k] + j]);
-        else return load_as<T>(p[c.base[k]]);
-      } else if constexpr (node::kind == node_kind::reduce) {
-        return static_cast<C>(c.local[info::info.reduction_slot[I]]);
-      } else {
-        static_assert(node::kind == node_kind::elementwise);
-        return [&]<class... X>(tl::list<X...>) {
-          if constexpr (requires { node::op::index_aware; })
-            return round_to<T>(node::op::apply_at(j, c.row_pos, static_cast<C>(eval<tl::index_of_v<X, nodes>>(c, j))...));
-          else
-            return round_to<T>(node::op::apply(static_cast<C>(eval<tl::index_of_v<X, nodes>>(c, j))...));
-        }(typename node::children{});
-      }
-    }
-
-    // Reduce child of reduction node I over j in [0, L).
-    template <std::size_t I>
+    // X's values along the row [0, L), combined by Op in f64, in order.
+    template <class Op, class X>
     static CTG_FORCEINLINE double reduce_row(const ctx& c, dim_t L) {
-      using node = node_at<I>;
-      using Op = typename node::op;
-      constexpr std::size_t child = table.node[I].child[0];
       double acc = Op::template identity<double>();
-      for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(eval<child>(c, j)));
+      for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
       return acc;
     }
 
-    template <std::size_t... S>
-    static CTG_FORCEINLINE void inline_reductions(ctx& c, dim_t L, std::index_sequence<S...>) {
-      auto one = [&]<std::size_t Slot>(std::integral_constant<std::size_t, Slot>) {
-        constexpr std::size_t I = info::info.reduction[Slot];
-        using node = node_at<I>;
-        const double v = node::op::finalize(reduce_row<I>(c, L), static_cast<double>(L));
-        c.local[Slot] = round_to<typename node::dtype>(static_cast<compute_t<typename node::dtype>>(v));
-      };
-      (one(std::integral_constant<std::size_t, S>{}), ...);
-      (void)one;
+    // The row's inlined reductions, in slot order (a later one may read an earlier one).
+    template <class... Rs>
+    static CTG_FORCEINLINE void inline_reductions([[maybe_unused]] ctx& c, [[maybe_unused]] dim_t L, tl::list<Rs...>) {
+      ((c.local[Rs::slot] = round_to<typename Rs::dtype>(static_cast<compute_t<typename Rs::dtype>>(
+            Rs::op::finalize(reduce_row<typename Rs::op, typename Rs::child>(c, L), static_cast<double>(L))))),
+       ...);
     }
   };
 
@@ -580,18 +541,17 @@ class store {
         }
       }
       if constexpr (info::index_aware) c.row_pos = it.rank >= 2 ? row % it.d[it.rank - 2] : 0;
-      F::inline_reductions(c, L, std::make_index_sequence<info::nreductions>{});
+      F::inline_reductions(c, L, kernel::reductions_t<Step, R>{});
       if constexpr (row_reduce) {
-        const double v = F::template reduce_row<R>(c, L);
+        const double v = F::template reduce_row<typename root::op, typename F::body>(c, L);
         out[row] = store_as<T>(root::op::finalize(v, static_cast<double>(L)));
       } else if constexpr (generic_reduce) {
-        constexpr std::size_t child = table.node[R].child[0];
         using Op = typename root::op;
         if constexpr (detail::advances_inner<root>) {
           for (dim_t j = 0; j < L; ++j)
-            acc[out_base + j] = Op::combine(acc[out_base + j], static_cast<double>(F::template eval<child>(c, j)));
+            acc[out_base + j] = Op::combine(acc[out_base + j], static_cast<double>(F::body::value(c, j)));
         } else {
-          acc[out_base] = Op::combine(acc[out_base], F::template reduce_row<R>(c, L));
+          acc[out_base] = Op::combine(acc[out_base], F::template reduce_row<Op, typename F::body>(c, L));
         }
       } else {
         // Blocks of 16 with no loop-carried dependence: the inlined expression
@@ -600,9 +560,9 @@ class store {
         dim_t j = 0;
         for (; j + 16 <= L; j += 16) {
 #pragma GCC ivdep
-          for (dim_t u = 0; u < 16; ++u) o[j + u] = store_as<T>(F::template eval<R>(c, j + u));
+          for (dim_t u = 0; u < 16; ++u) o[j + u] = store_as<T>(F::body::value(c, j + u));
         }
-        for (; j < L; ++j) o[j] = store_as<T>(F::template eval<R>(c, j));
+        for (; j < L; ++j) o[j] = store_as<T>(F::body::value(c, j));
       }
     }
     if constexpr (generic_reduce) {

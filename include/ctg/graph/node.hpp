@@ -154,6 +154,15 @@ struct random_key {
   std::uint32_t layer = 0;
 };
 
+// Dropout's mask value of element `index` on random stream `stream` (a name's
+// hash; each stacked layer gets its own stream): 1/(1-P) where kept, 0 where
+// dropped (probability P).
+template <double P>
+CTG_HD CTG_FORCEINLINE float dropout_value(const random_key& k, std::uint32_t stream, std::uint64_t index) {
+  const float u = philox_uniform(k.seed, k.step, stream + 0x9E3779B9u * k.layer, index);
+  return u >= static_cast<float>(P) ? static_cast<float>(1.0 / (1.0 - P)) : 0.0f;
+}
+
 // Dropout's mask, shape of Like: 1/(1-P) where element i is kept, 0 where it
 // is dropped (probability P). Element i of step s is decided by
 // philox_uniform(seed, s, stream, i) >= P, the stream being the hash of Name
@@ -169,9 +178,9 @@ struct dropout_mask_node {
   static constexpr node_kind kind = node_kind::random;
   static constexpr bool requires_grad = false;
   static constexpr std::uint32_t stream = name_hash(Name.chars, Name.size());
+  static constexpr double probability = P;
   CTG_HD static CTG_FORCEINLINE float value(const random_key& k, std::uint64_t index) {
-    const float u = philox_uniform(k.seed, k.step, stream + 0x9E3779B9u * k.layer, index);
-    return u >= static_cast<float>(P) ? static_cast<float>(1.0 / (1.0 - P)) : 0.0f;
+    return dropout_value<P>(k, stream, index);
   }
 };
 

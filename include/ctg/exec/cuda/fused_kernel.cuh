@@ -1,0 +1,156 @@
+#pragma once
+// One fusion group, one kernel: the group's name-free body
+// (kernel::body_t, exec/kernel_expr.hpp) evaluated by the same CTG_HD code as
+// the CPU loops.
+//   * elementwise groups: one thread per output element, grid-stride;
+//   * row groups (inlined row reductions, e.g. softmax or a norm, and row
+//     reductions as roots): one block per row; each reduction is a CUB block
+//     reduction in f64, in slot order, its result shared with the block
+//     before the row's elements are written.
+// Elementwise results equal the CPU's bit for bit. Reductions combine in a
+// tree, not in row order, so they agree with the CPU within f64 rounding
+// before the single rounding to the node's dtype.
+// (Reductions over other axes and the CUDA store that plans, places and
+// launches these are the next steps of issue 6.)
+#include <cub/block/block_reduce.cuh>
+
+#include <ctg/exec/cuda/runtime.cuh>
+#include <ctg/exec/kernel_expr.hpp>
+
+namespace ctg::cuda {
+
+// The loop of one group: the iteration shape and, per buffer slot, its
+// strides over that shape (0 where the slot broadcasts). The last dim is the
+// row; a slot advances along it with stride 1 or not at all (kernel::load).
+template <std::size_t K>
+struct loop_layout {
+  std::size_t rank = 0;
+  dim_t dims[max_rank]{};
+  dim_t stride[K][max_rank]{};
+
+  __host__ __device__ dim_t row_length() const { return rank ? dims[rank - 1] : 1; }
+  __host__ __device__ dim_t rows() const {
+    dim_t n = 1;
+    for (std::size_t d = 0; d + 1 < rank; ++d) n *= dims[d];
+    return n;
+  }
+  // Point the context at row `row`: each slot's base offset, and the row's
+  // index along the second-to-last dim (for index-aware ops).
+  template <class Ctx>
+  __host__ __device__ void enter_row(Ctx& c, dim_t row) const {
+    for (std::size_t k = 0; k < K; ++k) c.base[k] = 0;
+    c.row_pos = rank >= 2 ? row % dims[rank - 2] : 0;
+    dim_t rest = row;
+    for (std::size_t d = rank > 0 ? rank - 1 : 0; d-- > 0;) {
+      const dim_t idx = rest % dims[d];
+      rest /= dims[d];
+      for (std::size_t k = 0; k < K; ++k) c.base[k] += idx * stride[k][d];
+    }
+  }
+};
+
+// What a kernel is instantiated on: one type naming the group's body, its
+// inlined reductions, its root reduction (void: none) and its output dtype.
+// (One wrapper, not four template arguments: nvcc's host pass spells a
+// kernel's bare type arguments through the typedefs they were reached by,
+// which name the user's graph; inside a template-id it spells them plainly.)
+template <class Body, class Reductions, class RootReduction, class T>
+struct group_desc {
+  using body = Body;
+  using reductions = Reductions;
+  using root_reduction = RootReduction;
+  using dtype = T;
+};
+
+template <class G, std::size_t K, std::size_t NR>
+__global__ void elementwise_group(kernel::context<K, NR> c, loop_layout<K> layout, void* out_bytes) {
+  using Body = typename G::body;
+  using T = typename G::dtype;
+  T* out = static_cast<T*>(out_bytes);
+  const dim_t L = layout.row_length(), total = layout.rows() * L;
+  for (dim_t e = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; e < total; e += dim_t{gridDim.x} * blockDim.x) {
+    kernel::context<K, NR> t = c;
+    layout.enter_row(t, e / L);
+    out[e] = store_as<T>(Body::value(t, e % L));
+  }
+}
+
+namespace detail {
+template <class Op>
+struct combine_with {
+  __device__ double operator()(double a, double b) const { return Op::combine(a, b); }
+};
+
+// Reduction R of the row, over the block: every thread folds a strided part
+// of the row, the block combines the parts, and thread 0 finalizes.
+template <class R, unsigned Threads, class Ctx>
+__device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, double* shared) {
+  using reduce = cub::BlockReduce<double, Threads>;
+  using op = typename R::op;
+  double part = op::template identity<double>();
+  for (dim_t j = threadIdx.x; j < L; j += Threads) part = op::combine(part, static_cast<double>(R::child::value(c, j)));
+  const double all = reduce(*static_cast<typename reduce::TempStorage*>(temp_storage)).Reduce(part, combine_with<op>{});
+  if (threadIdx.x == 0) *shared = op::finalize(all, static_cast<double>(L));
+  __syncthreads();
+  const double v = *shared;
+  __syncthreads();  // temp storage and `shared` are reused by the next reduction
+  return v;
+}
+}  // namespace detail
+
+// Root: either the group's elementwise output (RootReduction = void) or a row
+// reduction written once per row.
+template <class G, unsigned Threads, std::size_t K, std::size_t NR>
+__global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, loop_layout<K> layout, void* out_bytes) {
+  using Body = typename G::body;
+  using Reductions = typename G::reductions;
+  using RootReduction = typename G::root_reduction;
+  using T = typename G::dtype;
+  T* out = static_cast<T*>(out_bytes);
+  __shared__ typename cub::BlockReduce<double, Threads>::TempStorage temp;
+  __shared__ double shared;
+  const dim_t L = layout.row_length(), rows = layout.rows();
+  for (dim_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    kernel::context<K, NR> t = c;
+    layout.enter_row(t, row);
+    [&]<class... Rs>(tl::list<Rs...>) {
+      ((t.local[Rs::slot] = round_to<typename Rs::dtype>(static_cast<compute_t<typename Rs::dtype>>(
+            detail::block_row_reduce<Rs, Threads>(t, L, &temp, &shared)))),
+       ...);
+    }(Reductions{});
+    if constexpr (std::is_void_v<RootReduction>) {
+      for (dim_t j = threadIdx.x; j < L; j += Threads) out[row * L + j] = store_as<T>(Body::value(t, j));
+    } else {
+      using root = kernel::row_reduction<0, RootReduction, T, Body>;
+      const double v = detail::block_row_reduce<root, Threads>(t, L, &temp, &shared);
+      if (threadIdx.x == 0) out[row] = store_as<T>(v);
+    }
+  }
+}
+
+// Launches group R of Step over `layout`, writing `out`, on the device's stream.
+template <class Step, std::size_t R, std::size_t K, std::size_t NR, class T>
+void launch_group(const device& dev, const kernel::context<K, NR>& c, const loop_layout<K>& layout, T* out) {
+  using root = tl::at_t<R, typename Step::nodes>;
+  using reductions = kernel::reductions_t<Step, R>;
+  constexpr bool row_root = root::kind == node_kind::reduce && schedule<Step>::table.node[R].row_reduction;
+  static_assert(root::kind != node_kind::reduce || row_root,
+                "ctg: internal: reductions over other axes have no CUDA kernel yet");
+  constexpr unsigned threads = 256;
+  if constexpr (reductions::size == 0 && !row_root) {
+    const std::size_t total = static_cast<std::size_t>(layout.rows() * layout.row_length());
+    if (total == 0) return;
+    using G = group_desc<kernel::body_t<Step, R>, reductions, void, T>;
+    elementwise_group<G><<<dev.blocks_for(total, threads), threads, 0, dev.stream()>>>(c, layout, out);
+    check_launch("ctg::cuda::elementwise_group");
+  } else {
+    using G = group_desc<kernel::body_t<Step, R>, reductions, std::conditional_t<row_root, typename root::op, void>, T>;
+    const std::size_t rows = static_cast<std::size_t>(layout.rows());
+    if (rows == 0) return;
+    const unsigned blocks = static_cast<unsigned>(rows < 65535 ? rows : 65535);
+    row_group<G, threads><<<blocks, threads, 0, dev.stream()>>>(c, layout, out);
+    check_launch("ctg::cuda::row_group");
+  }
+}
+
+}  // namespace ctg::cuda

@@ -1,0 +1,202 @@
+// Fusion groups of real graphs run as CUDA kernels (exec/cuda/fused_kernel.cuh)
+// and compared with the same group evaluated on the host the way the CPU
+// backend does (row by row, reductions in row order): elementwise groups bit
+// for bit; groups with row reductions within 1 f32 ulp (a block reduction
+// adds in a tree, not in row order).
+//
+// The graphs are built by deduction (auto), never spelled with leaf names in
+// a template argument list: nvcc's host pass cannot write those back
+// (README, "The CUDA backend"). The kernels themselves are instantiated on
+// name-free bodies only.
+// Without a GPU: prints why and returns 77 (ctest: skipped).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+#include <ctg/exec/cuda/fused_kernel.cuh>
+
+#include "device_test.hpp"
+
+namespace {
+
+using ctg::dim_t;
+namespace k = ctg::kernel;
+
+// Run-time dims of node N: its static dims with every ctg::dyn set to `batch`.
+template <class N>
+ctg::cuda::loop_layout<1> dims_of(dim_t batch) {
+  ctg::cuda::loop_layout<1> l;
+  l.rank = N::dims::rank;
+  for (std::size_t d = 0; d < l.rank; ++d) l.dims[d] = N::dims::dims[d] == ctg::dyn ? batch : N::dims::dims[d];
+  return l;
+}
+
+// Strides of a buffer of shape (rank, d) seen from the loop's shape (right-aligned, 0 where it broadcasts).
+template <std::size_t K>
+void set_strides(ctg::cuda::loop_layout<K>& l, std::size_t k, std::size_t rank, const dim_t* d) {
+  dim_t step = 1;
+  for (std::size_t i = l.rank; i-- > 0;) {
+    const std::size_t off = l.rank - rank;
+    if (i < off) {
+      l.stride[k][i] = 0;
+      continue;
+    }
+    const dim_t sd = d[i - off];
+    l.stride[k][i] = sd == 1 ? 0 : step;
+    step *= sd;
+  }
+}
+
+struct device_bytes {
+  ctg::cuda::arena mem;
+  explicit device_bytes(std::size_t n) { mem.reserve(n + 16); }
+};
+
+struct outcome {
+  std::size_t n = 0, differ = 0, beyond_ulp = 0;
+};
+
+// Group `Root` of `Step` (whose slots are all leaves or masks) on `batch`
+// rows: random leaf values, the kernel's output against the host's.
+template <class Step, class Root>
+outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed) {
+  using nodes = typename Step::nodes;
+  constexpr std::size_t R = ctg::tl::index_of_v<Root, nodes>;
+  using info = ctg::detail::group_info<Step, R>;
+  constexpr std::size_t K = info::ninputs > 0 ? info::ninputs : 1;
+  constexpr std::size_t NR = info::nreductions > 0 ? info::nreductions : 1;
+  using T = typename Root::dtype;
+  using iter = ctg::tl::at_t<info::iteration_node, nodes>;
+
+  ctg::cuda::loop_layout<K> layout;
+  {
+    const auto d = dims_of<iter>(batch);
+    layout.rank = d.rank;
+    for (std::size_t i = 0; i < d.rank; ++i) layout.dims[i] = d.dims[i];
+  }
+  k::context<K, NR> host_ctx, dev_ctx;
+  host_ctx.key = dev_ctx.key = {2026, 3, 1};
+  std::vector<std::vector<std::byte>> host_bufs;
+  std::vector<device_bytes> dev_bufs;
+  host_bufs.reserve(K);
+  dev_bufs.reserve(K);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  [&]<std::size_t... S>(std::index_sequence<S...>) {
+    auto one = [&]<std::size_t Slot>(std::integral_constant<std::size_t, Slot>) {
+      using N = ctg::tl::at_t<info::info.input[Slot], nodes>;
+      const auto d = dims_of<N>(batch);
+      set_strides(layout, Slot, d.rank, d.dims);
+      if constexpr (N::kind == ctg::node_kind::leaf) {
+        using E = typename N::dtype;
+        std::size_t n = 1;
+        for (std::size_t i = 0; i < d.rank; ++i) n *= static_cast<std::size_t>(d.dims[i]);
+        std::vector<std::byte> h(n * sizeof(E));
+        for (std::size_t i = 0; i < n; ++i) {
+          const E v = ctg::store_as<E>(u(rng));
+          std::memcpy(h.data() + i * sizeof(E), &v, sizeof(E));
+        }
+        dev_bufs.emplace_back(h.size());
+        CTG_CUDA_CHECK(cudaMemcpy(dev_bufs.back().mem.data(), h.data(), h.size(), cudaMemcpyHostToDevice));
+        host_bufs.push_back(std::move(h));
+        host_ctx.ptr[Slot] = host_bufs.back().data();
+        dev_ctx.ptr[Slot] = dev_bufs.back().mem.data();
+      } else {
+        static_assert(N::kind == ctg::node_kind::random, "this test feeds leaves only");
+      }
+    };
+    (one(std::integral_constant<std::size_t, S>{}), ...);
+  }(std::make_index_sequence<info::ninputs>{});
+
+  constexpr bool row_root = Root::kind == ctg::node_kind::reduce;
+  const dim_t L = layout.row_length(), rows = layout.rows();
+  const std::size_t out_n = static_cast<std::size_t>(row_root ? rows : rows * L);
+
+  // The host: the CPU backend's order (reductions along the row, in slot order).
+  std::vector<T> want(out_n);
+  using body = k::body_t<Step, R>;
+  for (dim_t row = 0; row < rows; ++row) {
+    auto c = host_ctx;
+    layout.enter_row(c, row);
+    auto reduce = [&]<class Op, class X>(std::type_identity<Op>, std::type_identity<X>) {
+      double acc = Op::template identity<double>();
+      for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
+      return Op::finalize(acc, static_cast<double>(L));
+    };
+    [&]<class... Rs>(ctg::tl::list<Rs...>) {
+      ((c.local[Rs::slot] = ctg::round_to<typename Rs::dtype>(static_cast<ctg::compute_t<typename Rs::dtype>>(
+            reduce(std::type_identity<typename Rs::op>{}, std::type_identity<typename Rs::child>{})))),
+       ...);
+    }(k::reductions_t<Step, R>{});
+    if constexpr (row_root)
+      want[row] = ctg::store_as<T>(reduce(std::type_identity<typename Root::op>{}, std::type_identity<body>{}));
+    else
+      for (dim_t j = 0; j < L; ++j) want[row * L + j] = ctg::store_as<T>(body::value(c, j));
+  }
+
+  device_bytes out(out_n * sizeof(T));
+  ctg::cuda::launch_group<Step, R>(dev, dev_ctx, layout, reinterpret_cast<T*>(out.mem.data()));
+  dev.synchronize();
+  std::vector<T> got(out_n);
+  CTG_CUDA_CHECK(cudaMemcpy(got.data(), out.mem.data(), out_n * sizeof(T), cudaMemcpyDeviceToHost));
+
+  outcome o;
+  o.n = out_n;
+  for (std::size_t i = 0; i < out_n; ++i) {
+    const float a = ctg::load_as<T>(got[i]), b = ctg::load_as<T>(want[i]);
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) == 0 || (a != a && b != b)) continue;
+    ++o.differ;
+    if (std::nextafter(a, b) != b) ++o.beyond_ulp;
+  }
+  return o;
+}
+
+template <class Step, class Root>
+bool check(const ctg::cuda::device& dev, const char* what, Step, Root, bool bitwise) {
+  bool ok = true;
+  for (dim_t batch : {dim_t{1}, dim_t{7}, dim_t{1000}}) {
+    const outcome o = run_group<Step, Root>(dev, batch, static_cast<std::uint32_t>(batch));
+    const bool pass = bitwise ? o.differ == 0 : o.beyond_ulp == 0;
+    std::printf("%-34s batch %5ld: %8zu outputs, %zu differ (%zu by more than 1 ulp): %s\n", what,
+                static_cast<long>(batch), o.n, o.differ, o.beyond_ulp, pass ? "ok" : "WRONG");
+    ok = ok && pass;
+  }
+  return ok;
+}
+
+using X8 = ctg::input<"x", ctg::f32, ctg::dyn, 8>;
+using Bias8 = ctg::param<"b", ctg::f32, 8>;
+using X37 = ctg::input<"x", ctg::f32, ctg::dyn, 37>;
+using H8 = ctg::input<"h", ctg::bf16, ctg::dyn, 8>;
+using X300 = ctg::input<"x", ctg::f32, ctg::dyn, 300>;
+
+}  // namespace
+
+int main() {
+  return run_device_test([](const ctg::cuda::device& dev) {
+    bool ok = true;
+    {
+      auto y = ctg::exp(X8{} * ctg::lit<0.5> + Bias8{});  // a broadcast bias: elementwise group
+      ok = check(dev, "exp(x * 0.5 + b)", ctg::forward(y), y, true) && ok;
+    }
+    {
+      auto y = ctg::dropout<"drop">(ctg::tanh(H8{}), ctg::lit<0.25>);  // bf16, a Philox mask
+      ok = check(dev, "dropout(tanh(h)), bf16", ctg::forward(y), y, true) && ok;
+    }
+    {
+      auto y = ctg::softmax<1>(X37{});  // two inlined row reductions
+      ok = check(dev, "softmax<1>(x), rows of 37", ctg::forward(y), y, false) && ok;
+    }
+    {
+      auto y = ctg::mean<1>(ctg::square(X300{}));  // a row reduction as the root
+      ok = check(dev, "mean<1>(square(x)), rows of 300", ctg::forward(y), y, false) && ok;
+    }
+    return ok;
+  });
+}
