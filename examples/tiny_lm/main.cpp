@@ -36,6 +36,12 @@
 namespace tiny_lm {
 namespace {
 
+// The fp8 policy's unit (train_fp8.cpp) is built only with -DCTG_TINY_LM_FP8=ON.
+#ifndef TINY_LM_FP8
+#define TINY_LM_FP8 0
+#endif
+constexpr bool fp8_compiled = TINY_LM_FP8 != 0;
+
 void print_usage() {
   std::printf(R"(usage: tiny_lm [flags]
 
@@ -53,7 +59,8 @@ Trains a character-level decoder-only transformer (ctg::nn::transformer: 2 layer
                     bf16  f32 master parameters, bf16 matmuls, f32 norms/softmax/loss
                           (ctg::precision::autocast<bf16>)
                     fp8   as bf16, but every weight product in FP8: e4m3 activations and
-                          weights, e5m2 gradients, delayed scaling (ctg::precision::fp8)
+                          weights, e5m2 gradients, delayed scaling (ctg::precision::fp8).
+                          %s
   --seed N          seed of the initial parameters, the batches and the sampling (default 1)
   --lr X            peak learning rate, in (0, 1] (default 0.003): linear warmup over the
                     first 10%% of the steps, then cosine decay to lr/10. AdamW with weight
@@ -74,6 +81,8 @@ would the rarest bytes of a text with more distinct bytes than ids.
 A bad flag or value exits with code 2.
 )",
               static_cast<long long>(max_seq), static_cast<long long>(max_seq), compiled_widths_text().c_str(),
+              fp8_compiled ? "(compiled in)"
+                           : "Not in this build: configure with -DCTG_TINY_LM_FP8=ON (~2 more minutes of compile)",
               static_cast<long long>(lm_config<64>::vocab));
 }
 
@@ -132,6 +141,9 @@ bool parse_flags(int argc, char** argv, options& o) {
     } else if (flag == "--policy") {
       if (value != "f32" && value != "bf16" && value != "fp8")
         throw usage_error("--policy takes f32, bf16 or fp8, found '" + value + "'");
+      if (value == "fp8" && !fp8_compiled)
+        throw usage_error("--policy fp8 is not compiled into this build: its graphs cost ~2 minutes of compile; "
+                          "configure with -DCTG_TINY_LM_FP8=ON (e.g. cmake --preset default -DCTG_TINY_LM_FP8=ON)");
       o.policy = value;
     } else if (flag == "--seed") {
       char* end = nullptr;
@@ -198,7 +210,9 @@ int main(int argc, char** argv) {
     }
     const corpus c = load_corpus(o);
     if (o.policy == "bf16") return train_bf16(o, c);
+#if TINY_LM_FP8
     if (o.policy == "fp8") return train_fp8(o, c);
+#endif
     return train_f32(o, c);
   } catch (const usage_error& e) {
     std::fprintf(stderr, "tiny_lm: %s\nrun 'tiny_lm --help' for the flags\n", e.what());
