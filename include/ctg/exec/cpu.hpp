@@ -760,7 +760,8 @@ class store {
   }
 
   // Each batch: the payloads converted to f32 (exactly), multiplied and summed
-  // in f32, times scale_inv(A) * scale_inv(B), rounded once to the result type.
+  // in f32 by cpu::gemm (one FMA chain per output, in k order), times
+  // scale_inv(A) * scale_inv(B), rounded once to the result type.
   template <std::size_t R>
   void run_fp8_matmul() {
     using node = node_at<R>;
@@ -785,7 +786,7 @@ class store {
     const float scale = fp8_side<ia>()[2] * fp8_side<ib>()[2];
     fp8_a_.resize(static_cast<std::size_t>(M * K));
     fp8_b_.resize(static_cast<std::size_t>(K * Nn));
-    accf_.resize(std::max<std::size_t>(accf_.size(), static_cast<std::size_t>(Nn)));
+    accf_.resize(std::max<std::size_t>(accf_.size(), static_cast<std::size_t>(M * Nn)));
     for (dim_t b = 0, nbatch = batch.numel(); b < nbatch; ++b) {
       dim_t oa = 0, ob = 0, rest = b;
       for (std::size_t d = batch.rank; d-- > 0;) {
@@ -803,16 +804,9 @@ class store {
         for (dim_t j = 0; j < Nn; ++j)
           fp8_b_[k * Nn + j] = to_float(node::transpose_b ? bm[j * K + k] : bm[k * Nn + j]);
       float* acc = accf_.data();
+      gemm(M, Nn, K, fp8_a_.data(), fp8_b_.data(), acc, gemm_ws_);
       TC* cm = Cout + b * M * Nn;
-      for (dim_t i = 0; i < M; ++i) {
-        for (dim_t j = 0; j < Nn; ++j) acc[j] = 0.0f;
-        for (dim_t k = 0; k < K; ++k) {
-          const float av = fp8_a_[i * K + k];
-          const float* brow = fp8_b_.data() + k * Nn;
-          for (dim_t j = 0; j < Nn; ++j) acc[j] += av * brow[j];
-        }
-        for (dim_t j = 0; j < Nn; ++j) cm[i * Nn + j] = store_as<TC>(acc[j] * scale);
-      }
+      for (dim_t i = 0, n = M * Nn; i < n; ++i) cm[i] = store_as<TC>(acc[i] * scale);
     }
   }
 
