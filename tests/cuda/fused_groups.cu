@@ -30,27 +30,11 @@ namespace k = ctg::kernel;
 
 // Run-time dims of node N: its static dims with every ctg::dyn set to `batch`.
 template <class N>
-ctg::cuda::loop_layout<1> dims_of(dim_t batch) {
-  ctg::cuda::loop_layout<1> l;
+ctg::kernel::loop_layout<1> dims_of(dim_t batch) {
+  ctg::kernel::loop_layout<1> l;
   l.rank = N::dims::rank;
   for (std::size_t d = 0; d < l.rank; ++d) l.dims[d] = N::dims::dims[d] == ctg::dyn ? batch : N::dims::dims[d];
   return l;
-}
-
-// Strides of a buffer of shape (rank, d) seen from the loop's shape (right-aligned, 0 where it broadcasts).
-template <std::size_t K>
-void set_strides(ctg::cuda::loop_layout<K>& l, std::size_t k, std::size_t rank, const dim_t* d) {
-  dim_t step = 1;
-  for (std::size_t i = l.rank; i-- > 0;) {
-    const std::size_t off = l.rank - rank;
-    if (i < off) {
-      l.stride[k][i] = 0;
-      continue;
-    }
-    const dim_t sd = d[i - off];
-    l.stride[k][i] = sd == 1 ? 0 : step;
-    step *= sd;
-  }
 }
 
 struct device_bytes {
@@ -74,7 +58,7 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
   using T = typename Root::dtype;
   using iter = ctg::tl::at_t<info::iteration_node, nodes>;
 
-  ctg::cuda::loop_layout<K> layout;
+  ctg::kernel::loop_layout<K> layout;
   {
     const auto d = dims_of<iter>(batch);
     layout.rank = d.rank;
@@ -92,7 +76,7 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
     auto one = [&]<std::size_t Slot>(std::integral_constant<std::size_t, Slot>) {
       using N = ctg::tl::at_t<info::info.input[Slot], nodes>;
       const auto d = dims_of<N>(batch);
-      set_strides(layout, Slot, d.rank, d.dims);
+      layout.set_slot(Slot, d.rank, d.dims);
       if constexpr (N::kind == ctg::node_kind::leaf) {
         using E = typename N::dtype;
         std::size_t n = 1;

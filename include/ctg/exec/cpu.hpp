@@ -21,6 +21,7 @@
 #include <ctg/exec/feed.hpp>
 #include <ctg/exec/group_info.hpp>
 #include <ctg/exec/kernel_expr.hpp>
+#include <ctg/exec/loop_layout.hpp>
 #include <ctg/exec/runtime_shapes.hpp>
 #include <ctg/graph/autodiff.hpp>
 #include <ctg/graph/program.hpp>
@@ -442,17 +443,7 @@ class store {
 
   // Strides of a buffer of shape `s` seen from a loop over shape `it` (right-aligned, 0 where it broadcasts).
   static void loop_strides(const rt_shape& s, const rt_shape& it, dim_t* stride) {
-    dim_t step = 1;
-    for (std::size_t d = it.rank; d-- > 0;) {
-      const std::size_t off = it.rank - s.rank;
-      if (d < off) {
-        stride[d] = 0;
-        continue;
-      }
-      const dim_t sd = s.d[d - off];
-      stride[d] = sd == 1 ? 0 : step;
-      step *= sd;
-    }
+    kernel::broadcast_strides(s.rank, s.d, it.rank, stride);
   }
 
   // A group's loop body is kernel::body_t (exec/kernel_expr.hpp): the same
@@ -493,12 +484,14 @@ class store {
     T* out = reinterpret_cast<T*>(buf_[R]);
     typename F::ctx c;
     c.key = key_;
-    dim_t stride[F::K][max_rank]{};
+    kernel::loop_layout<F::K> layout;
+    layout.rank = it.rank;
+    for (std::size_t d = 0; d < it.rank; ++d) layout.dims[d] = it.d[d];
     bool all_same = info::nreductions == 0;
     for (std::size_t k = 0; k < info::ninputs; ++k) {
       c.ptr[k] = buf_[info::info.input[k]];
       const rt_shape& s = shapes_[info::info.input[k]];
-      loop_strides(s, it, stride[k]);
+      layout.set_slot(k, s.rank, s.d);
       all_same = all_same && s == it;
     }
     if (total == 0) return;
@@ -516,7 +509,6 @@ class store {
     const bool flat = inputs_advance && all_same && !row_reduce && !generic_reduce && !info::index_aware;
     const dim_t L = flat ? total : it.last();
     const dim_t rows = total / (L ? L : 1);
-    const std::size_t outer = it.rank > 0 ? it.rank - 1 : 0;
 
     dim_t out_stride[max_rank]{};
     double* acc = acc_.data();
@@ -527,20 +519,8 @@ class store {
       std::fill(acc, acc + out_count, root::op::template identity<double>());
     }
     for (dim_t row = 0; row < rows; ++row) {
-      dim_t out_base = 0;
-      if (flat) {
-        for (std::size_t k = 0; k < info::ninputs; ++k) c.base[k] = 0;
-      } else {
-        dim_t rest = row;
-        for (std::size_t k = 0; k < info::ninputs; ++k) c.base[k] = 0;
-        for (std::size_t d = outer; d-- > 0;) {
-          const dim_t idx = rest % it.d[d];
-          rest /= it.d[d];
-          for (std::size_t k = 0; k < info::ninputs; ++k) c.base[k] += idx * stride[k][d];
-          out_base += idx * out_stride[d];
-        }
-      }
-      if constexpr (info::index_aware) c.row_pos = it.rank >= 2 ? row % it.d[it.rank - 2] : 0;
+      if (!flat) layout.enter_row(c, row);  // flat: one row, every base 0
+      const dim_t out_base = generic_reduce ? layout.row_offset(row, out_stride) : 0;
       F::inline_reductions(c, L, kernel::reductions_t<Step, R>{});
       if constexpr (row_reduce) {
         const double v = F::template reduce_row<typename root::op, typename F::body>(c, L);

@@ -16,38 +16,9 @@
 
 #include <ctg/exec/cuda/runtime.cuh>
 #include <ctg/exec/kernel_expr.hpp>
+#include <ctg/exec/loop_layout.hpp>
 
 namespace ctg::cuda {
-
-// The loop of one group: the iteration shape and, per buffer slot, its
-// strides over that shape (0 where the slot broadcasts). The last dim is the
-// row; a slot advances along it with stride 1 or not at all (kernel::load).
-template <std::size_t K>
-struct loop_layout {
-  std::size_t rank = 0;
-  dim_t dims[max_rank]{};
-  dim_t stride[K][max_rank]{};
-
-  __host__ __device__ dim_t row_length() const { return rank ? dims[rank - 1] : 1; }
-  __host__ __device__ dim_t rows() const {
-    dim_t n = 1;
-    for (std::size_t d = 0; d + 1 < rank; ++d) n *= dims[d];
-    return n;
-  }
-  // Point the context at row `row`: each slot's base offset, and the row's
-  // index along the second-to-last dim (for index-aware ops).
-  template <class Ctx>
-  __host__ __device__ void enter_row(Ctx& c, dim_t row) const {
-    for (std::size_t k = 0; k < K; ++k) c.base[k] = 0;
-    c.row_pos = rank >= 2 ? row % dims[rank - 2] : 0;
-    dim_t rest = row;
-    for (std::size_t d = rank > 0 ? rank - 1 : 0; d-- > 0;) {
-      const dim_t idx = rest % dims[d];
-      rest /= dims[d];
-      for (std::size_t k = 0; k < K; ++k) c.base[k] += idx * stride[k][d];
-    }
-  }
-};
 
 // What a kernel is instantiated on: one type naming the group's body, its
 // inlined reductions, its root reduction (void: none) and its output dtype.
@@ -63,7 +34,7 @@ struct group_desc {
 };
 
 template <class G, std::size_t K, std::size_t NR>
-__global__ void elementwise_group(kernel::context<K, NR> c, loop_layout<K> layout, void* out_bytes) {
+__global__ void elementwise_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes) {
   using Body = typename G::body;
   using T = typename G::dtype;
   T* out = static_cast<T*>(out_bytes);
@@ -101,7 +72,7 @@ __device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, do
 // Root: either the group's elementwise output (RootReduction = void) or a row
 // reduction written once per row.
 template <class G, unsigned Threads, std::size_t K, std::size_t NR>
-__global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, loop_layout<K> layout, void* out_bytes) {
+__global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes) {
   using Body = typename G::body;
   using Reductions = typename G::reductions;
   using RootReduction = typename G::root_reduction;
@@ -130,7 +101,7 @@ __global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, l
 
 // Launches group R of Step over `layout`, writing `out`, on the device's stream.
 template <class Step, std::size_t R, std::size_t K, std::size_t NR, class T>
-void launch_group(const device& dev, const kernel::context<K, NR>& c, const loop_layout<K>& layout, T* out) {
+void launch_group(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout, T* out) {
   using root = tl::at_t<R, typename Step::nodes>;
   using reductions = kernel::reductions_t<Step, R>;
   constexpr bool row_root = root::kind == node_kind::reduce && schedule<Step>::table.node[R].row_reduction;
