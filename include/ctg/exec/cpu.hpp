@@ -141,6 +141,19 @@ class store {
     return {reinterpret_cast<const typename L::dtype*>(grads_.data() + layout.grad_offset[i]), numel_of<L>()};
   }
 
+  // The same, naming the leaf by a value: store.param(W{}), store.grad(W{})
+  // (the form for .cu files; see ctg::feed(X{}, ...)).
+  template <class L>
+    requires is_leaf_v<L>
+  std::span<typename L::dtype> param(L) {
+    return param<L>();
+  }
+  template <class L>
+    requires is_leaf_v<L>
+  std::span<const typename L::dtype> grad(L) {
+    return grad<L>();
+  }
+
   // The value of the step's first output (the loss, or forward(e)'s e) after the last step.
   auto value() const {
     using out = tl::at_t<0, typename Step::outputs>;

@@ -35,4 +35,13 @@ feed_t<Leaf> feed(std::span<const typename Leaf::dtype> data, Sizes... sizes) {
   return f;
 }
 
+// feed(X{}, data, sizes...): the same, naming the leaf by a value. In a .cu
+// file this is the form to use: nvcc's host pass cannot spell a leaf's name
+// inside a template argument list (README, "The CUDA backend").
+template <class Leaf, class... Sizes>
+  requires is_leaf_v<Leaf>
+feed_t<Leaf> feed(Leaf, std::span<const typename Leaf::dtype> data, Sizes... sizes) {
+  return feed<Leaf>(data, sizes...);
+}
+
 }  // namespace ctg

@@ -1,0 +1,42 @@
+// Naming a leaf by value (store.param(W{}), store.grad(W{}), ctg::feed(X{}, ...))
+// reaches the same storage and feeds the same data as naming it by template
+// argument (the by-value form is what .cu files use; tests/cuda/host_step.cu).
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+
+namespace {
+using X = ctg::input<"x", ctg::f32, ctg::dyn, 6>;
+using W = ctg::param<"w", ctg::f32, 6, 3>;
+}  // namespace
+
+TEST_CASE("store.param(W{}) and store.grad(W{}) are store.param<W>() and store.grad<W>()") {
+  auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::matmul(X{}, W{}))));
+  ctg::cpu::device dev;
+  auto store = ctg::make_store(dev, step);
+  CHECK(store.param(W{}).data() == store.param<W>().data());
+  CHECK(store.param(W{}).size() == store.param<W>().size());
+  CHECK(store.grad(W{}).data() == store.grad<W>().data());
+  CHECK(store.grad(W{}).size() == 18);
+}
+
+TEST_CASE("ctg::feed(X{}, data, sizes...) feeds what ctg::feed<X>(data, sizes...) feeds") {
+  auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::matmul(X{}, W{}))));
+  ctg::cpu::device dev;
+  auto a = ctg::make_store(dev, step);
+  auto b = ctg::make_store(dev, step);
+  for (std::size_t i = 0; i < 18; ++i) a.param<W>()[i] = b.param<W>()[i] = 0.1f * static_cast<float>(i) - 0.8f;
+  std::vector<float> x(4 * 6);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i % 5) - 0.5f;
+  const auto by_value = ctg::feed(X{}, x, 4);
+  static_assert(std::is_same_v<decltype(by_value), const ctg::feed_t<X>>);
+  CHECK(by_value.data.data() == x.data());
+  CHECK(by_value.dyn_dims[0] == 4);
+  const float la = step(a, by_value), lb = step(b, ctg::feed<X>(x, 4));
+  CHECK(std::memcmp(&la, &lb, sizeof la) == 0);
+  CHECK(la > 0.0f);
+  CHECK(std::memcmp(a.grad<W>().data(), b.grad<W>().data(), 18 * sizeof(float)) == 0);
+}
