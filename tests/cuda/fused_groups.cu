@@ -28,13 +28,13 @@ namespace {
 using ctg::dim_t;
 namespace k = ctg::kernel;
 
-// Run-time dims of node N: its static dims with every ctg::dyn set to `batch`.
+// Run-time shape of node N: its static dims with every ctg::dyn set to `batch`.
 template <class N>
-ctg::kernel::loop_layout<1> dims_of(dim_t batch) {
-  ctg::kernel::loop_layout<1> l;
-  l.rank = N::dims::rank;
-  for (std::size_t d = 0; d < l.rank; ++d) l.dims[d] = N::dims::dims[d] == ctg::dyn ? batch : N::dims::dims[d];
-  return l;
+ctg::rt_shape dims_of(dim_t batch) {
+  ctg::rt_shape s;
+  s.rank = N::dims::rank;
+  for (std::size_t d = 0; d < s.rank; ++d) s.d[d] = N::dims::dims[d] == ctg::dyn ? batch : N::dims::dims[d];
+  return s;
 }
 
 struct device_bytes {
@@ -62,7 +62,7 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
   {
     const auto d = dims_of<iter>(batch);
     layout.rank = d.rank;
-    for (std::size_t i = 0; i < d.rank; ++i) layout.dims[i] = d.dims[i];
+    for (std::size_t i = 0; i < d.rank; ++i) layout.dims[i] = d.d[i];
   }
   k::context<K, NR> host_ctx, dev_ctx;
   host_ctx.key = dev_ctx.key = {2026, 3, 1};
@@ -76,11 +76,10 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
     auto one = [&]<std::size_t Slot>(std::integral_constant<std::size_t, Slot>) {
       using N = ctg::tl::at_t<info::info.input[Slot], nodes>;
       const auto d = dims_of<N>(batch);
-      layout.set_slot(Slot, d.rank, d.dims);
+      layout.set_slot(Slot, d.rank, d.d);
       if constexpr (N::kind == ctg::node_kind::leaf) {
         using E = typename N::dtype;
-        std::size_t n = 1;
-        for (std::size_t i = 0; i < d.rank; ++i) n *= static_cast<std::size_t>(d.dims[i]);
+        const std::size_t n = static_cast<std::size_t>(d.numel());
         std::vector<std::byte> h(n * sizeof(E));
         for (std::size_t i = 0; i < n; ++i) {
           const E v = ctg::store_as<E>(u(rng));
@@ -108,20 +107,15 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
   for (dim_t row = 0; row < rows; ++row) {
     auto c = host_ctx;
     layout.enter_row(c, row);
-    auto reduce = [&]<class Op, class X>(std::type_identity<Op>, std::type_identity<X>) {
-      double acc = Op::template identity<double>();
-      for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
-      return Op::finalize(acc, static_cast<double>(L));
-    };
     [&]<class... Rs>(ctg::tl::list<Rs...>) {
-      ((c.local[Rs::slot] = ctg::round_to<typename Rs::dtype>(static_cast<ctg::compute_t<typename Rs::dtype>>(
-            reduce(std::type_identity<typename Rs::op>{}, std::type_identity<typename Rs::child>{})))),
-       ...);
+      ((c.local[Rs::slot] = Rs::value_of(Rs::combine_in_order(c, L), L)), ...);
     }(k::reductions_t<Step, R>{});
-    if constexpr (row_root)
-      want[row] = ctg::store_as<T>(reduce(std::type_identity<typename Root::op>{}, std::type_identity<body>{}));
-    else
+    if constexpr (row_root) {
+      using rr = k::row_reduction<0, typename Root::op, T, body>;
+      want[row] = ctg::store_as<T>(rr::value_of(rr::combine_in_order(c, L), L));
+    } else {
       for (dim_t j = 0; j < L; ++j) want[row * L + j] = ctg::store_as<T>(body::value(c, j));
+    }
   }
 
   device_bytes out(out_n * sizeof(T));

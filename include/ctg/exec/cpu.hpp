@@ -468,21 +468,14 @@ class store {
     static constexpr std::size_t NR = info::nreductions > 0 ? info::nreductions : 1;
     using ctx = kernel::context<K, NR>;
     using body = kernel::body_t<Step, R>;
-
-    // X's values along the row [0, L), combined by Op in f64, in order.
-    template <class Op, class X>
-    static CTG_FORCEINLINE double reduce_row(const ctx& c, dim_t L) {
-      double acc = Op::template identity<double>();
-      for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
-      return acc;
-    }
+    // The root of a reduction group, as a row reduction of the body.
+    template <class Op>
+    using root_reduction = kernel::row_reduction<0, Op, typename node_at<R>::dtype, body>;
 
     // The row's inlined reductions, in slot order (a later one may read an earlier one).
     template <class... Rs>
     static CTG_FORCEINLINE void inline_reductions([[maybe_unused]] ctx& c, [[maybe_unused]] dim_t L, tl::list<Rs...>) {
-      ((c.local[Rs::slot] = round_to<typename Rs::dtype>(static_cast<compute_t<typename Rs::dtype>>(
-            Rs::op::finalize(reduce_row<typename Rs::op, typename Rs::child>(c, L), static_cast<double>(L))))),
-       ...);
+      ((c.local[Rs::slot] = Rs::value_of(Rs::combine_in_order(c, L), L)), ...);
     }
   };
 
@@ -536,15 +529,15 @@ class store {
       const dim_t out_base = generic_reduce ? layout.row_offset(row, out_stride) : 0;
       F::inline_reductions(c, L, kernel::reductions_t<Step, R>{});
       if constexpr (row_reduce) {
-        const double v = F::template reduce_row<typename root::op, typename F::body>(c, L);
-        out[row] = store_as<T>(root::op::finalize(v, static_cast<double>(L)));
+        using rr = typename F::template root_reduction<typename root::op>;
+        out[row] = store_as<T>(rr::value_of(rr::combine_in_order(c, L), L));
       } else if constexpr (generic_reduce) {
         using Op = typename root::op;
         if constexpr (detail::advances_inner<root>) {
           for (dim_t j = 0; j < L; ++j)
             acc[out_base + j] = Op::combine(acc[out_base + j], static_cast<double>(F::body::value(c, j)));
         } else {
-          acc[out_base] = Op::combine(acc[out_base], F::template reduce_row<Op, typename F::body>(c, L));
+          acc[out_base] = Op::combine(acc[out_base], F::template root_reduction<Op>::combine_in_order(c, L));
         }
       } else {
         // Blocks of 16 with no loop-carried dependence: the inlined expression

@@ -96,14 +96,26 @@ struct apply {
   }
 };
 
-// Reduction Slot of a row: Op over X's values along the row, finalized and
-// rounded to T. (The CPU walks the row in order; a GPU combines in a tree.)
+// Reduction Slot of a row: Op over X's values along the row, combined in
+// f64, finalized, rounded once to T. (The CPU combines in row order,
+// combine_in_order; a GPU block combines in a tree, then both take value_of.)
 template <std::size_t Slot, class Op, class T, class X>
 struct row_reduction {
   using op = Op;
   using dtype = T;
   using child = X;
   static constexpr std::size_t slot = Slot;
+
+  template <class Ctx>
+  CTG_HD static CTG_FORCEINLINE double combine_in_order(const Ctx& c, dim_t L) {
+    double acc = Op::template identity<double>();
+    for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
+    return acc;
+  }
+  // The row's value (what local<Slot, T> reads) from the combination of its L elements.
+  CTG_HD static CTG_FORCEINLINE double value_of(double combined, dim_t L) {
+    return round_to<T>(static_cast<compute_t<T>>(Op::finalize(combined, static_cast<double>(L))));
+  }
 };
 
 // The identity: ops that only mark the graph (broadcast, no_grad, checkpoint)

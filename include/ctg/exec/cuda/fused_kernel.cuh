@@ -53,7 +53,7 @@ struct combine_with {
 };
 
 // Reduction R of the row, over the block: every thread folds a strided part
-// of the row, the block combines the parts, and thread 0 finalizes.
+// of the row, the block combines the parts, and thread 0 takes R's value.
 template <class R, unsigned Threads, class Ctx>
 __device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, double* shared) {
   using reduce = cub::BlockReduce<double, Threads>;
@@ -61,7 +61,7 @@ __device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, do
   double part = op::template identity<double>();
   for (dim_t j = threadIdx.x; j < L; j += Threads) part = op::combine(part, static_cast<double>(R::child::value(c, j)));
   const double all = reduce(*static_cast<typename reduce::TempStorage*>(temp_storage)).Reduce(part, combine_with<op>{});
-  if (threadIdx.x == 0) *shared = op::finalize(all, static_cast<double>(L));
+  if (threadIdx.x == 0) *shared = R::value_of(all, L);
   __syncthreads();
   const double v = *shared;
   __syncthreads();  // temp storage and `shared` are reused by the next reduction
@@ -85,9 +85,7 @@ __global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, k
     kernel::context<K, NR> t = c;
     layout.enter_row(t, row);
     [&]<class... Rs>(tl::list<Rs...>) {
-      ((t.local[Rs::slot] = round_to<typename Rs::dtype>(static_cast<compute_t<typename Rs::dtype>>(
-            detail::block_row_reduce<Rs, Threads>(t, L, &temp, &shared)))),
-       ...);
+      ((t.local[Rs::slot] = detail::block_row_reduce<Rs, Threads>(t, L, &temp, &shared)), ...);
     }(Reductions{});
     if constexpr (std::is_void_v<RootReduction>) {
       for (dim_t j = threadIdx.x; j < L; j += Threads) out[row * L + j] = store_as<T>(Body::value(t, j));
