@@ -1,100 +1,13 @@
 #pragma once
-// Reverse-mode autodiff at compile time. Each op has one rule, written as
-// ordinary ctg expressions, so the backward graph is a graph like any other and
-// is scheduled and fused the same way. The gradient of node N is the sum, over
+// Reverse-mode autodiff at compile time. Each op has one rule
+// (graph/rules.hpp), written as ordinary ctg expressions, so the backward
+// graph is a graph like any other and is scheduled and fused the same way. The gradient of node N is the sum, over
 // every consumer C of N, of C's rule applied to C's gradient; each
 // contribution is summed down to N's shape and cast to N's dtype.
-#include <ctg/graph/ops.hpp>
+#include <ctg/graph/rules.hpp>
 #include <ctg/graph/traits.hpp>
 
 namespace ctg {
-
-// ---------------------------------------------------------------- rules ----
-// rule<K>(node, g): the gradient reaching child K of `node`, given the
-// gradient g of node itself (before summing to the child's shape).
-namespace rules {
-template <class Op, class Self, class G, class X>
-constexpr auto unary(Self self, G g, X x) {
-  if constexpr (std::is_same_v<Op, op::neg>) return -g;
-  else if constexpr (std::is_same_v<Op, op::exp>) return g * self;
-  else if constexpr (std::is_same_v<Op, op::log>) return g / x;
-  else if constexpr (std::is_same_v<Op, op::sqrt>) return g * lit<0.5> / self;
-  else if constexpr (std::is_same_v<Op, op::rsqrt>) return g * lit<-0.5> * self * self * self;
-  else if constexpr (std::is_same_v<Op, op::square>) return g * lit<2.0> * x;
-  else if constexpr (std::is_same_v<Op, op::abs>) return g * detail::make_ew<op::sign, X>();
-  else if constexpr (std::is_same_v<Op, op::relu>) return g * detail::make_ew<op::step, X>();
-  else if constexpr (std::is_same_v<Op, op::sigmoid>) return g * self * (lit<1.0> - self);
-  else if constexpr (std::is_same_v<Op, op::tanh>) return g * (lit<1.0> - square(self));
-  else if constexpr (std::is_same_v<Op, op::silu>) return g * detail::make_ew<op::silu_grad, X>();
-  else if constexpr (std::is_same_v<Op, op::gelu>) return g * detail::make_ew<op::gelu_grad, X>();
-  else if constexpr (std::is_same_v<Op, op::causal_mask<true>>) return detail::make_ew<op::causal_mask<false>, G>();
-  // cast and broadcast pass the gradient on; the caller casts it back to the
-  // child's dtype and sums it down to the child's shape.
-  else return g;
-}
-
-template <std::size_t K, class Op, class Self, class G, class A, class B>
-constexpr auto binary(Self self, G g, A a, B b) {
-  if constexpr (std::is_same_v<Op, op::add>) return g;
-  else if constexpr (std::is_same_v<Op, op::sub>) {
-    if constexpr (K == 0) return g;
-    else return -g;
-  } else if constexpr (std::is_same_v<Op, op::mul>) {
-    if constexpr (K == 0) return g * b;
-    else return g * a;
-  } else {
-    static_assert(std::is_same_v<Op, op::div>);
-    if constexpr (K == 0) return g / b;
-    else return -(g * self) / b;  // d(a/b)/db = -(a/b)/b
-  }
-}
-}  // namespace rules
-
-template <std::size_t K, class Op, class... Xs, class G>
-constexpr auto rule(elementwise_node<Op, Xs...> self, G g) {
-  using children = tl::list<Xs...>;
-  if constexpr (sizeof...(Xs) == 1) return rules::unary<Op>(self, g, tl::at_t<0, children>{});
-  else return rules::binary<K, Op>(self, g, tl::at_t<0, children>{}, tl::at_t<1, children>{});
-}
-
-template <std::size_t K, class Op, class Out, class X, class G>
-constexpr auto rule(reduce_node<Op, Out, X>, G g) {
-  if constexpr (std::is_same_v<Op, op::sum_r>) {
-    return broadcast_like<X>(g);
-  } else if constexpr (std::is_same_v<Op, op::mean_r>) {
-    // 1/count in the compute type: a narrow 1/count would underflow (f16) or round twice.
-    return broadcast_like<X>(g) * recip_count_node<X, reduce_node<Op, Out, X>, compute_t<typename G::dtype>>{};
-  } else {
-    // max: the gradient goes to the elements equal to the max, split evenly among ties.
-    auto hit = detail::make_ew<op::equal, X, reduce_node<Op, Out, X>>();
-    return g * hit / sum_to<Out>(hit);
-  }
-}
-
-template <std::size_t K, class A, class B, class G>
-constexpr auto rule(matmul_node<A, B>, G g) {
-  if constexpr (K == 0) return matmul(g, transpose(B{}));
-  else return matmul(transpose(A{}), g);
-}
-
-template <std::size_t K, class X, class G>
-constexpr auto rule(transpose_node<X>, G g) {
-  return transpose(g);
-}
-
-template <std::size_t K, class S, class X, class G>
-constexpr auto rule(reshape_node<S, X>, G g) {
-  return reshape<typename X::dims>(g);
-}
-
-// Only the table gets a gradient (ids are i32 inputs): each row's gradient is
-// added back at its id.
-template <std::size_t K, class Table, class Ids, class G>
-constexpr auto rule(gather_node<Table, Ids>, G) {
-  static_assert(K == 0);
-  static_assert(Table::dims::is_static, "ctg: the gradient of gather needs a table with static dims");
-  return scatter_add_node<typename Table::dims, G, Ids>{};
-}
 
 // ------------------------------------------------------- reverse sweep ----
 

@@ -27,7 +27,7 @@
 // e5m2 backward) and multiplies it with the saved fp8 operands. A frozen
 // leaf quantized stays frozen: the node requires grad exactly when its input
 // does (B1).
-#include <ctg/graph/autodiff.hpp>
+#include <ctg/graph/ops.hpp>
 #include <ctg/precision/fp8_scaling.hpp>
 
 namespace ctg {
@@ -129,31 +129,6 @@ constexpr auto fp8_matmul(A, B) {
   static_assert(detail::fp8_matmul_shape<A, B, false, false>().ok,
                 "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
   return fp8_matmul_node<A, B, false, false, Out, GradScaling>{};
-}
-
-// ---------------------------------------------------------------- rules ----
-
-template <std::size_t K, class Fmt, class X, class S, class G>
-constexpr auto rule(quantize_node<Fmt, X, S>, G g) {
-  return g;  // straight through; autodiff casts it to X's dtype
-}
-template <std::size_t K, class T, class Q, class G>
-constexpr auto rule(dequantize_node<T, Q>, G g) {
-  return g;
-}
-// y = op(A) op(B) with the gradient g quantized to e5m2 (gq):
-//   d op(A) = gq op(B)^T,  d op(B) = op(A)^T gq,  and transposed back where op is.
-template <std::size_t K, class A, class B, bool TA, bool TB, class Out, class GS, class G>
-constexpr auto rule(fp8_matmul_node<A, B, TA, TB, Out, GS>, G) {
-  static_assert(!std::is_void_v<GS>, "ctg: this fp8_matmul has no gradient scaling (a backward product)");
-  using gq = quantize_node<e5m2, G, GS>;
-  if constexpr (K == 0) {
-    if constexpr (!TA) return fp8_matmul_node<gq, B, false, !TB, Out, void>{};
-    else return fp8_matmul_node<B, gq, TB, true, Out, void>{};
-  } else {
-    if constexpr (!TB) return fp8_matmul_node<A, gq, !TA, false, Out, void>{};
-    else return fp8_matmul_node<gq, A, true, TA, Out, void>{};
-  }
 }
 
 }  // namespace ctg

@@ -10,11 +10,10 @@
 #include <type_traits>
 
 #include <ctg/core/fixed_string.hpp>
-#include <ctg/core/math.hpp>
-#include <ctg/core/philox.hpp>
 #include <ctg/core/shape.hpp>
 #include <ctg/core/type_list.hpp>
 #include <ctg/graph/dtype_rules.hpp>
+#include <ctg/graph/functors.hpp>
 
 namespace ctg {
 
@@ -48,6 +47,11 @@ enum class leaf_role { param, frozen, input, carry, state };
 // after backward); `none` when it cannot be replayed (it changes state as it
 // runs). A node declares it as `static constexpr ctg::replay state_replay`.
 enum class replay { exact, none };
+
+// What a ctg::nn::stack keeps for backward: only the layer inputs, recomputing
+// the rest one layer at a time (activation checkpointing around every block,
+// the default), or every layer's values (none). Both give the same bits.
+enum class checkpointing { none, every_layer };
 
 template <class N>
 concept expr = requires {
@@ -146,23 +150,6 @@ struct recip_count_node {
 
 // ---------------------------------------------------------------- random ----
 
-// What a random node's values depend on besides its element index: the
-// store's seed, the step count, and the layer (inside ctg::nn::stack).
-struct random_key {
-  std::uint64_t seed = 0;
-  std::uint32_t step = 0;
-  std::uint32_t layer = 0;
-};
-
-// Dropout's mask value of element `index` on random stream `stream` (a name's
-// hash; each stacked layer gets its own stream): 1/(1-P) where kept, 0 where
-// dropped (probability P).
-template <double P>
-CTG_HD CTG_FORCEINLINE float dropout_value(const random_key& k, std::uint32_t stream, std::uint64_t index) {
-  const float u = philox_uniform(k.seed, k.step, stream + 0x9E3779B9u * k.layer, index);
-  return u >= static_cast<float>(P) ? static_cast<float>(1.0 / (1.0 - P)) : 0.0f;
-}
-
 // Dropout's mask, shape of Like: 1/(1-P) where element i is kept, 0 where it
 // is dropped (probability P). Element i of step s is decided by
 // philox_uniform(seed, s, stream, i) >= P, the stream being the hash of Name
@@ -186,120 +173,6 @@ struct dropout_mask_node {
 
 // ----------------------------------------------------------- elementwise ----
 
-// Elementwise functors. Each has `apply` over compute values (float or double),
-// shared by the CPU loops and the CUDA kernels.
-namespace op {
-#define CTG_UNARY_OP(NAME, EXPR)                              \
-  struct NAME {                                               \
-    static constexpr bool differentiable = true;              \
-    template <class C>                                        \
-    CTG_HD static CTG_FORCEINLINE C apply(C x) { return EXPR; } \
-  };
-CTG_UNARY_OP(neg, -x)
-CTG_UNARY_OP(exp, math::exp(x))
-CTG_UNARY_OP(log, math::log(x))
-CTG_UNARY_OP(sqrt, math::sqrt(x))
-CTG_UNARY_OP(rsqrt, C(1) / math::sqrt(x))
-CTG_UNARY_OP(square, x* x)
-CTG_UNARY_OP(abs, math::abs(x))
-CTG_UNARY_OP(relu, x > C(0) ? x : C(0))
-CTG_UNARY_OP(sigmoid, math::sigmoid(x))
-CTG_UNARY_OP(tanh, math::tanh(x))
-CTG_UNARY_OP(silu, x* math::sigmoid(x))
-// gelu with the exact erf form (PyTorch's default).
-CTG_UNARY_OP(gelu, C(0.5) * x * (C(1) + math::erf(x * C(0.70710678118654752440))))
-// Derivatives used by backward rules; not differentiable themselves.
-CTG_UNARY_OP(sign, x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0)))
-CTG_UNARY_OP(step, x > C(0) ? C(1) : C(0))
-CTG_UNARY_OP(silu_grad, math::sigmoid(x) * (C(1) + x * (C(1) - math::sigmoid(x))))
-CTG_UNARY_OP(gelu_grad, C(0.5) * (C(1) + math::erf(x * C(0.70710678118654752440))) +
-                            x * C(0.39894228040143267794) * math::exp(C(-0.5) * x * x))
-#undef CTG_UNARY_OP
-
-#define CTG_BINARY_OP(NAME, EXPR)                                    \
-  struct NAME {                                                      \
-    static constexpr bool differentiable = true;                     \
-    template <class C>                                               \
-    CTG_HD static CTG_FORCEINLINE C apply(C a, C b) { return EXPR; } \
-  };
-CTG_BINARY_OP(add, a + b)
-CTG_BINARY_OP(sub, a - b)
-CTG_BINARY_OP(mul, a* b)
-CTG_BINARY_OP(div, a / b)
-CTG_BINARY_OP(equal, a == b ? C(1) : C(0))
-#undef CTG_BINARY_OP
-
-// cast<T>: the value converted to T (rounded once, at the node's output).
-template <class T>
-struct cast {
-  static constexpr bool differentiable = true;
-  using result_dtype = T;
-  template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
-};
-// no_grad: the value, with no gradient path through it.
-struct no_grad {
-  static constexpr bool differentiable = false;
-  template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
-};
-// checkpoint: the value, ending a recompute region (see ctg::checkpoint).
-struct checkpoint {
-  static constexpr bool differentiable = true;
-  static constexpr bool region_end = true;
-  template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
-};
-// broadcast<S, Like>: the value stretched to shape S. Dims of S that are
-// ctg::dyn take their run-time size from node Like (which has shape S).
-template <class S, class Like = void>
-struct broadcast {
-  static_assert(!std::is_void_v<Like> || S::is_static, "ctg: broadcast_to needs a static shape");
-  static constexpr bool differentiable = true;
-  using result_shape = S;
-  using like = Like;
-  template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
-};
-
-// Index-aware ops see where they are: `col` is the index along the last dim
-// and `row` the index along the one before it (the CPU loops and the CUDA
-// kernels both provide them).
-//
-// one_hot<T>: 1 where the column equals the index value (an i32 child, last dim 1).
-template <class S>
-struct one_hot {
-  static constexpr bool differentiable = false;
-  static constexpr bool index_aware = true;
-  using result_dtype = f32;
-  using result_shape = S;
-  template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t, C idx) { return C(col) == idx ? C(1) : C(0); }
-};
-// index_valid<Ignore>: 1 where the index is not Ignore, 0 where it is.
-template <int Ignore>
-struct index_valid {
-  static constexpr bool differentiable = false;
-  using result_dtype = f32;
-  template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply(C idx) { return idx == C(Ignore) ? C(0) : C(1); }
-};
-// causal_mask<NegInf>: keeps x where col <= row; elsewhere -inf (forward) or 0 (its backward).
-template <bool NegInf>
-struct causal_mask {
-  static constexpr bool differentiable = true;
-  static constexpr bool index_aware = true;
-  template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t row, C x) {
-    return col <= row ? x : (NegInf ? -C(1) / C(0) : C(0));
-  }
-};
-
-// Ops whose derivative is zero almost everywhere carry no gradient.
-template <class Op>
-inline constexpr bool carries_grad = Op::differentiable && !std::is_same_v<Op, sign> &&
-                                     !std::is_same_v<Op, step> && !std::is_same_v<Op, equal>;
-}  // namespace op
 
 namespace detail {
 template <class Op, class... Xs>
@@ -328,28 +201,11 @@ struct elementwise_node {
   using children = tl::list<Xs...>;
   using op = Op;
   static constexpr node_kind kind = node_kind::elementwise;
-  static constexpr bool requires_grad = ctg::op::carries_grad<Op> && detail::any_requires_grad<Xs...>;
+  static constexpr bool requires_grad = Op::gradient != grad::none && detail::any_requires_grad<Xs...>;
 };
 
 // ------------------------------------------------------------ reductions ----
 
-namespace op {
-struct sum_r {
-  template <class C> CTG_HD static constexpr C identity() { return C(0); }
-  template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return a + b; }
-  template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double) { return a; }
-};
-struct mean_r {
-  template <class C> CTG_HD static constexpr C identity() { return C(0); }
-  template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return a + b; }
-  template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double count) { return a / C(count); }
-};
-struct max_r {
-  template <class C> CTG_HD static constexpr C identity() { return -C(1) / C(0); }  // -inf
-  template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return b > a || b != b ? b : a; }
-  template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double) { return a; }
-};
-}  // namespace op
 
 // Reduce X to shape Out, which X stretches from: every dim where Out has 1 (or
 // nothing) and X does not is reduced. Axis reductions keep the axis as 1.

@@ -86,11 +86,6 @@ template <class X>
 using stack_carry_t =
     typename detail::leaf_with_dims<"ctg.stack.input", typename X::dtype, leaf_role::carry, typename X::dims>::type;
 
-// What a stack keeps for backward: only the layer inputs, recomputing the
-// rest one layer at a time (activation checkpointing around every block, the
-// default), or every layer's values (none). Both give the same bits
-// (tests/unit/stack_checkpoint.cpp, tests/unit/fp8_transformer_*.cpp).
-enum class checkpointing { none, every_layer };
 
 template <std::size_t N, class X, class Out, checkpointing Ckpt = checkpointing::every_layer>
 struct stack_node {
@@ -179,11 +174,6 @@ struct stack_part_node {
   static constexpr std::size_t part = K;
   static constexpr std::size_t byte_offset = K == 0 ? Grad::leading_bytes : Grad::offset_of(K - 1);
 };
-
-template <std::size_t K, std::size_t N, class X, class Out, checkpointing C, class G>
-constexpr auto rule(stack_node<N, X, Out, C>, G) {
-  return stack_part_node<stack_grad_node<stack_node<N, X, Out, C>, G>, K>{};
-}
 
 namespace nn {
 using ctg::checkpointing;

@@ -1,0 +1,179 @@
+#pragma once
+// The code every backend runs: the element functors of elementwise nodes,
+// the reduction functors, and dropout's mask value. All are CTG_HD, so the CPU
+// loops and the CUDA kernels inline the same functions and agree bit for bit.
+//
+// Each element functor states how a gradient crosses it, as
+// `static constexpr ctg::grad gradient`:
+//   grad::rule  its backward rule is in graph/rules.hpp (a functor declared
+//               so without a rule there is a compile error, never a silent
+//               identity gradient);
+//   grad::pass  the gradient passes through unchanged (autodiff casts it to
+//               the child's dtype and sums it down to the child's shape);
+//   grad::none  no gradient flows through it: a node of it never requires
+//               grad (derivative zero almost everywhere, or by definition).
+#include <cstdint>
+
+#include <ctg/core/dtypes.hpp>
+#include <ctg/core/math.hpp>
+#include <ctg/core/philox.hpp>
+#include <ctg/core/shape.hpp>
+
+namespace ctg {
+
+enum class grad { rule, pass, none };
+
+// What a random node's values depend on besides its element index: the
+// store's seed, the step count, and the layer (inside ctg::nn::stack).
+struct random_key {
+  std::uint64_t seed = 0;
+  std::uint32_t step = 0;
+  std::uint32_t layer = 0;
+};
+
+// Dropout's mask value of element `index` on random stream `stream` (a name's
+// hash; each stacked layer gets its own stream): 1/(1-P) where kept, 0 where
+// dropped (probability P).
+template <double P>
+CTG_HD CTG_FORCEINLINE float dropout_value(const random_key& k, std::uint32_t stream, std::uint64_t index) {
+  const float u = philox_uniform(k.seed, k.step, stream + 0x9E3779B9u * k.layer, index);
+  return u >= static_cast<float>(P) ? static_cast<float>(1.0 / (1.0 - P)) : 0.0f;
+}
+
+// Element functors: `apply` over compute values (float or double).
+namespace op {
+#define CTG_UNARY_OP(NAME, GRAD, EXPR)                          \
+  struct NAME {                                                 \
+    static constexpr grad gradient = grad::GRAD;                \
+    template <class C>                                          \
+    CTG_HD static CTG_FORCEINLINE C apply(C x) { return EXPR; } \
+  };
+CTG_UNARY_OP(neg, rule, -x)
+CTG_UNARY_OP(exp, rule, math::exp(x))
+CTG_UNARY_OP(log, rule, math::log(x))
+CTG_UNARY_OP(sqrt, rule, math::sqrt(x))
+CTG_UNARY_OP(rsqrt, rule, C(1) / math::sqrt(x))
+CTG_UNARY_OP(square, rule, x* x)
+CTG_UNARY_OP(abs, rule, math::abs(x))
+CTG_UNARY_OP(relu, rule, x > C(0) ? x : C(0))
+CTG_UNARY_OP(sigmoid, rule, math::sigmoid(x))
+CTG_UNARY_OP(tanh, rule, math::tanh(x))
+CTG_UNARY_OP(silu, rule, x* math::sigmoid(x))
+// gelu with the exact erf form (PyTorch's default).
+CTG_UNARY_OP(gelu, rule, C(0.5) * x * (C(1) + math::erf(x * C(0.70710678118654752440))))
+// Derivatives that backward rules use. sign and step are zero almost everywhere.
+CTG_UNARY_OP(sign, none, x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0)))
+CTG_UNARY_OP(step, none, x > C(0) ? C(1) : C(0))
+CTG_UNARY_OP(silu_grad, rule, math::sigmoid(x) * (C(1) + x * (C(1) - math::sigmoid(x))))
+CTG_UNARY_OP(gelu_grad, rule,
+             C(0.5) * (C(1) + math::erf(x * C(0.70710678118654752440))) +
+                 x * C(0.39894228040143267794) * math::exp(C(-0.5) * x * x))
+#undef CTG_UNARY_OP
+
+#define CTG_BINARY_OP(NAME, GRAD, EXPR)                                \
+  struct NAME {                                                        \
+    static constexpr grad gradient = grad::GRAD;                       \
+    template <class C>                                                 \
+    CTG_HD static CTG_FORCEINLINE C apply(C a, C b) { return EXPR; }   \
+  };
+CTG_BINARY_OP(add, rule, a + b)
+CTG_BINARY_OP(sub, rule, a - b)
+CTG_BINARY_OP(mul, rule, a* b)
+CTG_BINARY_OP(div, rule, a / b)
+CTG_BINARY_OP(equal, none, a == b ? C(1) : C(0))
+#undef CTG_BINARY_OP
+
+// cast<T>: the value converted to T (rounded once, at the node's output).
+template <class T>
+struct cast {
+  static constexpr grad gradient = grad::pass;
+  using result_dtype = T;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
+};
+// no_grad: the value, with no gradient path through it.
+struct no_grad {
+  static constexpr grad gradient = grad::none;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
+};
+// checkpoint: the value, ending a recompute region (see ctg::checkpoint).
+struct checkpoint {
+  static constexpr grad gradient = grad::pass;
+  static constexpr bool region_end = true;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
+};
+// broadcast<S, Like>: the value stretched to shape S. Dims of S that are
+// ctg::dyn take their run-time size from node Like (which has shape S).
+template <class S, class Like = void>
+struct broadcast {
+  static_assert(!std::is_void_v<Like> || S::is_static, "ctg: broadcast_to needs a static shape");
+  static constexpr grad gradient = grad::pass;
+  using result_shape = S;
+  using like = Like;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
+};
+
+// Index-aware ops see where they are: `col` is the index along the last dim
+// and `row` the index along the one before it (the CPU loops and the CUDA
+// kernels both provide them).
+//
+// one_hot<S>: 1 where the column equals the index value (an i32 child, last dim 1).
+template <class S>
+struct one_hot {
+  static constexpr grad gradient = grad::none;
+  static constexpr bool index_aware = true;
+  using result_dtype = f32;
+  using result_shape = S;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t, C idx) { return C(col) == idx ? C(1) : C(0); }
+};
+// index_valid<Ignore>: 1 where the index is not Ignore, 0 where it is.
+template <int Ignore>
+struct index_valid {
+  static constexpr grad gradient = grad::none;
+  using result_dtype = f32;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C idx) { return idx == C(Ignore) ? C(0) : C(1); }
+};
+// causal_mask<NegInf>: keeps x where col <= row; elsewhere -inf (forward) or 0 (its backward).
+template <bool NegInf>
+struct causal_mask {
+  static constexpr grad gradient = grad::rule;
+  static constexpr bool index_aware = true;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t row, C x) {
+    return col <= row ? x : (NegInf ? -C(1) / C(0) : C(0));
+  }
+};
+
+// Every element functor, for tests that walk them all (tests/unit/rules.cpp).
+// A new functor goes here too.
+template <class... Ops>
+struct functor_list {};
+using all_functors =
+    functor_list<neg, exp, log, sqrt, rsqrt, square, abs, relu, sigmoid, tanh, silu, gelu, sign, step, silu_grad,
+                 gelu_grad, add, sub, mul, div, equal, cast<f32>, no_grad, checkpoint, broadcast<shape<2, 3>>,
+                 one_hot<shape<2, 3>>, index_valid<-1>, causal_mask<true>, causal_mask<false>>;
+
+// ------------------------------------------------------------ reductions ----
+struct sum_r {
+  template <class C> CTG_HD static constexpr C identity() { return C(0); }
+  template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return a + b; }
+  template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double) { return a; }
+};
+struct mean_r {
+  template <class C> CTG_HD static constexpr C identity() { return C(0); }
+  template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return a + b; }
+  template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double count) { return a / C(count); }
+};
+struct max_r {
+  template <class C> CTG_HD static constexpr C identity() { return -C(1) / C(0); }  // -inf
+  template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return b > a || b != b ? b : a; }
+  template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double) { return a; }
+};
+}  // namespace op
+
+}  // namespace ctg

@@ -1,0 +1,164 @@
+#pragma once
+// Every backward rule, in one place. rule<K>(node, g) is the gradient that
+// reaches child K of `node`, given the gradient g of the node itself, written
+// as ordinary ctg expressions (so the backward graph is scheduled and fused
+// like the forward). Autodiff (graph/autodiff.hpp) then casts it to the
+// child's gradient dtype and sums it down to the child's shape.
+//
+// Elementwise functors say how a gradient crosses them (graph/functors.hpp):
+// grad::pass passes it on unchanged (cast, broadcast, checkpoint), grad::none
+// stops it (the node never requires grad, so no rule is asked for), and
+// grad::rule needs a branch in elementwise_rule below. A functor declared
+// grad::rule without one is the compile error "ctg: no backward rule for this
+// op", never a silent identity gradient.
+#include <type_traits>
+
+#include <ctg/graph/fp8.hpp>
+#include <ctg/graph/ops.hpp>
+
+namespace ctg {
+
+namespace detail {
+template <class>
+inline constexpr bool dependent_false = false;
+
+// The gradient reaching child K of an elementwise node of Op (children Xs).
+template <std::size_t K, class Op, class Self, class G, class... Xs>
+constexpr auto elementwise_rule(Self self, G g) {
+  using X = tl::at_t<0, tl::list<Xs...>>;
+  [[maybe_unused]] constexpr X x{};
+  if constexpr (Op::gradient == grad::pass) return g;
+  // ---- unary ----
+  else if constexpr (std::is_same_v<Op, op::neg>) return -g;
+  else if constexpr (std::is_same_v<Op, op::exp>) return g * self;
+  else if constexpr (std::is_same_v<Op, op::log>) return g / x;
+  else if constexpr (std::is_same_v<Op, op::sqrt>) return g * lit<0.5> / self;
+  else if constexpr (std::is_same_v<Op, op::rsqrt>) return g * lit<-0.5> * self * self * self;
+  else if constexpr (std::is_same_v<Op, op::square>) return g * lit<2.0> * x;
+  else if constexpr (std::is_same_v<Op, op::abs>) return g * make_ew<op::sign, X>();
+  else if constexpr (std::is_same_v<Op, op::relu>) return g * make_ew<op::step, X>();
+  else if constexpr (std::is_same_v<Op, op::sigmoid>) return g * self * (lit<1.0> - self);
+  else if constexpr (std::is_same_v<Op, op::tanh>) return g * (lit<1.0> - square(self));
+  else if constexpr (std::is_same_v<Op, op::silu>) return g * make_ew<op::silu_grad, X>();
+  else if constexpr (std::is_same_v<Op, op::gelu>) return g * make_ew<op::gelu_grad, X>();
+  else if constexpr (std::is_same_v<Op, op::silu_grad>) {
+    // silu''(x) = s (1 - s) (2 + x (1 - 2 s)), s = sigmoid(x)
+    constexpr auto s = sigmoid(x);
+    return g * (s * (lit<1.0> - s) * (lit<2.0> + x * (lit<1.0> - lit<2.0> * s)));
+  } else if constexpr (std::is_same_v<Op, op::gelu_grad>) {
+    // gelu''(x) = phi(x) (2 - x^2), phi the standard normal density
+    return g * (exp(square(x) * lit<-0.5>) * lit<0.39894228040143267794> * (lit<2.0> - square(x)));
+  } else if constexpr (std::is_same_v<Op, op::causal_mask<true>> || std::is_same_v<Op, op::causal_mask<false>>) {
+    return make_ew<op::causal_mask<false>, G>();  // the kept positions pass g on, the others get 0
+  }
+  // ---- binary ----
+  else if constexpr (std::is_same_v<Op, op::add>) return g;
+  else if constexpr (std::is_same_v<Op, op::sub>) {
+    if constexpr (K == 0) return g;
+    else return -g;
+  } else if constexpr (std::is_same_v<Op, op::mul>) {
+    using B = tl::at_t<1, tl::list<Xs...>>;
+    if constexpr (K == 0) return g * B{};
+    else return g * x;
+  } else if constexpr (std::is_same_v<Op, op::div>) {
+    using B = tl::at_t<1, tl::list<Xs...>>;
+    if constexpr (K == 0) return g / B{};
+    else return -(g * self) / B{};  // d(a/b)/db = -(a/b)/b
+  } else {
+    static_assert(dependent_false<Op>,
+                  "ctg: no backward rule for this op (see the Op in the instantiation above): add a branch to "
+                  "graph/rules.hpp, or declare its gradient grad::pass or grad::none in graph/functors.hpp");
+    return g;  // already reported: stop further errors
+  }
+}
+}  // namespace detail
+
+template <std::size_t K, class Op, class... Xs, class G>
+constexpr auto rule(elementwise_node<Op, Xs...> self, G g) {
+  return detail::elementwise_rule<K, Op, elementwise_node<Op, Xs...>, G, Xs...>(self, g);
+}
+
+template <std::size_t K, class Op, class Out, class X, class G>
+constexpr auto rule(reduce_node<Op, Out, X>, G g) {
+  if constexpr (std::is_same_v<Op, op::sum_r>) {
+    return broadcast_like<X>(g);
+  } else if constexpr (std::is_same_v<Op, op::mean_r>) {
+    // 1/count in the compute type: a narrow 1/count would underflow (f16) or round twice.
+    return broadcast_like<X>(g) * recip_count_node<X, reduce_node<Op, Out, X>, compute_t<typename G::dtype>>{};
+  } else {
+    static_assert(std::is_same_v<Op, op::max_r>, "ctg: no backward rule for this reduction");
+    // max: the gradient goes to the elements equal to the max, split evenly among ties.
+    auto hit = detail::make_ew<op::equal, X, reduce_node<Op, Out, X>>();
+    return g * hit / sum_to<Out>(hit);
+  }
+}
+
+template <std::size_t K, class A, class B, class G>
+constexpr auto rule(matmul_node<A, B>, G g) {
+  if constexpr (K == 0) return matmul(g, transpose(B{}));
+  else return matmul(transpose(A{}), g);
+}
+
+template <std::size_t K, class X, class G>
+constexpr auto rule(transpose_node<X>, G g) {
+  return transpose(g);
+}
+
+template <std::size_t K, class S, class X, class G>
+constexpr auto rule(reshape_node<S, X>, G g) {
+  return reshape<typename X::dims>(g);
+}
+
+// Only the table gets a gradient (ids are i32 inputs): each row's gradient is
+// added back at its id.
+template <std::size_t K, class Table, class Ids, class G>
+constexpr auto rule(gather_node<Table, Ids>, G) {
+  static_assert(K == 0);
+  static_assert(Table::dims::is_static, "ctg: the gradient of gather needs a table with static dims");
+  return scatter_add_node<typename Table::dims, G, Ids>{};
+}
+
+// ------------------------------------------------------------------ fp8 ----
+
+// quantize and dequantize pass the gradient straight through; autodiff casts
+// it to the dtype the tensor was quantized from.
+template <std::size_t K, class Fmt, class X, class S, class G>
+constexpr auto rule(quantize_node<Fmt, X, S>, G g) {
+  return g;
+}
+template <std::size_t K, class T, class Q, class G>
+constexpr auto rule(dequantize_node<T, Q>, G g) {
+  return g;
+}
+// y = op(A) op(B) with the gradient g quantized to e5m2 (gq):
+//   d op(A) = gq op(B)^T,  d op(B) = op(A)^T gq,  and transposed back where op is.
+template <std::size_t K, class A, class B, bool TA, bool TB, class Out, class GS, class G>
+constexpr auto rule(fp8_matmul_node<A, B, TA, TB, Out, GS>, G) {
+  static_assert(!std::is_void_v<GS>, "ctg: this fp8_matmul has no gradient scaling (a backward product)");
+  using gq = quantize_node<e5m2, G, GS>;
+  if constexpr (K == 0) {
+    if constexpr (!TA) return fp8_matmul_node<gq, B, false, !TB, Out, void>{};
+    else return fp8_matmul_node<B, gq, TB, true, Out, void>{};
+  } else {
+    if constexpr (!TB) return fp8_matmul_node<A, gq, !TA, false, Out, void>{};
+    else return fp8_matmul_node<gq, A, true, TA, Out, void>{};
+  }
+}
+
+// ---------------------------------------------------------------- stack ----
+// (graph/stack.hpp defines these nodes; the stack's own type needs autodiff.)
+template <std::size_t N, class X, class Out, checkpointing Ckpt>
+struct stack_node;
+template <class Stack, class G>
+struct stack_grad_node;
+template <class Grad, std::size_t K>
+struct stack_part_node;
+
+// Part K of the stack's backward loop (graph/stack.hpp): the gradient of its
+// input (K = 0) or of its K-th stacked leaf.
+template <std::size_t K, std::size_t N, class X, class Out, checkpointing C, class G>
+constexpr auto rule(stack_node<N, X, Out, C>, G) {
+  return stack_part_node<stack_grad_node<stack_node<N, X, Out, C>, G>, K>{};
+}
+
+}  // namespace ctg
