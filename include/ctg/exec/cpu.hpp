@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include <ctg/core/fp8_scaling.hpp>
 #include <ctg/exec/buffer_placement.hpp>
 #include <ctg/exec/cpu_gemm.hpp>
 #include <ctg/exec/feed.hpp>
@@ -719,13 +720,13 @@ class store {
       for (std::size_t i = 0; i < n; ++i) {
         const float v = static_cast<float>(load_as<TX>(x[i]));
         take(v);
-        q[i] = precision::quantize<Fmt>(v, scale);
+        q[i] = fp8_scaling::quantize<Fmt>(v, scale);
       }
       if (record) pending_amax_[delayed_quantizers.slot[R]] = amax;
     } else {
       for (std::size_t i = 0; i < n; ++i) take(static_cast<float>(load_as<TX>(x[i])));
-      if (std::isfinite(amax)) scale = precision::current_scale(amax, node::fp8_max, S::margin);
-      for (std::size_t i = 0; i < n; ++i) q[i] = precision::quantize<Fmt>(static_cast<float>(load_as<TX>(x[i])), scale);
+      if (std::isfinite(amax)) scale = fp8_scaling::current_scale(amax, node::fp8_max, S::margin);
+      for (std::size_t i = 0; i < n; ++i) q[i] = fp8_scaling::quantize<Fmt>(static_cast<float>(load_as<TX>(x[i])), scale);
     }
     float* side = fp8_side<R>();
     side[0] = amax;
@@ -742,7 +743,7 @@ class store {
     const Fmt* q = reinterpret_cast<const Fmt*>(buf_[iq]);
     const float scale_inv = fp8_side<iq>()[2];
     T* out = reinterpret_cast<T*>(buf_[R]);
-    for (std::size_t i = 0; i < n; ++i) out[i] = store_as<T>(precision::dequantize<Fmt>(q[i], scale_inv));
+    for (std::size_t i = 0; i < n; ++i) out[i] = store_as<T>(fp8_scaling::dequantize<Fmt>(q[i], scale_inv));
   }
 
   // Each batch: the payloads converted to f32 (exactly), multiplied and summed
@@ -805,7 +806,7 @@ class store {
     float* hist = param<HistoryLeaf>().data() + layer * h;
     float& scale = param<ScaleLeaf>()[layer];
     hist[0] = amax;
-    precision::delayed_update(hist, h, scale, Q::fp8_max, S::margin, S::recipe::algo);
+    fp8_scaling::delayed_update(hist, h, scale, Q::fp8_max, S::margin, S::recipe::algo);
   }
   void update_state() {
     [&]<std::size_t... K>(std::index_sequence<K...>) {

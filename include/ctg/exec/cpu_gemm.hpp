@@ -30,7 +30,7 @@
 #include <vector>
 
 #include <ctg/core/shape.hpp>
-#include <ctg/graph/dtype_rules.hpp>
+#include <ctg/core/dtype_rules.hpp>
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define CTG_GEMM_X86 1

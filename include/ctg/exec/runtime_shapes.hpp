@@ -1,10 +1,10 @@
 #pragma once
 // Run-time shapes: every node's static dims with the fed sizes filled in,
 // checked as they are computed. Shared by every backend.
-#include <cstdio>
+#include <string>
 
 #include <ctg/core/error.hpp>
-#include <ctg/graph/schedule.hpp>
+#include <ctg/graph/node.hpp>
 
 namespace ctg::detail {
 

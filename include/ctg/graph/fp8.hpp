@@ -28,7 +28,6 @@
 // leaf quantized stays frozen: the node requires grad exactly when its input
 // does (B1).
 #include <ctg/graph/ops.hpp>
-#include <ctg/precision/fp8_scaling.hpp>
 
 namespace ctg {
 
@@ -66,7 +65,7 @@ struct quantize_node {
   static constexpr node_kind kind = node_kind::quantize;
   static constexpr bool requires_grad = X::requires_grad;
   static constexpr replay state_replay = replay::exact;
-  static constexpr float fp8_max = precision::fp8_max_v<Fmt>;
+  static constexpr float fp8_max = dtype_traits<Fmt>::max;  // 448 (e4m3), 57344 (e5m2)
 };
 
 // Q's real values as T.

@@ -12,7 +12,7 @@
 #include <ctg/core/fixed_string.hpp>
 #include <ctg/core/shape.hpp>
 #include <ctg/core/type_list.hpp>
-#include <ctg/graph/dtype_rules.hpp>
+#include <ctg/core/dtype_rules.hpp>
 #include <ctg/graph/functors.hpp>
 
 namespace ctg {

@@ -23,7 +23,6 @@
 // the end); a recomputed buffer has a
 // second life from its recompute on. Buffers whose lives do not overlap
 // share memory (the backend's allocator).
-#include <ctg/graph/fp8.hpp>
 #include <ctg/graph/schedule.hpp>
 
 namespace ctg {

@@ -1,7 +1,7 @@
 #pragma once
 // Layers: each a template over its input expression, with parameter names
 // composed from a compile-time prefix.
-#include <ctg/graph/stack.hpp>
+#include <ctg/nn/stack.hpp>
 #include <ctg/nn/attention.hpp>
 #include <ctg/nn/embedding.hpp>
 #include <ctg/nn/init.hpp>

@@ -8,7 +8,7 @@
 // The shape of the model is a config type with static members (see
 // tiny_config); the precision policy is a type parameter. The residual
 // stream is in the policy's stats type (f32 under autocast<bf16>).
-#include <ctg/graph/stack.hpp>
+#include <ctg/nn/stack.hpp>
 #include <ctg/nn/attention.hpp>
 #include <ctg/nn/embedding.hpp>
 #include <ctg/nn/loss.hpp>

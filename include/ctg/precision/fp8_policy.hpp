@@ -18,6 +18,7 @@
 //   "<w>.fp8_input", "<w>.fp8_weight", "<w>.fp8_grad"   (each ".scale" and ".amax_history")
 // Inside nn::stack they are per layer like the weight ("layers.{i}.attn.wq.fp8_input.scale").
 #include <ctg/graph/fp8.hpp>
+#include <ctg/precision/fp8_scaling.hpp>
 #include <ctg/precision/policy.hpp>
 
 namespace ctg::precision {
