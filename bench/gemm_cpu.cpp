@@ -5,7 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <ctg/core/dtypes.hpp>
-#include <ctg/exec/cpu_gemm.hpp>
+#include <ctg/exec/cpu/gemm.hpp>
 #include <random>
 #include <vector>
 

@@ -182,7 +182,7 @@ TEST_CASE("an output that is a view keeps its buffer to the end of the step") {
     for (std::size_t i = 0; i < ctg::schedule<Step>::size; ++i) {
       if (!t.node[i].output || !p.owns[p.base[i]]) continue;
       some_view_output = some_view_output || p.base[i] != i;
-      if (p.end[p.base[i]][0] != p.len) return false;
+      if (p.value[p.base[i]].end != p.len) return false;
     }
     return some_view_output;
   }());

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <ctg/core/dtypes.hpp>
-#include <ctg/exec/cpu_gemm.hpp>
+#include <ctg/exec/cpu/gemm.hpp>
 
 namespace {
 

@@ -129,6 +129,10 @@ struct graph_step {
   using forward_root = ForwardRoot;
   static constexpr bool fuse = Fuse;
   using nodes = topo_t<Outputs>;
+  // The output holding the gradient of wrt leaf L (the outputs are the loss,
+  // then one gradient per wrt leaf, in wrt order).
+  template <class L>
+  static constexpr std::size_t grad_output = 1 + tl::index_of_v<L, Wrt>;
   static_assert(leaf_names_unique_v<nodes>, "ctg: two different leaves share one name");
 
   template <class Store, class... Feeds>

@@ -35,8 +35,8 @@ namespace scaling {
 template <fixed_string Name, class Recipe>
 struct delayed {
   using recipe = Recipe;
-  using scale_leaf = leaf_node<Name + ".scale", f32, leaf_role::state, 1>;
-  using history_leaf = leaf_node<Name + ".amax_history", f32, leaf_role::state, static_cast<dim_t>(Recipe::history)>;
+  using scale_leaf = state_leaf<Name + ".scale", f32, 1.0, 1>;
+  using history_leaf = state_leaf<Name + ".amax_history", f32, 0.0, static_cast<dim_t>(Recipe::history)>;
   using state = tl::list<scale_leaf, history_leaf>;
   static constexpr bool is_delayed = true;
   static constexpr int margin = Recipe::margin;

@@ -4,6 +4,5 @@
 #include <ctg/graph/fp8.hpp>
 #include <ctg/graph/node.hpp>
 #include <ctg/graph/ops.hpp>
-#include <ctg/graph/schedule.hpp>
 #include <ctg/graph/stack.hpp>
 #include <ctg/graph/traits.hpp>

@@ -105,6 +105,18 @@ struct leaf_node {
   static constexpr leaf_role role = Role;
   static constexpr fixed_string name = Name;
   static constexpr bool requires_grad = Role == leaf_role::param || Role == leaf_role::carry;
+  // The same leaf with other dims (a stacked copy has a leading layer dim).
+  template <dim_t... D>
+  using with_dims = leaf_node<Name, T, Role, D...>;
+};
+
+// A state leaf (FP8 scales, amax histories): stored like a parameter, never
+// trained, starting at Initial in every element (the store sets it).
+template <fixed_string Name, class T, double Initial, dim_t... Dims>
+struct state_leaf : leaf_node<Name, T, leaf_role::state, Dims...> {
+  static constexpr double initial_value = Initial;
+  template <dim_t... D>
+  using with_dims = state_leaf<Name, T, Initial, D...>;
 };
 
 // A trainable parameter, a frozen one (never gets a gradient), and a fed input.

@@ -32,7 +32,7 @@ template <std::size_t N, class L, class Dims = typename L::dims>
 struct stacked_leaf;
 template <std::size_t N, class L, dim_t... D>
 struct stacked_leaf<N, L, shape<D...>> {
-  using type = leaf_node<L::name, typename L::dtype, L::role, static_cast<dim_t>(N), D...>;
+  using type = typename L::template with_dims<static_cast<dim_t>(N), D...>;
 };
 
 template <fixed_string Name, class T, leaf_role Role, class Dims>

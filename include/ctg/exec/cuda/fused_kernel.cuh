@@ -15,8 +15,8 @@
 #include <cub/block/block_reduce.cuh>
 
 #include <ctg/exec/cuda/runtime.cuh>
-#include <ctg/exec/kernel_expr.hpp>
-#include <ctg/exec/loop_layout.hpp>
+#include <ctg/lower/kernel_expr.hpp>
+#include <ctg/lower/loop_layout.hpp>
 
 namespace ctg::cuda {
 
@@ -102,11 +102,11 @@ template <class Step, std::size_t R, std::size_t K, std::size_t NR, class T>
 void launch_group(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout, T* out) {
   using root = tl::at_t<R, typename Step::nodes>;
   using reductions = kernel::reductions_t<Step, R>;
-  constexpr bool row_root = root::kind == node_kind::reduce && schedule<Step>::table.node[R].row_reduction;
-  static_assert(root::kind != node_kind::reduce || row_root,
-                "ctg: internal: reductions over other axes have no CUDA kernel yet");
+  constexpr loop_kind loop = detail::group_info<Step, R>::loop;
+  constexpr bool row_root = loop == loop_kind::row_reduce;
+  static_assert(loop != loop_kind::axis_reduce, "ctg: internal: reductions over other axes have no CUDA kernel yet");
   constexpr unsigned threads = 256;
-  if constexpr (reductions::size == 0 && !row_root) {
+  if constexpr (loop == loop_kind::flat || (loop == loop_kind::rows && reductions::size == 0)) {
     const std::size_t total = static_cast<std::size_t>(layout.rows() * layout.row_length());
     if (total == 0) return;
     using G = group_desc<kernel::body_t<Step, R>, reductions, void, T>;

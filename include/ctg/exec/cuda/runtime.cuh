@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA backend's runtime layer: errors, the device (with its stream) and
 // the device memory arena. The fused kernels and cuBLASLt GEMMs of the CUDA
-// store are built on these (issue 6).
+// store are built on these.
 //
 // Every CUDA call goes through CTG_CUDA_CHECK, which turns a failure into a
 // ctg::error naming the call and CUDA's message ("ctg: CUDA call
@@ -115,6 +115,7 @@ class arena {
   arena& operator=(const arena&) = delete;
   arena(arena&& o) noexcept : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
 
+  // Grown on demand (zero-filled, like cpu::arena: the store relies on it), never shrunk.
   void reserve(std::size_t bytes) {
     if (bytes <= bytes_) return;
     release();
@@ -122,9 +123,10 @@ class arena {
     CTG_CUDA_CHECK(cudaMalloc(&p, bytes));
     data_ = static_cast<std::byte*>(p);
     bytes_ = bytes;
+    CTG_CUDA_CHECK(cudaMemset(data_, 0, bytes));
   }
   std::byte* data() const { return data_; }
-  std::size_t bytes() const { return bytes_; }
+  std::size_t size() const { return bytes_; }
 
  private:
   void release() {

@@ -1,0 +1,301 @@
+#pragma once
+// Where a step's values live, for any backend: the stored leaves (parameters,
+// frozen leaves, FP8 state) and their gradients at fixed offsets; fed inputs
+// bound in place; every other buffer the program calls for (lower/program.hpp)
+// placed by liveness in scratch, the values kept for backward in a pool of
+// their own (which a caller may provide: a stack's layers keep theirs apart);
+// views pointing into their base's buffer; a checkpoint region's recomputed
+// values bound when backward enters it. The first output is computed into an
+// unpublished buffer and published only when the step commits, so a step that
+// throws leaves the previous result readable.
+//
+// Memory comes from the backend (Backend::arena); this class only decides
+// offsets and fills the bindings (exec/bindings.hpp) the group runners read.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <ctg/exec/bindings.hpp>
+#include <ctg/exec/buffer_placement.hpp>
+#include <ctg/exec/feed.hpp>
+#include <ctg/exec/runtime_shapes.hpp>
+#include <ctg/lower/program.hpp>
+
+namespace ctg {
+
+inline constexpr std::size_t align_up(std::size_t n) { return (n + 63) / 64 * 64; }
+
+// A quantized buffer holds the payload, then (64-byte aligned) its amax,
+// scale and scale_inv as f32, which fp8_matmul and dequantize read.
+inline constexpr std::size_t fp8_side_bytes = 64;
+inline constexpr std::size_t fp8_side_offset(std::size_t payload_elements) { return align_up(payload_elements); }
+template <std::size_t N>
+float* fp8_side(const bindings<N>& b, std::size_t q) {
+  return reinterpret_cast<float*>(b.buf[q] + fp8_side_offset(static_cast<std::size_t>(b.shape[q].numel())));
+}
+
+namespace detail {
+
+// Is L a leaf the store keeps (trainable, frozen or state), rather than a fed one?
+template <class L>
+consteval bool stored_leaf() {
+  if constexpr (is_leaf_v<L>) return !L::fed;
+  else return false;
+}
+
+// The bytes of node Node's buffer for `numel` elements of its value: a stack
+// keeps every layer's input, a stack's backward the stacked leaves' gradients
+// before the input's, a quantized tensor its side data. One spare byte keeps
+// zero-sized buffers distinct.
+template <class Node>
+std::size_t buffer_bytes(std::size_t numel) {
+  std::size_t bytes = numel * sizeof(typename Node::dtype);
+  if constexpr (Node::kind == node_kind::stack) bytes *= Node::layers;
+  if constexpr (Node::kind == node_kind::stack_grad) bytes += Node::leading_bytes;
+  if constexpr (Node::kind == node_kind::quantize) bytes = align_up(bytes) + fp8_side_bytes;
+  return align_up(bytes + 1);
+}
+
+}  // namespace detail
+
+template <class Backend, class Step>
+class step_buffers {
+ public:
+  using nodes = typename Step::nodes;
+  static constexpr std::size_t N = nodes::size;
+  static constexpr const auto& table = schedule<Step>::table;
+  static constexpr const auto& prog = program<Step>::table;
+  static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
+  using arena = typename Backend::arena;
+
+  // Stored leaves at fixed offsets in one arena, their gradients (for the wrt
+  // leaves) in another.
+  struct leaf_layout {
+    std::size_t param_offset[N]{};
+    std::size_t param_bytes = 0;
+    std::size_t grad_offset[N]{};  // by node index of the leaf
+    std::size_t grad_bytes = 0;
+  };
+  static constexpr leaf_layout layout = [] {
+    leaf_layout l;
+    [&]<class... Ns>(tl::list<Ns...>) {
+      std::size_t i = 0;
+      auto one = [&]<class L>(std::type_identity<L>) {
+        if constexpr (detail::stored_leaf<L>()) {
+          constexpr std::size_t bytes = align_up(sizeof(typename L::dtype) * L::dims::static_numel);
+          l.param_offset[i] = l.param_bytes;
+          l.param_bytes += bytes;
+          if constexpr (tl::contains_v<L, typename Step::wrt>) {
+            l.grad_offset[i] = l.grad_bytes;
+            l.grad_bytes += bytes;
+          }
+        }
+        ++i;
+      };
+      (one(std::type_identity<Ns>{}), ...);
+    }(nodes{});
+    return l;
+  }();
+
+  step_buffers() {
+    params_.reserve(layout.param_bytes ? layout.param_bytes : 64);
+    grads_.reserve(layout.grad_bytes ? layout.grad_bytes : 64);
+  }
+
+  std::byte* param_bytes(std::size_t i) { return params_.data() + layout.param_offset[i]; }
+  std::byte* grad_bytes(std::size_t i) { return grads_.data() + layout.grad_offset[i]; }
+  const bindings<N>& bound() const { return b_; }
+  bindings<N>& bound() { return b_; }
+
+  // Bind the feeds, resolve every run-time shape (checking the fed ones),
+  // and place every buffer for them. `kept_area`: where the kept values go
+  // (null: in scratch).
+  template <class... Feeds>
+  void prepare(std::byte* kept_area, const Feeds&... feeds) {
+    kept_area_ = kept_area;
+    bind_feeds(feeds...);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (detail::resolve_shape<nodes, I>(b_.shape.data()), ...);
+    }(std::make_index_sequence<N>{});
+    place();
+  }
+
+  // Backward reads the recomputed values of a region from here on.
+  void enter_recompute(std::size_t region) {
+    for (std::size_t j = 0; j < N; ++j)
+      if (prog.region[j] == region && prog.recomputed[j].present) b_.buf[j] = buffer_at(j, true);
+    bind_views();
+  }
+
+  // The first output of the run being computed becomes the published one.
+  // A first output that is a leaf (no buffer of its own) is copied in first.
+  void publish(std::size_t count) {
+    using out = tl::at_t<0, typename Step::outputs>;
+    if constexpr (!prog.owns[first_output]) {
+      const std::size_t bytes = count * sizeof(typename out::dtype);
+      out_[1 - published_].reserve(align_up(bytes + 1));
+      Backend::copy(out_[1 - published_].data(), b_.buf[first_output], bytes);
+    }
+    published_ = 1 - published_;
+    value_count_ = count;
+  }
+  const std::byte* published() const { return out_[published_].data(); }
+  std::size_t published_count() const { return value_count_; }
+
+  std::size_t kept_bytes() const { return kept_bytes_; }
+  std::size_t scratch_bytes() const { return kept_bytes_ + rest_bytes_; }
+  // The largest element count of a reduction over other axes (its accumulator).
+  std::size_t max_axis_reduce_elements() const { return axis_reduce_elements_; }
+
+ private:
+  // ------------------------------------------------------------ feeds ----
+  template <class... Feeds>
+  void bind_feeds(const Feeds&... feeds) {
+    (check_feed_used<typename Feeds::leaf>(), ...);
+    [&]<class... Ns>(tl::list<Ns...>) {
+      std::size_t i = 0;
+      ((bind_one<Ns>(i++, feeds...)), ...);
+    }(nodes{});
+  }
+  template <class L>
+  static void check_feed_used() {
+    if constexpr (!tl::contains_v<L, nodes>)
+      throw error(std::string("ctg: feed for input '") + L::name.c_str() + "', which this step does not read");
+  }
+  template <class L, class... Feeds>
+  void bind_one(std::size_t i, const Feeds&... feeds) {
+    if constexpr (is_leaf_v<L>) {
+      if constexpr (L::fed) {
+        constexpr std::size_t count = (std::size_t(0) + ... + std::is_same_v<typename Feeds::leaf, L>);
+        if constexpr (count == 0) {
+          throw error(std::string("ctg: missing feed for input '") + L::name.c_str() + "'");
+        } else {
+          if (count > 1) throw error(std::string("ctg: input '") + L::name.c_str() + "' is fed twice");
+          auto take = [&](const auto& f) {
+            if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::leaf, L>) bind_input<L>(i, f);
+          };
+          (take(feeds), ...);
+        }
+      } else {
+        b_.buf[i] = param_bytes(i);
+      }
+    }
+  }
+  template <class L>
+  void bind_input(std::size_t i, const feed_t<L>& f) {
+    rt_shape s = detail::static_rt<typename L::dims>();
+    for (std::size_t d = 0, k = 0; d < s.rank; ++d)
+      if (s.d[d] == dyn) s.d[d] = f.dyn_dims[k++];
+    const std::string what = std::string("input '") + L::name.c_str() + "'";
+    const dim_t n = detail::checked_numel(s, what.c_str());
+    if (f.data.data() == nullptr && n > 0) throw error("ctg: " + what + " is fed a null pointer");
+    if (static_cast<dim_t>(f.data.size()) != n)
+      throw error("ctg: " + what + " expects " + std::to_string(n) + " elements (dims " + detail::dims_text(s) +
+                  ") but was fed " + std::to_string(f.data.size()));
+    b_.shape[i] = s;
+    b_.buf[i] = Backend::bind_input(f.data.data(), static_cast<std::size_t>(n) * sizeof(typename L::dtype));
+  }
+
+  // ----------------------------------------------------------- memory ----
+  // The lives to place, in the order they begin: kept ones in their own pool.
+  struct life_ref {
+    std::size_t node = 0;
+    bool recomputed = false;
+  };
+  struct life_order {
+    life_ref kept[N + 1]{};
+    std::size_t nkept = 0;
+    life_ref rest[2 * N + 1]{};
+    std::size_t nrest = 0;
+  };
+  static constexpr life_order lives = [] {
+    life_order o;
+    for (std::size_t q = 0; q <= prog.len; ++q)
+      for (std::size_t j = 0; j < N; ++j) {
+        if (j == first_output) continue;
+        if (prog.value[j].present && prog.value[j].begin == q) {
+          if (prog.kept[j]) o.kept[o.nkept++] = {j, false};
+          else o.rest[o.nrest++] = {j, false};
+        }
+        if (prog.recomputed[j].present && prog.recomputed[j].begin == q) o.rest[o.nrest++] = {j, true};
+      }
+    return o;
+  }();
+  static constexpr std::array<std::size_t, N> view_byte_offset = []<class... Ns>(tl::list<Ns...>) {
+    std::array<std::size_t, N> a{};
+    std::size_t i = 0;
+    auto one = [&]<class V>(std::type_identity<V>) {
+      if constexpr (requires { V::byte_offset; }) a[i] = V::byte_offset;
+      ++i;
+    };
+    (one(std::type_identity<Ns>{}), ...);
+    return a;
+  }(nodes{});
+
+  void place() {
+    std::array<std::size_t, N> bytes{};
+    std::size_t axis_reduce = 0;
+    [&]<class... Ns>(tl::list<Ns...>) {
+      std::size_t j = 0;
+      auto size_one = [&]<class Node>(std::type_identity<Node>) {
+        if (prog.owns[j]) {
+          const dim_t n = detail::checked_numel(b_.shape[j], "an intermediate");
+          bytes[j] = detail::buffer_bytes<Node>(static_cast<std::size_t>(n));
+          if (Node::kind == node_kind::reduce && !table.node[j].row_reduction)
+            axis_reduce = std::max(axis_reduce, static_cast<std::size_t>(n));
+        }
+        ++j;
+      };
+      (size_one(std::type_identity<Ns>{}), ...);
+    }(nodes{});
+    axis_reduce_elements_ = axis_reduce;
+    if (bytes != bytes_) {
+      bytes_ = bytes;
+      place_lives();
+    }
+    if constexpr (prog.owns[first_output]) out_[1 - published_].reserve(bytes[first_output]);
+    scratch_.reserve(rest_bytes_ + (kept_area_ ? 0 : kept_bytes_));
+    for (std::size_t j = 0; j < N; ++j)
+      if (prog.owns[j]) b_.buf[j] = j == first_output ? out_[1 - published_].data() : buffer_at(j, false);
+    bind_views();
+  }
+
+  void place_lives() {
+    std::vector<detail::buffer_life> l(lives.nkept + lives.nrest + 1);
+    std::vector<std::size_t> at(l.size());
+    auto place = [&](const life_ref* refs, std::size_t count) {
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto& life = refs[i].recomputed ? prog.recomputed[refs[i].node] : prog.value[refs[i].node];
+        l[i] = {life.begin, life.end, bytes_[refs[i].node]};
+      }
+      const std::size_t size = detail::place_lives(l.data(), count, at.data());
+      for (std::size_t i = 0; i < count; ++i) offset_[refs[i].node][refs[i].recomputed] = at[i];
+      return size;
+    };
+    kept_bytes_ = place(lives.kept, lives.nkept);
+    rest_bytes_ = place(lives.rest, lives.nrest);
+  }
+
+  std::byte* buffer_at(std::size_t j, bool recomputed) {
+    if (!recomputed && prog.kept[j]) return (kept_area_ ? kept_area_ : scratch_.data()) + offset_[j][0];
+    return scratch_.data() + (kept_area_ ? 0 : kept_bytes_) + offset_[j][recomputed];
+  }
+  void bind_views() {
+    for (std::size_t j = 0; j < N; ++j)
+      if (table.node[j].kind == node_kind::view) b_.buf[j] = b_.buf[table.node[j].child[0]] + view_byte_offset[j];
+  }
+
+  arena params_, grads_, scratch_;
+  arena out_[2];                                        // the first output: published and being computed
+  std::size_t published_ = 0, value_count_ = 0;
+  std::array<std::size_t, N> bytes_{};                  // each buffer's size in the current placement
+  std::array<std::array<std::size_t, 2>, N> offset_{};  // each life's offset in its pool: [value, recomputed]
+  std::size_t kept_bytes_ = 0, rest_bytes_ = 0;         // the two pools
+  std::size_t axis_reduce_elements_ = 0;
+  std::byte* kept_area_ = nullptr;                      // the kept pool, when the caller provides it
+  bindings<N> b_;
+};
+
+}  // namespace ctg

@@ -1,0 +1,69 @@
+#pragma once
+// FP8 on the CPU: quantize (the amax and the cast of one tensor, with the
+// scale its recipe gives) and dequantize. A quantized buffer holds the
+// payload, then its side data (exec/buffers.hpp): amax, scale, scale_inv.
+//
+//   ctg::cpu::run_quantize<Step, R>(bindings, amax_out);  // amax_out: where this run's amax
+//                                                         // goes (delayed scaling), or null
+//   ctg::cpu::run_dequantize<Step, R>(bindings);
+#include <cmath>
+
+#include <ctg/core/fp8_scaling.hpp>
+#include <ctg/exec/bindings.hpp>
+#include <ctg/exec/buffers.hpp>
+#include <ctg/lower/schedule.hpp>
+
+namespace ctg::cpu {
+
+// Delayed scaling casts with the stored scale while it takes the amax (one
+// loop); current scaling takes the amax first, then the scale from it.
+template <class Step, std::size_t R>
+void run_quantize(const bindings<Step::nodes::size>& b, float* amax_out) {
+  using nodes = typename Step::nodes;
+  using node = tl::at_t<R, nodes>;
+  using Fmt = typename node::dtype;
+  using S = typename node::scaling;
+  constexpr std::size_t ix = schedule<Step>::table.node[R].child[0];
+  using TX = typename tl::at_t<ix, nodes>::dtype;
+  const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
+  const TX* x = b.template as<const TX>(ix);
+  Fmt* q = b.template as<Fmt>(R);
+  float amax = 0.0f;
+  auto take = [&](float v) {
+    const float a = std::fabs(v);
+    if (a > amax || a != a) amax = a;  // a NaN stays: the scale is then kept (delayed) or 1 (current)
+  };
+  float scale = 1.0f;
+  if constexpr (S::is_delayed) {
+    scale = *b.template as<const float>(tl::index_of_v<typename S::scale_leaf, nodes>);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = static_cast<float>(load_as<TX>(x[i]));
+      take(v);
+      q[i] = fp8_scaling::quantize<Fmt>(v, scale);
+    }
+    if (amax_out) *amax_out = amax;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) take(static_cast<float>(load_as<TX>(x[i])));
+    if (std::isfinite(amax)) scale = fp8_scaling::current_scale(amax, node::fp8_max, S::margin);
+    for (std::size_t i = 0; i < n; ++i) q[i] = fp8_scaling::quantize<Fmt>(static_cast<float>(load_as<TX>(x[i])), scale);
+  }
+  float* side = fp8_side(b, R);
+  side[0] = amax;
+  side[1] = scale;
+  side[2] = 1.0f / scale;
+}
+
+template <class Step, std::size_t R>
+void run_dequantize(const bindings<Step::nodes::size>& b) {
+  using nodes = typename Step::nodes;
+  using T = typename tl::at_t<R, nodes>::dtype;
+  constexpr std::size_t iq = schedule<Step>::table.node[R].child[0];
+  using Fmt = typename tl::at_t<iq, nodes>::dtype;
+  const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
+  const Fmt* q = b.template as<const Fmt>(iq);
+  const float scale_inv = fp8_side(b, iq)[2];
+  T* out = b.template as<T>(R);
+  for (std::size_t i = 0; i < n; ++i) out[i] = store_as<T>(fp8_scaling::dequantize<Fmt>(q[i], scale_inv));
+}
+
+}  // namespace ctg::cpu

@@ -1,0 +1,101 @@
+#pragma once
+// The CPU backend: host memory, memcpy, and one runner per group kind, as
+// free functions (exec/cpu/{fused_loop,matmul,index_ops,quantize}.hpp). The
+// store itself is the backend-neutral basic_store (exec/store.hpp).
+//
+//   ctg::cpu::device dev;
+//   auto store = ctg::make_store(dev, step);   // params, grads, scratch
+//   float loss = step(store, ctg::feed<X>(x, batch));
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include <ctg/core/fp8_scaling.hpp>
+#include <ctg/exec/cpu/fused_loop.hpp>
+#include <ctg/exec/cpu/index_ops.hpp>
+#include <ctg/exec/cpu/matmul.hpp>
+#include <ctg/exec/cpu/quantize.hpp>
+#include <ctg/exec/cpu/workspace.hpp>
+#include <ctg/exec/store.hpp>
+
+namespace ctg {
+namespace cpu {
+
+struct device {};
+
+// 64-byte aligned bytes, zero-filled when grown, never shrunk.
+class arena {
+ public:
+  std::byte* data() { return mem_.get(); }
+  const std::byte* data() const { return mem_.get(); }
+  std::size_t size() const { return size_; }
+  void reserve(std::size_t bytes) {
+    if (bytes <= size_) return;
+    mem_.reset(new (std::align_val_t{64}) std::byte[bytes]);
+    std::memset(mem_.get(), 0, bytes);
+    size_ = bytes;
+  }
+
+ private:
+  struct deleter {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<std::byte[], deleter> mem_;
+  std::size_t size_ = 0;
+};
+
+struct backend {
+  using arena = cpu::arena;
+  using workspace = cpu::workspace;
+
+  static void copy(std::byte* dst, const std::byte* src, std::size_t bytes) {
+    if (bytes) std::memmove(dst, src, bytes);
+  }
+  static void upload(std::byte* dst, const void* src, std::size_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  static void download(void* dst, const std::byte* src, std::size_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  // A fed input is read where it is.
+  static std::byte* bind_input(const void* fed, std::size_t) {
+    return const_cast<std::byte*>(static_cast<const std::byte*>(fed));
+  }
+
+  template <class Step, std::size_t R>
+  static void run_group(const bindings<Step::nodes::size>& b, workspace& ws) {
+    constexpr node_kind k = tl::at_t<R, typename Step::nodes>::kind;
+    if constexpr (k == node_kind::matmul) run_matmul<Step, R>(b, ws);
+    else if constexpr (k == node_kind::fp8_matmul) run_fp8_matmul<Step, R>(b, ws);
+    else if constexpr (k == node_kind::transpose) run_transpose<Step, R>(b);
+    else if constexpr (k == node_kind::gather) run_gather<Step, R>(b);
+    else if constexpr (k == node_kind::scatter_add) run_scatter_add<Step, R>(b);
+    else if constexpr (k == node_kind::dequantize) run_dequantize<Step, R>(b);
+    else run_fused<Step, R>(b, ws);
+  }
+  template <class Step, std::size_t R>
+  static void run_quantize(const bindings<Step::nodes::size>& b, workspace&, float* amax) {
+    cpu::run_quantize<Step, R>(b, amax);
+  }
+  // After a successful step: this step's amax into history slot 0, then
+  // TransformerEngine's update of scale and history.
+  static void delayed_update(float* history, std::size_t length, float* scale, const float* amax, float fp8_max,
+                             int margin, fp8_scaling::amax_algo algo) {
+    history[0] = *amax;
+    fp8_scaling::delayed_update(history, length, *scale, fp8_max, margin, algo);
+  }
+};
+
+template <class Step>
+using store = basic_store<backend, Step>;
+
+}  // namespace cpu
+
+template <class Outputs, class Wrt, bool Fuse>
+cpu::store<graph_step<Outputs, Wrt, Fuse>> make_store(cpu::device, graph_step<Outputs, Wrt, Fuse>) {
+  return {};
+}
+// After a failed value_and_grad check (already reported), add no errors of its own.
+inline invalid_step make_store(cpu::device, invalid_step) { return {}; }
+
+}  // namespace ctg

@@ -1,0 +1,164 @@
+#pragma once
+// How a ctg::nn::stack runs on any backend (graph/stack.hpp has the node): a
+// store for the block's graph (forward and backward parts, compiled once
+// whatever the number of layers) driven once per layer, and the area where
+// each layer keeps its values between the two parts (one layer's worth when
+// the stack recomputes).
+//
+// Forward: layer i loads its slice of every stacked leaf, reads x_i and writes
+// x_{i+1}; the stack's buffer keeps the output x_N in slot 0 and the inputs
+// x_1 .. x_{N-1} in slots 1 .. N-1 for backward. Backward: for i = N-1 .. 0,
+// the block's backward part at x_i (after its forward part again, when the
+// stack recomputes) turns the gradient of x_{i+1} into that of x_i and gives
+// layer i's parameter gradients. FP8 amaxes are kept per layer and applied to
+// each layer's slice of the stacked state after the step commits.
+#include <array>
+#include <cstddef>
+
+#include <ctg/exec/buffers.hpp>
+#include <ctg/exec/fp8_state.hpp>
+#include <ctg/graph/stack.hpp>
+
+namespace ctg {
+
+template <class Backend, class Step>
+class basic_store;
+
+template <class Backend, class S>
+class stack_runner {
+ public:
+  using stack_type = S;
+  using block_step = typename S::backward_step;
+  using block_store = basic_store<Backend, block_step>;
+  static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
+  static constexpr std::size_t quantizers = fp8_state<block_step>::count;
+
+  // What all layers keep, as sized by the last plan.
+  std::size_t kept_bytes() const { return kept_stride_ * layers_kept; }
+
+  // Size the area the layers keep their values in, for this run's shapes
+  // (stack node R of the parent store p).
+  template <std::size_t R, class Parent>
+  void plan(Parent& p) {
+    const auto& b = p.mem_.bound();
+    const auto* in = reinterpret_cast<const typename S::dtype*>(b.buf[Parent::table.node[R].child[0]]);
+    kept_stride_ = align_up(block_.plan(feed_like<typename S::carry, R>(b, in), feed_like<typename S::upstream, R>(b, in)));
+    kept_.reserve(kept_stride_ * layers_kept + 64);
+  }
+
+  template <std::size_t R, class Parent>
+  void run_forward(Parent& p) {
+    using T = typename S::dtype;
+    const auto& b = p.mem_.bound();
+    const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
+    T* slots = b.template as<T>(R);
+    const T* in = b.template as<const T>(Parent::table.node[R].child[0]);
+    plan<R>(p);
+    for (std::size_t i = 0; i < S::layers; ++i) {
+      enter_layer(p, i);
+      // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
+      block_.run_forward_part(kept_.data() + (S::recompute ? 0 : i * kept_stride_), feed_like<typename S::carry, R>(b, in),
+                              feed_like<typename S::upstream, R>(b, in));
+      take_amaxes(i, true);
+      T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
+      Backend::copy(reinterpret_cast<std::byte*>(next), block_.template value_bytes<typename S::block_out>(),
+                    n * sizeof(T));
+      in = next;
+    }
+  }
+
+  // Stack-grad node R of the parent: children (the stack, the upstream gradient).
+  template <std::size_t R, class Parent>
+  void run_backward(Parent& p) {
+    using GN = tl::at_t<R, typename Parent::nodes>;
+    using T = typename S::dtype;
+    constexpr std::size_t is = Parent::table.node[R].child[0], ig = Parent::table.node[R].child[1];
+    constexpr std::size_t ix = Parent::table.node[is].child[0];
+    const auto& b = p.mem_.bound();
+    const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
+    const T* slots = b.template as<const T>(is);
+    T* gx = reinterpret_cast<T*>(b.buf[R] + GN::leading_bytes);
+    const T* g = b.template as<const T>(ig);
+    for (std::size_t i = S::layers; i-- > 0;) {
+      const T* in = i == 0 ? b.template as<const T>(ix) : slots + i * n;
+      enter_layer(p, i);
+      const auto carry = feed_like<typename S::carry, R>(b, in);
+      const auto up = feed_like<typename S::upstream, R>(b, g);
+      if constexpr (S::recompute) block_.run_recomputing(kept_.data(), carry, up);
+      else block_.run_backward_part(kept_.data() + i * kept_stride_, carry, up);
+      take_amaxes(i, false);
+      [&]<class... Ps>(tl::list<Ps...>) {
+        auto one = [&]<class P>(std::type_identity<P>) {
+          constexpr std::size_t leaf = tl::index_of_v<P, typename S::leaves>;
+          const std::size_t bytes = P::dims::static_numel * sizeof(typename P::dtype);
+          Backend::copy(b.buf[R] + GN::offset_of(leaf) + i * bytes,
+                        block_.template output_bytes<block_step::template grad_output<P>>(), bytes);
+        };
+        (one(std::type_identity<Ps>{}), ...);
+      }(typename S::trainable{});
+      Backend::copy(reinterpret_cast<std::byte*>(gx),
+                    block_.template output_bytes<block_step::template grad_output<typename S::carry>>(), n * sizeof(T));
+      g = gx;
+    }
+  }
+
+  // After the parent's step commits: each layer's FP8 state from its amaxes.
+  template <class Parent>
+  void update_state(Parent& p) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        using Q = typename fp8_state<block_step>::template quantizer<J>;
+        using scale_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::scale_leaf>::type;
+        using history_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::history_leaf>::type;
+        float* scale = reinterpret_cast<float*>(p.mem_.param_bytes(tl::index_of_v<scale_leaf, typename Parent::nodes>));
+        float* hist = reinterpret_cast<float*>(p.mem_.param_bytes(tl::index_of_v<history_leaf, typename Parent::nodes>));
+        constexpr std::size_t h = Q::scaling::recipe::history;
+        for (std::size_t i = 0; i < S::layers; ++i)
+          fp8_state<block_step>::template update<Backend, Q>(hist + i * h, scale + i, &pending_[i * quantizers + J]);
+      };
+      (one(std::integral_constant<std::size_t, K>{}), ...);
+      (void)one;
+    }(std::make_index_sequence<quantizers>{});
+  }
+
+ private:
+  // Layer i's slice of every stacked leaf into the block's own leaves, and
+  // the layer's random key.
+  template <class Parent>
+  void enter_layer(Parent& p, std::size_t layer) {
+    [&]<class... Ls>(tl::list<Ls...>) {
+      auto one = [&]<class L>(std::type_identity<L>) {
+        using stacked = typename detail::stacked_leaf<S::layers, L>::type;
+        const std::size_t bytes = L::dims::static_numel * sizeof(typename L::dtype);
+        Backend::copy(block_.mem_.param_bytes(tl::index_of_v<L, typename block_step::nodes>),
+                      p.mem_.bound().buf[tl::index_of_v<stacked, typename Parent::nodes>] + layer * bytes, bytes);
+      };
+      (one(std::type_identity<Ls>{}), ...);
+    }(typename S::leaves{});
+    block_.key_ = {p.key_.seed, p.key_.step, static_cast<std::uint32_t>(layer)};
+  }
+
+  // Layer i's amaxes of one part of the block (forward: quantizers of forward nodes).
+  void take_amaxes(std::size_t layer, bool forward_part) {
+    constexpr auto& d = fp8_state<block_step>::quantizers;
+    for (std::size_t k = 0; k < quantizers; ++k)
+      if ((d.node[k] < block_store::prog.forward_end) == forward_part)
+        pending_[layer * quantizers + k] = block_.fp8_.pending[k];
+  }
+
+  // A feed of `data` to the block's leaf L, shaped like the parent's node I.
+  template <class L, std::size_t I, std::size_t N, class T>
+  static feed_t<L> feed_like(const bindings<N>& b, const T* data) {
+    feed_t<L> f{std::span<const T>(data, static_cast<std::size_t>(b.shape[I].numel())), {}};
+    for (std::size_t d = 0, k = 0; d < L::dims::rank; ++d)
+      if (L::dims::dims[d] == dyn) f.dyn_dims[k++] = b.shape[I].d[d];
+    return f;
+  }
+
+  block_store block_;
+  typename Backend::arena kept_;
+  std::size_t kept_stride_ = 0;
+  std::array<float, S::layers * quantizers + 1> pending_{};  // [layer][quantizer] amaxes of this step
+};
+
+}  // namespace ctg

@@ -1,0 +1,297 @@
+#pragma once
+// A store runs one compiled step (graph/autodiff.hpp's graph_step) on one
+// backend, and holds everything the step needs between runs: parameters,
+// gradients, FP8 state, scratch. Everything here is backend-neutral; a
+// backend (exec/cpu/store.hpp) supplies memory, copies and one runner per
+// group kind:
+//
+//   struct Backend {
+//     using arena = ...;      // reserve(bytes) (zero-filled), data(), size()
+//     using workspace = ...;  // scratch the runners reuse
+//     static void copy(std::byte* dst, const std::byte* src, std::size_t bytes);  // within its memory
+//     static void upload(std::byte* dst, const void* src, std::size_t bytes);    // host -> its memory
+//     static void download(void* dst, const std::byte* src, std::size_t bytes);  // its memory -> host
+//     static std::byte* bind_input(const void* fed, std::size_t bytes);           // a fed input's buffer
+//     template <class Step, std::size_t R> static void run_group(const bindings<N>&, workspace&);
+//     template <class Step, std::size_t R> static void run_quantize(const bindings<N>&, workspace&, float* amax);
+//     static void delayed_update(float* history, std::size_t length, float* scale, const float* amax,
+//                                float fp8_max, int margin, fp8_scaling::amax_algo algo);
+//   };
+//
+// A run: bind the feeds and resolve shapes, place buffers (exec/buffers.hpp),
+// run the program's positions in order (entering a checkpoint region's
+// recompute where the program says, a stack through exec/stack_runner.hpp),
+// then commit: check the loss if asked, publish it, copy the gradients, count
+// the step and update the FP8 state. Nothing a user can read changes before
+// the commit, so a step that throws changes nothing.
+#include <cmath>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <ctg/exec/buffers.hpp>
+#include <ctg/exec/fp8_state.hpp>
+#include <ctg/exec/stack_runner.hpp>
+#include <ctg/graph/autodiff.hpp>
+
+namespace ctg {
+
+template <class Backend, class Step>
+class basic_store {
+ public:
+  using step_type = Step;
+  using backend_type = Backend;
+  using nodes = typename Step::nodes;
+  static constexpr std::size_t N = nodes::size;
+  static constexpr const auto& table = schedule<Step>::table;
+  static constexpr const auto& prog = program<Step>::table;
+
+  // Parameters start at 0; state leaves at the value their type declares
+  // (an FP8 scale at 1, its amax history at 0).
+  basic_store() {
+    [&]<class... Ns>(tl::list<Ns...>) {
+      auto one = [&]<class L>(std::type_identity<L>) {
+        if constexpr (requires { L::initial_value; }) {
+          const std::vector<typename L::dtype> v(L::dims::static_numel, store_as<typename L::dtype>(L::initial_value));
+          Backend::upload(mem_.param_bytes(tl::index_of_v<L, nodes>), v.data(), v.size() * sizeof(typename L::dtype));
+        }
+      };
+      (one(std::type_identity<Ns>{}), ...);
+    }(nodes{});
+  }
+
+  // The values of a stored leaf (trainable, frozen or state): read, write, initialise.
+  template <class L>
+  std::span<typename L::dtype> param() {
+    static_assert(tl::contains_v<L, nodes>, "ctg: this leaf is not part of the step's graph");
+    static_assert(detail::stored_leaf<L>(), "ctg: inputs are fed, not stored: use ctg::feed<X>");
+    return {reinterpret_cast<typename L::dtype*>(mem_.param_bytes(tl::index_of_v<L, nodes>)), L::dims::static_numel};
+  }
+
+  // The gradient of L from the last successful step.
+  template <class L>
+  std::span<const typename L::dtype> grad() {
+    static_assert(!detail::stored_leaf<L>() || L::role != leaf_role::frozen,
+                  "ctg: frozen parameter: a frozen leaf has no gradient");
+    static_assert(tl::contains_v<L, typename Step::wrt>,
+                  "ctg: no gradient path: this leaf is not in the step's wrt<...>");
+    return {reinterpret_cast<const typename L::dtype*>(mem_.grad_bytes(tl::index_of_v<L, nodes>)),
+            L::dims::static_numel};
+  }
+
+  // The same, naming the leaf by a value: store.param(W{}), store.grad(W{})
+  // (the form for .cu files; see ctg::feed(X{}, ...)).
+  template <class L>
+    requires is_leaf_v<L>
+  std::span<typename L::dtype> param(L) {
+    return param<L>();
+  }
+  template <class L>
+    requires is_leaf_v<L>
+  std::span<const typename L::dtype> grad(L) {
+    return grad<L>();
+  }
+
+  // The value of the step's first output (the loss, or forward(e)'s e) after the last step.
+  auto value() const {
+    using out = tl::at_t<0, typename Step::outputs>;
+    return std::span<const typename out::dtype>(reinterpret_cast<const typename out::dtype*>(mem_.published()),
+                                                mem_.published_count());
+  }
+
+  // Dropout's random stream: a seed (0 unless set), and the count of
+  // successful steps, which keys each step's masks (state: it changes once
+  // per step, after backward).
+  void seed(std::uint64_t s) { key_.seed = s; }
+  std::uint64_t seed() const { return key_.seed; }
+  std::uint32_t steps_run() const { return key_.step; }
+  void set_steps_run(std::uint32_t n) { key_.step = n; }
+
+  // When on, a step whose loss is not finite throws ctg::error and changes nothing.
+  void check_finite(bool on) { check_finite_ = on; }
+
+  // Run one step: validate feeds, resolve shapes, run every group, then commit.
+  template <class... Feeds>
+  CTG_NOINLINE float run(const Feeds&... feeds) {
+    prepare(nullptr, feeds...);
+    run_positions<0, prog.len>();
+    return commit();
+  }
+
+  // Bytes of the forward values kept for backward, and of all scratch
+  // buffers, as placed for the last run (or plan); a stack's layers count
+  // with all they keep.
+  std::size_t kept_bytes() const { return mem_.kept_bytes() + stack_kept_bytes(); }
+  std::size_t scratch_bytes() const { return mem_.scratch_bytes() + stack_kept_bytes(); }
+
+  // Place every buffer for these feeds without running: returns kept_bytes().
+  template <class... Feeds>
+  std::size_t plan(const Feeds&... feeds) {
+    prepare(nullptr, feeds...);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        if constexpr (tl::at_t<J, nodes>::kind == node_kind::stack)
+          std::get<stack_runner<Backend, tl::at_t<J, nodes>>>(stacks_).template plan<J>(*this);
+      };
+      (one(std::integral_constant<std::size_t, I>{}), ...);
+      (void)one;
+    }(std::make_index_sequence<N>{});
+    return kept_bytes();
+  }
+
+ private:
+  // A stack drives its block's store through the protocol below, and reads
+  // its parent's buffers, key and stacked leaves.
+  template <class, class>
+  friend class stack_runner;
+
+  // ---------------------------------------------- the parts of a step ----
+  // The forward and backward parts run apart: run_forward_part writes the
+  // kept values into `kept`, and run_backward_part, given the same feeds and
+  // `kept`, reads them back. Neither commits.
+  template <class... Feeds>
+  void run_forward_part(std::byte* kept, const Feeds&... feeds) {
+    prepare(kept, feeds...);
+    run_positions<0, prog.backward_begin>();
+  }
+  template <class... Feeds>
+  void run_backward_part(std::byte* kept, const Feeds&... feeds) {
+    prepare(kept, feeds...);
+    run_positions<prog.backward_begin, prog.len>();
+  }
+  // Both parts, the forward one as a recompute (it records no state).
+  template <class... Feeds>
+  void run_recomputing(std::byte* kept, const Feeds&... feeds) {
+    prepare(kept, feeds...);
+    recomputing_ = true;
+    run_positions<0, prog.backward_begin>();
+    recomputing_ = false;
+    run_positions<prog.backward_begin, prog.len>();
+  }
+  // The buffer of node E (an output, or the forward part's root) after the last run.
+  template <class E>
+  const std::byte* value_bytes() const {
+    constexpr std::size_t i = tl::index_of_v<E, nodes>;
+    static_assert(table.node[i].output, "ctg: internal: value_bytes reads outputs and the forward root only");
+    return mem_.bound().buf[i];
+  }
+  // The buffer of output K after the last run.
+  template <std::size_t K>
+  const std::byte* output_bytes() const {
+    return mem_.bound().buf[tl::index_of_v<tl::at_t<K, typename Step::outputs>, nodes>];
+  }
+
+  template <class... Feeds>
+  void prepare(std::byte* kept_area, const Feeds&... feeds) {
+    mem_.prepare(kept_area, feeds...);
+    mem_.bound().key = key_;
+    fill_runtime_scalars();
+  }
+
+  // 1/count of a mean, known once the run's shapes are.
+  void fill_runtime_scalars() {
+    [&]<class... Ns>(tl::list<Ns...>) {
+      auto one = [&]<class S>(std::type_identity<S>) {
+        if constexpr (S::kind == node_kind::runtime_scalar) {
+          using big = tl::at_t<0, typename S::children>;
+          using small = tl::at_t<1, typename S::children>;
+          const auto& shape = mem_.bound().shape;
+          const double ratio = static_cast<double>(shape[tl::index_of_v<small, nodes>].numel()) /
+                               static_cast<double>(shape[tl::index_of_v<big, nodes>].numel());
+          const typename S::dtype v = store_as<typename S::dtype>(ratio);
+          Backend::upload(mem_.bound().buf[tl::index_of_v<S, nodes>], &v, sizeof v);
+        }
+      };
+      (one(std::type_identity<Ns>{}), ...);
+    }(nodes{});
+  }
+
+  // ------------------------------------------------------------- run ----
+  template <std::size_t From, std::size_t To>
+  void run_positions() {
+    [&]<std::size_t... Q>(std::index_sequence<Q...>) {
+      (run_position<From + Q>(), ...);
+    }(std::make_index_sequence<To - From>{});
+  }
+  template <std::size_t Q>
+  void run_position() {
+    if constexpr (prog.enter_region[Q] != no_region) mem_.enter_recompute(prog.enter_region[Q]);
+    constexpr std::size_t R = prog.root[Q];
+    using node = tl::at_t<R, nodes>;
+    if constexpr (node::kind == node_kind::stack)
+      std::get<stack_runner<Backend, node>>(stacks_).template run_forward<R>(*this);
+    else if constexpr (node::kind == node_kind::stack_grad)
+      std::get<stack_runner<Backend, typename node::stack>>(stacks_).template run_backward<R>(*this);
+    else if constexpr (node::kind == node_kind::quantize)
+      Backend::template run_quantize<Step, R>(mem_.bound(), ws_,
+                                              fp8_.template amax_slot<R>(!recomputing_ && !prog.recompute[Q]));
+    else Backend::template run_group<Step, R>(mem_.bound(), ws_);
+  }
+
+  // ---------------------------------------------------------- commit ----
+  float commit() {
+    using loss = tl::at_t<0, typename Step::outputs>;
+    using T = typename loss::dtype;
+    constexpr std::size_t il = tl::index_of_v<loss, nodes>;
+    const std::size_t count = static_cast<std::size_t>(mem_.bound().shape[il].numel());
+    std::vector<T> host(check_finite_ ? count : (count ? 1 : 0));
+    Backend::download(host.data(), mem_.bound().buf[il], host.size() * sizeof(T));
+    for (const T& v : host)
+      if (check_finite_ && !std::isfinite(static_cast<double>(load_as(v))))
+        throw error("ctg: the loss is not finite (" + std::to_string(static_cast<double>(load_as(v))) +
+                    "); nothing was written");
+    // Nothing visible changed before this point.
+    mem_.publish(count);
+    ++key_.step;
+    copy_grads();
+    update_state();
+    return count ? static_cast<float>(load_as(host[0])) : 0.0f;
+  }
+
+  void copy_grads() {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      auto one = [&]<std::size_t W>(std::integral_constant<std::size_t, W>) {
+        using L = tl::at_t<W, typename Step::wrt>;
+        if constexpr (detail::stored_leaf<L>())  // a stack carry's gradient is read from the output
+          Backend::copy(mem_.grad_bytes(tl::index_of_v<L, nodes>), output_bytes<Step::template grad_output<L>>(),
+                        L::dims::static_numel * sizeof(typename L::dtype));
+      };
+      (one(std::integral_constant<std::size_t, K>{}), ...);
+      (void)one;
+    }(std::make_index_sequence<Step::wrt::size>{});
+  }
+
+  void update_state() {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        using Q = typename fp8_state<Step>::template quantizer<J>;
+        float* hist = reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<typename Q::scaling::history_leaf, nodes>));
+        float* scale = reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<typename Q::scaling::scale_leaf, nodes>));
+        fp8_state<Step>::template update<Backend, Q>(hist, scale, &fp8_.pending[J]);
+      };
+      (one(std::integral_constant<std::size_t, K>{}), ...);
+      (void)one;
+    }(std::make_index_sequence<fp8_state<Step>::count>{});
+    std::apply([&](auto&... rt) { (rt.update_state(*this), ...); }, stacks_);
+  }
+
+  std::size_t stack_kept_bytes() const {
+    return std::apply([](const auto&... rt) { return (std::size_t(0) + ... + rt.kept_bytes()); }, stacks_);
+  }
+
+  template <class... Ns>
+  static auto stack_runners(tl::list<Ns...>) -> tl::apply<
+      std::tuple, tl::concat_t<std::conditional_t<Ns::kind == node_kind::stack, tl::list<stack_runner<Backend, Ns>>,
+                                                  tl::list<>>...>>::type;
+
+  step_buffers<Backend, Step> mem_;
+  fp8_state<Step> fp8_;
+  decltype(stack_runners(nodes{})) stacks_;
+  typename Backend::workspace ws_;
+  random_key key_{};
+  bool recomputing_ = false;  // running a forward part again: record no state
+  bool check_finite_ = false;
+};
+
+}  // namespace ctg

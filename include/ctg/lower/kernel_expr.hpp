@@ -1,0 +1,208 @@
+#pragma once
+// A fusion group's loop body as a name-free type: what both backends run.
+//
+// The schedule cuts a step into groups; the body of a group's loop is the
+// expression of its root, with every materialized input read from a buffer
+// slot, inlined row reductions read from per-row locals, and dropout masks
+// computed in place. kernel::body_t<Step, Root> spells that body with a few
+// node types of its own, which name only op types, dtypes, slots and
+// constants: no leaf names and no graph node types.
+//
+// Why a type of its own:
+//   * the CPU loops and the CUDA kernels evaluate the same body type with the
+//     same CTG_HD code (value), so elementwise results agree bit for bit;
+//   * nvcc's host pass cannot spell a class-type template argument (a leaf's
+//     fixed_string name) back into C++, so a __global__ template can only be
+//     instantiated on types without them (README, "The CUDA backend");
+//   * two groups that compute the same thing get the same body type, so they
+//     share one instantiated kernel whatever their leaves are called.
+//
+// A body is evaluated at element j of the current row through a context that
+// the loop fills: the slots' base pointers and row offsets, the row's
+// position (for index-aware ops), the random key and the row's reductions.
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include <ctg/lower/group.hpp>
+
+namespace ctg::kernel {
+
+// What a body reads besides j: K buffer slots, NR row reductions.
+template <std::size_t K, std::size_t NR>
+struct context {
+  const std::byte* ptr[K]{};
+  dim_t base[K]{};
+  dim_t row_pos = 0;  // index along the second-to-last dim (index-aware ops)
+  random_key key{};   // dropout's seed, step and layer
+  double local[NR]{};
+};
+
+// Buffer slot Slot of dtype T; Advances: it moves along the row (else a
+// broadcast value, read at the row's base).
+template <std::size_t Slot, class T, bool Advances>
+struct load {
+  using dtype = T;
+  template <class Ctx>
+  CTG_HD static CTG_FORCEINLINE compute_t<T> value(const Ctx& c, dim_t j) {
+    const T* p = reinterpret_cast<const T*>(c.ptr[Slot]);
+    if constexpr (Advances) return load_as<T>(p[c.base[Slot] + j]);
+    else return load_as<T>(p[c.base[Slot]]);
+  }
+};
+
+template <double V, class T>
+struct constant {
+  using dtype = T;
+  template <class Ctx>
+  CTG_HD static CTG_FORCEINLINE compute_t<T> value(const Ctx&, dim_t) {
+    return static_cast<compute_t<T>>(V);
+  }
+};
+
+// Dropout's mask on random stream Stream; its element index is where a buffer
+// in slot Slot would be read.
+template <std::uint32_t Stream, double P, std::size_t Slot, bool Advances>
+struct dropout {
+  using dtype = f32;
+  template <class Ctx>
+  CTG_HD static CTG_FORCEINLINE float value(const Ctx& c, dim_t j) {
+    const dim_t at = Advances ? c.base[Slot] + j : c.base[Slot];
+    return dropout_value<P>(c.key, Stream, static_cast<std::uint64_t>(at));
+  }
+};
+
+// The row's value of inlined reduction Slot (computed before the row's elements).
+template <std::size_t Slot, class T>
+struct local {
+  using dtype = T;
+  template <class Ctx>
+  CTG_HD static CTG_FORCEINLINE compute_t<T> value(const Ctx& c, dim_t) {
+    return static_cast<compute_t<T>>(c.local[Slot]);
+  }
+};
+
+// Op over the children's values in T's compute type, rounded once to T.
+template <class Op, class T, class... Xs>
+struct apply {
+  using dtype = T;
+  template <class Ctx>
+  CTG_HD static CTG_FORCEINLINE compute_t<T> value(const Ctx& c, dim_t j) {
+    using C = compute_t<T>;
+    if constexpr (requires { Op::index_aware; })
+      return round_to<T>(Op::apply_at(j, c.row_pos, static_cast<C>(Xs::value(c, j))...));
+    else
+      return round_to<T>(Op::apply(static_cast<C>(Xs::value(c, j))...));
+  }
+};
+
+// Reduction Slot of a row: Op over X's values along the row, combined in
+// f64, finalized, rounded once to T. (The CPU combines in row order,
+// combine_in_order; a GPU block combines in a tree, then both take value_of.)
+template <std::size_t Slot, class Op, class T, class X>
+struct row_reduction {
+  using op = Op;
+  using dtype = T;
+  using child = X;
+  static constexpr std::size_t slot = Slot;
+
+  template <class Ctx>
+  CTG_HD static CTG_FORCEINLINE double combine_in_order(const Ctx& c, dim_t L) {
+    double acc = Op::template identity<double>();
+    for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
+    return acc;
+  }
+  // The row's value (what local<Slot, T> reads) from the combination of its L elements.
+  CTG_HD static CTG_FORCEINLINE double value_of(double combined, dim_t L) {
+    return round_to<T>(static_cast<compute_t<T>>(Op::finalize(combined, static_cast<double>(L))));
+  }
+};
+
+// The identity: ops that only mark the graph (broadcast, no_grad, checkpoint)
+// compute nothing, and a body must not name the node types they carry. A
+// pass that changes no dtype is left out of the body altogether.
+struct pass {
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C x) {
+    return x;
+  }
+};
+template <class Op>
+struct name_free_op {
+  using type = Op;
+};
+template <class S, class Like>
+struct name_free_op<op::broadcast<S, Like>> {
+  using type = pass;
+};
+template <>
+struct name_free_op<op::no_grad> {
+  using type = pass;
+};
+template <>
+struct name_free_op<op::checkpoint> {
+  using type = pass;
+};
+
+namespace detail {
+// The body of node I evaluated inside the group rooted at R.
+template <class Step, std::size_t R, std::size_t I>
+consteval auto expr_of() {
+  using nodes = typename Step::nodes;
+  using node = tl::at_t<I, nodes>;
+  using info = ctg::detail::group_info<Step, R>;
+  constexpr const auto& t = schedule<Step>::table;
+  using T = typename node::dtype;
+  if constexpr (node::kind == node_kind::constant) {
+    return std::type_identity<constant<node::value, T>>{};
+  } else if constexpr (node::kind == node_kind::random) {
+    return std::type_identity<dropout<node::stream, node::probability, info::info.input_slot[I],
+                                      ctg::detail::advances_inner<node>>>{};
+  } else if constexpr (I != R && t.materialized[I]) {
+    return std::type_identity<load<info::info.input_slot[I], T, ctg::detail::advances_inner<node>>>{};
+  } else if constexpr (node::kind == node_kind::reduce) {
+    return std::type_identity<local<info::info.reduction_slot[I], T>>{};
+  } else {
+    static_assert(node::kind == node_kind::elementwise, "ctg: internal: a group body holds only elementwise nodes");
+    using kop = typename name_free_op<typename node::op>::type;
+    using first_child = tl::at_t<0, typename node::children>;
+    if constexpr (std::is_same_v<kop, pass> && std::is_same_v<typename first_child::dtype, T>) {
+      return expr_of<Step, R, tl::index_of_v<first_child, nodes>>();  // nothing to compute, nothing to round
+    } else {
+      return []<class... X>(tl::list<X...>) {
+        return std::type_identity<apply<kop, T, typename decltype(expr_of<Step, R, tl::index_of_v<X, nodes>>())::type...>>{};
+      }(typename node::children{});
+    }
+  }
+}
+
+template <class Step, std::size_t R, std::size_t... S>
+consteval auto reductions_of(std::index_sequence<S...>) {
+  using info = ctg::detail::group_info<Step, R>;
+  constexpr const auto& t = schedule<Step>::table;
+  return tl::list<row_reduction<
+      S, typename tl::at_t<info::info.reduction[S], typename Step::nodes>::op,
+      typename tl::at_t<info::info.reduction[S], typename Step::nodes>::dtype,
+      typename decltype(expr_of<Step, R, t.node[info::info.reduction[S]].child[0]>())::type>...>{};
+}
+}  // namespace detail
+
+// The body of node I within the group rooted at R (I = R: the group's output;
+// for a reduction root, pass its child).
+template <class Step, std::size_t R, std::size_t I = R>
+using expr_t = typename decltype(detail::expr_of<Step, R, I>())::type;
+
+// What group R writes per element: its root's expression, or for a reduction
+// root the expression it reduces.
+template <class Step, std::size_t R>
+using body_t = expr_t<Step, R,
+                      tl::at_t<R, typename Step::nodes>::kind == node_kind::reduce
+                          ? schedule<Step>::table.node[R].child[0]
+                          : R>;
+
+// The row reductions inlined into group R, in the order they are computed.
+template <class Step, std::size_t R>
+using reductions_t =
+    decltype(detail::reductions_of<Step, R>(std::make_index_sequence<ctg::detail::group_info<Step, R>::nreductions>{}));
+
+}  // namespace ctg::kernel

@@ -1,0 +1,165 @@
+#pragma once
+// The program of a step: the order its fusion groups run in, which forward
+// values are kept for backward and which are recomputed, and when each buffer
+// is alive. Computed once per step type, as a constexpr table, from the
+// schedule (schedule.hpp); every backend runs this program.
+//
+// A step has a forward part (the nodes its forward root reads, see
+// graph_step) and a backward part (the rest). The program runs every forward
+// group, then every backward group. A forward node inside a checkpoint region
+// (see ctg::checkpoint) is not kept: right before the first backward group
+// that reads a value of the region, the region's groups run again, the same
+// code on the same kept inputs, so the recomputed values are bitwise the
+// forward's. Recompute never writes state (FP8 amax, RNG step): a position
+// flagged `recompute` only rebuilds values.
+//
+// A node's region is the checkpoint every forward consumer of it leads to:
+// the checkpoint itself, or the region of a consumer. A node that something
+// outside the region also reads, a checkpoint, a leaf and an output belong to
+// no region.
+//
+// Liveness: each buffer lives from the position that writes it to the last
+// position that reads it (outputs, and the buffers output views are in: to
+// the end); a recomputed buffer has a
+// second life from its recompute on. Buffers whose lives do not overlap
+// share memory (the backend's allocator).
+#include <ctg/lower/schedule.hpp>
+
+namespace ctg {
+
+inline constexpr std::size_t no_region = static_cast<std::size_t>(-1);
+
+// A buffer's life, in program positions, inclusive.
+struct life {
+  std::size_t begin = 0, end = 0;
+  bool present = false;
+};
+
+template <std::size_t N>
+struct program_table {
+  static constexpr std::size_t max_len = 2 * N + 1;
+  std::size_t len = 0;              // positions
+  std::size_t backward_begin = 0;   // the first position of the backward part
+  std::size_t forward_end = 0;      // nodes [0, forward_end) are the forward part
+  std::size_t root[max_len]{};      // the group each position runs
+  bool recompute[max_len]{};        // a forward group run again in backward
+  std::size_t enter_region[max_len]{};  // the region whose recompute starts here, or no_region
+  std::size_t region[N]{};          // the checkpoint node whose region holds node i, or no_region
+  bool owns[N]{};                   // node i has a buffer of its own (not a leaf, not a view)
+  std::size_t base[N]{};            // the node whose buffer node i's value is in (a view's: its base's)
+  life value[N]{};                  // node i's buffer, from the group that writes it to its last reader
+  life recomputed[N]{};             // the same for the value a recompute writes again
+  bool kept[N]{};                   // a forward buffer alive when the backward part begins
+  std::size_t region_count = 0;
+};
+
+namespace detail {
+// Calls f(b) for each buffer (by owner node) the group rooted at r reads.
+template <std::size_t N, class F>
+constexpr void for_each_read(const plan_table<N>& t, const program_table<N>& p, std::size_t r, F&& f) {
+  for (std::size_t n = 0; n <= r; ++n) {
+    if (t.group[n] != r) continue;
+    auto read = [&](std::size_t c) {
+      if (t.materialized[c] && p.owns[p.base[c]]) f(p.base[c]);
+    };
+    for (std::size_t k = 0; k < t.node[n].nchild; ++k) read(t.node[n].child[k]);
+    // A stack's backward also reads the stack's input (layer 0's input).
+    if (t.node[n].kind == node_kind::stack_grad) read(t.node[t.node[n].child[0]].child[0]);
+  }
+}
+
+template <std::size_t N>
+constexpr program_table<N> make_program(const plan_table<N>& t, std::size_t forward_root) {
+  program_table<N> p;
+  p.forward_end = forward_root + 1;
+  for (std::size_t i = 0; i < N; ++i) {
+    const node_kind k = t.node[i].kind;
+    p.owns[i] = k != node_kind::leaf && k != node_kind::view && k != node_kind::random &&
+                (t.materialized[i] || t.group[i] == i);
+    p.base[i] = k == node_kind::view ? p.base[t.node[i].child[0]] : i;
+    p.region[i] = no_region;
+  }
+
+  // Regions, from the consumers down (consumers come later in topological order).
+  std::size_t* pass = new std::size_t[N + 1]{};  // what node i passes to its children
+  bool* seen = new bool[N + 1]{};                // some forward consumer of node i was met
+  std::size_t* to = new std::size_t[N + 1]{};    // the region all of them pass, or no_region
+  for (std::size_t i = p.forward_end; i-- > 0;) {
+    const node_desc& d = t.node[i];
+    const bool outside = d.kind == node_kind::leaf || d.kind == node_kind::constant ||
+                         d.kind == node_kind::runtime_scalar || d.kind == node_kind::random || d.region_end ||
+                         d.output;
+    p.region[i] = outside || !seen[i] ? no_region : to[i];
+    pass[i] = d.region_end ? i : p.region[i];
+    for (std::size_t k = 0; k < d.nchild; ++k) {
+      const std::size_t c = d.child[k];
+      if (!seen[c]) to[c] = pass[i];
+      else if (to[c] != pass[i]) to[c] = no_region;
+      seen[c] = true;
+    }
+  }
+  delete[] to;
+  delete[] seen;
+  delete[] pass;
+
+  // The forward groups, then the backward ones, each preceded by the
+  // recompute of the regions it reads that are not recomputed yet.
+  auto emit = [&](std::size_t r, bool again) {
+    p.root[p.len] = r;
+    p.recompute[p.len] = again;
+    p.enter_region[p.len] = no_region;
+    ++p.len;
+  };
+  for (std::size_t r = 0; r < p.forward_end; ++r)
+    if (t.group[r] == r) emit(r, false);
+  p.backward_begin = p.len;
+  bool* done = new bool[N + 1]{};
+  for (std::size_t r = p.forward_end; r < N; ++r) {
+    if (t.group[r] != r) continue;
+    for_each_read(t, p, r, [&](std::size_t b) {
+      const std::size_t reg = p.region[b];
+      if (reg == no_region || done[reg]) return;
+      done[reg] = true;
+      ++p.region_count;
+      const std::size_t first = p.len;
+      for (std::size_t g = 0; g < p.forward_end; ++g)
+        if (t.group[g] == g && p.region[g] == reg) emit(g, true);
+      if (p.len > first) p.enter_region[first] = reg;
+    });
+    emit(r, false);
+  }
+  delete[] done;
+
+  // Lives. A read after a recompute reads the recomputed value.
+  for (std::size_t i = 0; i < N; ++i) p.value[i].present = p.owns[i];
+  // Outputs live to the end, and so does the buffer of an output that is a view.
+  for (std::size_t i = 0; i < N; ++i)
+    if ((t.node[i].kind == node_kind::runtime_scalar || t.node[i].output) && p.owns[p.base[i]])
+      p.value[p.base[i]].end = p.len;
+  for (std::size_t q = 0; q < p.len; ++q) {
+    const std::size_t r = p.root[q];
+    for_each_read(t, p, r, [&](std::size_t b) {
+      life& l = p.recomputed[b].present ? p.recomputed[b] : p.value[b];
+      if (l.end < q) l.end = q;
+    });
+    life& w = p.recompute[q] ? p.recomputed[r] : p.value[r];
+    w.present = true;
+    w.begin = q;
+    if (w.end < q) w.end = q;
+  }
+  for (std::size_t i = 0; i < p.forward_end; ++i)
+    p.kept[i] = p.owns[i] && p.value[i].end >= p.backward_begin && p.backward_begin < p.len;
+  return p;
+}
+}  // namespace detail
+
+// The program of a compiled step (see graph_step).
+template <class Step>
+struct program {
+  using sched = schedule<Step>;
+  static constexpr std::size_t size = sched::size;
+  static constexpr program_table<size> table =
+      detail::make_program(sched::table, tl::index_of_v<typename Step::forward_root, typename Step::nodes>);
+};
+
+}  // namespace ctg
