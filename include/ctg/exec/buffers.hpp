@@ -284,7 +284,7 @@ class step_buffers {
   }
   void bind_views() {
     for (std::size_t j = 0; j < N; ++j)
-      if (table.node[j].kind == node_kind::view) b_.buf[j] = b_.buf[table.node[j].child[0]] + view_byte_offset[j];
+      if (table.node[j].kind == node_kind::view) b_.buf[j] = b_.buf[table.child(j, 0)] + view_byte_offset[j];
   }
 
   arena params_, grads_, scratch_;

@@ -41,7 +41,7 @@ class stack_runner {
   template <std::size_t R, class Parent>
   void plan(Parent& p) {
     const auto& b = p.mem_.bound();
-    const auto* in = reinterpret_cast<const typename S::dtype*>(b.buf[Parent::table.node[R].child[0]]);
+    const auto* in = reinterpret_cast<const typename S::dtype*>(b.buf[Parent::table.child(R, 0)]);
     kept_stride_ = align_up(block_.plan(feed_like<typename S::carry, R>(b, in), feed_like<typename S::upstream, R>(b, in)));
     kept_.reserve(kept_stride_ * layers_kept + 64);
   }
@@ -52,7 +52,7 @@ class stack_runner {
     const auto& b = p.mem_.bound();
     const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
     T* slots = b.template as<T>(R);
-    const T* in = b.template as<const T>(Parent::table.node[R].child[0]);
+    const T* in = b.template as<const T>(Parent::table.child(R, 0));
     plan<R>(p);
     for (std::size_t i = 0; i < S::layers; ++i) {
       enter_layer(p, i);
@@ -72,8 +72,8 @@ class stack_runner {
   void run_backward(Parent& p) {
     using GN = tl::at_t<R, typename Parent::nodes>;
     using T = typename S::dtype;
-    constexpr std::size_t is = Parent::table.node[R].child[0], ig = Parent::table.node[R].child[1];
-    constexpr std::size_t ix = Parent::table.node[is].child[0];
+    constexpr std::size_t is = Parent::table.child(R, 0), ig = Parent::table.child(R, 1);
+    constexpr std::size_t ix = Parent::table.child(is, 0);
     const auto& b = p.mem_.bound();
     const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
     const T* slots = b.template as<const T>(is);

@@ -216,7 +216,7 @@ class basic_store {
   }
   template <std::size_t Q>
   void run_position() {
-    if constexpr (prog.enter_region[Q] != no_region) mem_.enter_recompute(prog.enter_region[Q]);
+    if constexpr (prog.enter_region[Q] != detail::no_region) mem_.enter_recompute(prog.enter_region[Q]);
     constexpr std::size_t R = prog.root[Q];
     using node = tl::at_t<R, nodes>;
     if constexpr (node::kind == node_kind::stack)

@@ -5,6 +5,7 @@
 // every consumer C of N, of C's rule applied to C's gradient; each
 // contribution is summed down to N's shape and cast to N's dtype.
 #include <ctg/graph/rules.hpp>
+#include <ctg/graph/step.hpp>
 #include <ctg/graph/traits.hpp>
 
 namespace ctg {
@@ -110,46 +111,6 @@ consteval auto gradient_of() {
 
 // ------------------------------------------------------- value_and_grad ----
 
-template <class... Leaves>
-struct wrt_t {};
-// The leaves to differentiate with respect to: ctg::wrt<W1, W2>.
-template <class... Leaves>
-inline constexpr wrt_t<Leaves...> wrt{};
-
-// A compiled step: the graph of outputs, run by a store on some device.
-// Outputs are the loss (or the forward value) followed by the gradients.
-// Fuse = false gives every node its own buffer and loop: the unfused
-// reference that fused execution is tested against. The forward part of the
-// step is ForwardRoot and every node it reads (by default: the first output,
-// the loss); the rest is the backward part.
-template <class Outputs, class Wrt, bool Fuse = true, class ForwardRoot = tl::at_t<0, Outputs>>
-struct graph_step {
-  using outputs = Outputs;
-  using wrt = Wrt;
-  using forward_root = ForwardRoot;
-  static constexpr bool fuse = Fuse;
-  using nodes = topo_t<Outputs>;
-  // The output holding the gradient of wrt leaf L (the outputs are the loss,
-  // then one gradient per wrt leaf, in wrt order).
-  template <class L>
-  static constexpr std::size_t grad_output = 1 + tl::index_of_v<L, Wrt>;
-  static_assert(leaf_names_unique_v<nodes>, "ctg: two different leaves share one name");
-
-  template <class Store, class... Feeds>
-  float operator()(Store& store, const Feeds&... feeds) const {
-    return store.run(feeds...);
-  }
-};
-
-// What value_and_grad returns when a check failed: the static_assert already
-// said why; this keeps the user's next lines from adding errors of their own.
-struct invalid_step {
-  template <class... Args>
-  float operator()(Args&&...) const {
-    return 0.0f;
-  }
-};
-
 namespace detail {
 template <class Loss, class L>
 consteval bool check_wrt_leaf() {
@@ -189,18 +150,6 @@ constexpr auto value_and_grad(Loss, wrt_t<Leaves...>) {
 template <expr Loss>
 constexpr auto value_and_grad(Loss loss) {
   return []<class... Ps>(Loss l, tl::list<Ps...>) { return value_and_grad(l, wrt<Ps...>); }(loss, params_t<Loss>{});
-}
-
-// unfused(step): the same step with no fusion (one loop and one buffer per node).
-template <class Outputs, class Wrt, bool Fuse, class ForwardRoot>
-constexpr auto unfused(graph_step<Outputs, Wrt, Fuse, ForwardRoot>) {
-  return graph_step<Outputs, Wrt, false, ForwardRoot>{};
-}
-
-// forward(e): a step that only evaluates e (any shape); read it with store.value().
-template <expr E>
-constexpr auto forward(E) {
-  return graph_step<tl::list<E>, tl::list<>>{};
 }
 
 }  // namespace ctg

@@ -50,7 +50,7 @@ struct group_info {
         r.reduction[r.nreductions++] = i;
       }
       for (std::size_t k = 0; k < t.node[i].nchild; ++k) {
-        const std::size_t c = t.node[i].child[k];
+        const std::size_t c = t.child(i, k);
         if (t.materialized[c] && !seen[c]) {
           seen[c] = true;
           r.input_slot[c] = r.ninputs;
@@ -64,7 +64,7 @@ struct group_info {
   static constexpr std::size_t nreductions = info.nreductions;
   static constexpr bool index_aware = info.index_aware;
   // The node whose shape the loop runs over.
-  static constexpr std::size_t iteration_node = t.node[Root].kind == node_kind::reduce ? t.node[Root].child[0] : Root;
+  static constexpr std::size_t iteration_node = t.node[Root].kind == node_kind::reduce ? t.child(Root, 0) : Root;
 
   // Flat needs every input to have the loop's static dims (equal static dims,
   // dyn ones included, are equal at run time: a dyn dim never stretches) and

@@ -183,7 +183,7 @@ consteval auto reductions_of(std::index_sequence<S...>) {
   return tl::list<row_reduction<
       S, typename tl::at_t<info::info.reduction[S], typename Step::nodes>::op,
       typename tl::at_t<info::info.reduction[S], typename Step::nodes>::dtype,
-      typename decltype(expr_of<Step, R, t.node[info::info.reduction[S]].child[0]>())::type>...>{};
+      typename decltype(expr_of<Step, R, t.child(info::info.reduction[S], 0)>())::type>...>{};
 }
 }  // namespace detail
 
@@ -197,7 +197,7 @@ using expr_t = typename decltype(detail::expr_of<Step, R, I>())::type;
 template <class Step, std::size_t R>
 using body_t = expr_t<Step, R,
                       tl::at_t<R, typename Step::nodes>::kind == node_kind::reduce
-                          ? schedule<Step>::table.node[R].child[0]
+                          ? schedule<Step>::table.child(R, 0)
                           : R>;
 
 // The row reductions inlined into group R, in the order they are computed.

@@ -26,6 +26,7 @@
 #include <ctg/lower/schedule.hpp>
 
 namespace ctg {
+namespace detail {
 
 inline constexpr std::size_t no_region = static_cast<std::size_t>(-1);
 
@@ -53,54 +54,48 @@ struct program_table {
   std::size_t region_count = 0;
 };
 
-namespace detail {
 // Calls f(b) for each buffer (by owner node) the group rooted at r reads.
-template <std::size_t N, class F>
-constexpr void for_each_read(const plan_table<N>& t, const program_table<N>& p, std::size_t r, F&& f) {
+template <std::size_t N, std::size_t E, class F>
+constexpr void for_each_read(const plan_table<N, E>& t, const program_table<N>& p, std::size_t r, F&& f) {
   for (std::size_t n = 0; n <= r; ++n) {
     if (t.group[n] != r) continue;
     auto read = [&](std::size_t c) {
       if (t.materialized[c] && p.owns[p.base[c]]) f(p.base[c]);
     };
-    for (std::size_t k = 0; k < t.node[n].nchild; ++k) read(t.node[n].child[k]);
+    for (std::size_t k = 0; k < t.node[n].nchild; ++k) read(t.child(n, k));
     // A stack's backward also reads the stack's input (layer 0's input).
-    if (t.node[n].kind == node_kind::stack_grad) read(t.node[t.node[n].child[0]].child[0]);
+    if (t.node[n].kind == node_kind::stack_grad) read(t.child(t.child(n, 0), 0));
   }
 }
 
-template <std::size_t N>
-constexpr program_table<N> make_program(const plan_table<N>& t, std::size_t forward_root) {
+template <std::size_t N, std::size_t E>
+constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t forward_root) {
   program_table<N> p;
   p.forward_end = forward_root + 1;
   for (std::size_t i = 0; i < N; ++i) {
-    const node_kind k = t.node[i].kind;
-    p.owns[i] = k != node_kind::leaf && k != node_kind::view && k != node_kind::random &&
+    const kind_info k = kind_info_of(t.node[i].kind);
+    p.owns[i] = !k.stored && !k.shares_buffer && !(k.inlined && t.group[i] != i) &&
                 (t.materialized[i] || t.group[i] == i);
-    p.base[i] = k == node_kind::view ? p.base[t.node[i].child[0]] : i;
+    p.base[i] = k.shares_buffer ? p.base[t.child(i, 0)] : i;
     p.region[i] = no_region;
   }
 
   // Regions, from the consumers down (consumers come later in topological order).
-  std::size_t* pass = new std::size_t[N + 1]{};  // what node i passes to its children
-  bool* seen = new bool[N + 1]{};                // some forward consumer of node i was met
-  std::size_t* to = new std::size_t[N + 1]{};    // the region all of them pass, or no_region
+  ct_buffer<std::size_t> pass(N + 1);  // what node i passes to its children
+  ct_buffer<bool> seen(N + 1);         // some forward consumer of node i was met
+  ct_buffer<std::size_t> to(N + 1);    // the region all of them pass, or no_region
   for (std::size_t i = p.forward_end; i-- > 0;) {
     const node_desc& d = t.node[i];
-    const bool outside = d.kind == node_kind::leaf || d.kind == node_kind::constant ||
-                         d.kind == node_kind::runtime_scalar || d.kind == node_kind::random || d.region_end ||
-                         d.output;
+    const bool outside = kind_info_of(d.kind).source || d.region_end || d.output;
     p.region[i] = outside || !seen[i] ? no_region : to[i];
     pass[i] = d.region_end ? i : p.region[i];
     for (std::size_t k = 0; k < d.nchild; ++k) {
-      const std::size_t c = d.child[k];
+      const std::size_t c = t.child(i, k);
       if (!seen[c]) to[c] = pass[i];
       else if (to[c] != pass[i]) to[c] = no_region;
       seen[c] = true;
     }
   }
-  delete[] to;
-  delete[] seen;
-  delete[] pass;
 
   // The forward groups, then the backward ones, each preceded by the
   // recompute of the regions it reads that are not recomputed yet.
@@ -113,7 +108,7 @@ constexpr program_table<N> make_program(const plan_table<N>& t, std::size_t forw
   for (std::size_t r = 0; r < p.forward_end; ++r)
     if (t.group[r] == r) emit(r, false);
   p.backward_begin = p.len;
-  bool* done = new bool[N + 1]{};
+  ct_buffer<bool> done(N + 1);
   for (std::size_t r = p.forward_end; r < N; ++r) {
     if (t.group[r] != r) continue;
     for_each_read(t, p, r, [&](std::size_t b) {
@@ -128,7 +123,6 @@ constexpr program_table<N> make_program(const plan_table<N>& t, std::size_t forw
     });
     emit(r, false);
   }
-  delete[] done;
 
   // Lives. A read after a recompute reads the recomputed value.
   for (std::size_t i = 0; i < N; ++i) p.value[i].present = p.owns[i];
@@ -158,7 +152,7 @@ template <class Step>
 struct program {
   using sched = schedule<Step>;
   static constexpr std::size_t size = sched::size;
-  static constexpr program_table<size> table =
+  static constexpr detail::program_table<size> table =
       detail::make_program(sched::table, tl::index_of_v<typename Step::forward_root, typename Step::nodes>);
 };
 

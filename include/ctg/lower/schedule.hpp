@@ -1,14 +1,14 @@
 #pragma once
-// The schedule: the graph's node types become one constexpr table of small
-// descriptors, and consteval passes over that table decide which nodes get a
-// buffer and how the rest fuse into loops. Nothing here recurses over types.
+// The schedule: consteval passes over the node table (node_table.hpp) decide
+// which nodes get a buffer and how the rest fuse into loops. Nothing here
+// recurses over types.
 //
 // A fusion group is one loop nest with one root (the node it writes):
 //   * elementwise root: a chain of elementwise nodes, plus any row reductions
 //     (last axis, kept) over the same rows, computed per row before the main
 //     loop: softmax, log-softmax and norms are one group each;
 //   * reduction root: an elementwise chain ending in one reduction;
-//   * matmul, transpose, gather, scatter_add: alone, reading buffers.
+//   * matmul, transpose, gather, scatter_add, quantize, stacks: alone, reading buffers.
 // A view (reshape) is no group at all: it shares its child's buffer.
 // A node is inlined into its consumers' group when all of them sit in one
 // group and it can be evaluated in that group's iteration space; otherwise
@@ -16,94 +16,11 @@
 #include <array>
 #include <cstddef>
 
-#include <ctg/graph/traits.hpp>
+#include <ctg/lower/node_table.hpp>
 
 namespace ctg {
 
-enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add, stack, fp8 };
-
-// Nodes that read their children from buffers (they cannot be inlined into),
-// and the ones among them that run as a group of their own.
-constexpr bool reads_buffers(node_kind k) {
-  return k == node_kind::matmul || k == node_kind::transpose || k == node_kind::view || k == node_kind::gather ||
-         k == node_kind::scatter_add || k == node_kind::stack || k == node_kind::stack_grad ||
-         k == node_kind::quantize || k == node_kind::dequantize || k == node_kind::fp8_matmul;
-}
-constexpr bool runs_alone(node_kind k) { return reads_buffers(k) && k != node_kind::view; }
-
-// A stack node's children are its input and its block's leaves.
-inline constexpr std::size_t max_children = 64;
-
-struct node_desc {
-  node_kind kind{};
-  std::size_t nchild = 0;
-  std::size_t child[max_children]{};
-  bool row_reduction = false;
-  bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
-  bool region_end = false;   // a checkpoint: always a buffer of its own, kept for backward
-  bool output = false;       // an output of the step (or the forward part's root): a buffer to the end
-  shape_value dims{};
-  shape_value child_dims{};  // of child 0
-};
-
-inline constexpr std::size_t no_group = static_cast<std::size_t>(-1);
-
-template <std::size_t N>
-struct plan_table {
-  node_desc node[N]{};
-  bool materialized[N]{};
-  std::size_t group[N]{};  // the root of the group a node is computed in (no_group: leaf, constant, scalar)
-  std::size_t group_count = 0;
-
-  constexpr bool same_dims(const shape_value& a, const shape_value& b) const {
-    if (a.rank != b.rank) return false;
-    for (std::size_t i = 0; i < a.rank; ++i)
-      if (a.d[i] != b.d[i]) return false;
-    return true;
-  }
-  // The shape a group's loop runs over.
-  constexpr const shape_value& iteration_dims(std::size_t root) const {
-    return node[root].kind == node_kind::reduce ? node[root].child_dims : node[root].dims;
-  }
-  constexpr bool is_group_root(std::size_t i) const { return group[i] == i; }
-  constexpr group_kind kind_of_group(std::size_t root) const {
-    switch (node[root].kind) {
-      case node_kind::reduce: return group_kind::reduction;
-      case node_kind::matmul:
-      case node_kind::fp8_matmul: return group_kind::matmul;
-      case node_kind::quantize:
-      case node_kind::dequantize: return group_kind::fp8;
-      case node_kind::transpose: return group_kind::transpose;
-      case node_kind::gather: return group_kind::gather;
-      case node_kind::scatter_add: return group_kind::scatter_add;
-      case node_kind::stack:
-      case node_kind::stack_grad: return group_kind::stack;
-      default: return group_kind::elementwise;
-    }
-  }
-};
-
 namespace detail {
-template <class Nodes, class N>
-constexpr node_desc describe(bool output) {
-  node_desc d;
-  d.kind = N::kind;
-  d.output = output;
-  d.dims = value_of<typename N::dims>();
-  static_assert(N::children::size <= max_children, "ctg: a stacked block may have at most 63 leaves (parameters and FP8 state)");
-  if constexpr (N::kind != node_kind::runtime_scalar && N::kind != node_kind::random) {  // children give shapes only
-    [&]<class... C>(tl::list<C...>) {
-      ((d.child[d.nchild++] = tl::index_of_v<C, Nodes>), ...);
-    }(typename N::children{});
-  }
-  if constexpr (N::children::size > 0) d.child_dims = value_of<typename tl::at_t<0, typename N::children>::dims>();
-  if constexpr (N::kind == node_kind::reduce) d.row_reduction = N::row_reduction;
-  if constexpr (N::kind == node_kind::elementwise) {
-    d.index_aware = requires { N::op::index_aware; };
-    d.region_end = requires { N::op::region_end; };
-  }
-  return d;
-}
 
 // A node that is inlined is re-evaluated at each of its uses in the group's
 // loop body. Past this many operations, a node used more than once gets its
@@ -112,26 +29,26 @@ constexpr node_desc describe(bool output) {
 // them exponentially with depth.
 inline constexpr std::size_t max_shared_inline_ops = 8;
 
-template <std::size_t N>
-constexpr void decide_groups_once(plan_table<N>& p, bool fuse, const bool* forced, const std::size_t* use_first,
-                                  const std::size_t* use_consumer) {
+template <class Table>
+constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_buffer<bool>& forced,
+                                  const ct_buffer<std::size_t>& use_first, const ct_buffer<std::size_t>& use_consumer) {
   p.group_count = 0;
   // Consumers come after their children in topological order, so walking
   // backwards every consumer's group is known when a node is decided.
-  for (std::size_t ii = N; ii-- > 0;) {
+  for (std::size_t ii = n; ii-- > 0;) {
     node_desc& d = p.node[ii];
-    if (d.kind == node_kind::leaf || d.kind == node_kind::runtime_scalar || d.kind == node_kind::view ||
-        d.kind == node_kind::random ||
-        (d.kind == node_kind::constant && !d.output)) {
-      p.materialized[ii] = d.kind != node_kind::constant;
+    const kind_info k = kind_info_of(d.kind);
+    // Values no group computes (a constant that is an output is computed, into its buffer).
+    if ((k.source || k.shares_buffer) && !(d.kind == node_kind::constant && d.output)) {
+      p.materialized[ii] = d.kind != node_kind::constant;  // read as a slot (a random value: for its index)
       p.group[ii] = no_group;
       continue;
     }
-    bool root = !fuse || d.output || d.region_end || runs_alone(d.kind) || forced[ii];
+    bool root = !fuse || d.output || d.region_end || k.runs_alone || forced[ii];
     std::size_t target = no_group;
     for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && !root; ++u) {
       const std::size_t c = use_consumer[u];
-      if (reads_buffers(p.node[c].kind)) root = true;
+      if (kind_info_of(p.node[c].kind).reads_buffers) root = true;
       else if (target == no_group) target = p.group[c];
       else if (target != p.group[c]) root = true;
     }
@@ -153,40 +70,40 @@ constexpr void decide_groups_once(plan_table<N>& p, bool fuse, const bool* force
   }
 }
 
-template <std::size_t N>
-constexpr void decide_groups(plan_table<N>& p, bool fuse) {
+template <std::size_t N, std::size_t E>
+constexpr void decide_groups(plan_table<N, E>& p, bool fuse) {
   // Every node's consumers (one entry per use), in topological order.
-  std::size_t* use_first = new std::size_t[N + 1]{};
+  ct_buffer<std::size_t> use_first(N + 1), use_consumer(E + 1), fill(N + 1);
   for (std::size_t c = 0; c < N; ++c)
-    for (std::size_t k = 0; k < p.node[c].nchild; ++k) ++use_first[p.node[c].child[k] + 1];
+    for (std::size_t k = 0; k < p.node[c].nchild; ++k) ++use_first[p.child(c, k) + 1];
   for (std::size_t i = 0; i < N; ++i) use_first[i + 1] += use_first[i];
-  std::size_t* use_consumer = new std::size_t[use_first[N] + 1]{};
-  std::size_t* fill = new std::size_t[N + 1]{};
   for (std::size_t c = 0; c < N; ++c)
     for (std::size_t k = 0; k < p.node[c].nchild; ++k) {
-      const std::size_t i = p.node[c].child[k];
+      const std::size_t i = p.child(c, k);
       use_consumer[use_first[i] + fill[i]++] = c;
     }
-  bool* forced = new bool[N + 1]{};
-  std::size_t* ops = new std::size_t[N + 1]{};  // size of a node's inlined expression
+  ct_buffer<bool> forced(N + 1);
+  ct_buffer<std::size_t> ops(N + 1);  // size of a node's inlined expression
   for (bool changed = true; changed;) {
-    decide_groups_once(p, fuse, forced, use_first, use_consumer);
+    decide_groups_once(p, N, fuse, forced, use_first, use_consumer);
     changed = false;
     for (std::size_t i = 0; i < N; ++i) {
       const node_desc& d = p.node[i];
       ops[i] = 1;
       if (p.materialized[i] || d.kind != node_kind::elementwise) continue;  // read as one load
-      for (std::size_t k = 0; k < d.nchild; ++k) ops[i] += ops[d.child[k]];
+      for (std::size_t k = 0; k < d.nchild; ++k) ops[i] += ops[p.child(i, k)];
       if (use_first[i + 1] - use_first[i] > 1 && ops[i] > max_shared_inline_ops) forced[i] = changed = true;
     }
     for (std::size_t i = 0; i < N; ++i)
       if (p.materialized[i] || p.node[i].kind != node_kind::elementwise) ops[i] = 1;
   }
-  delete[] ops;
-  delete[] forced;
-  delete[] fill;
-  delete[] use_consumer;
-  delete[] use_first;
+}
+
+template <class Step>
+consteval auto make_schedule() {
+  auto p = describe_step<Step>();
+  decide_groups(p, Step::fuse);
+  return p;
 }
 }  // namespace detail
 
@@ -195,19 +112,7 @@ template <class Step>
 struct schedule {
   using nodes = typename Step::nodes;
   static constexpr std::size_t size = nodes::size;
-
-  static constexpr plan_table<size> table = [] {
-    plan_table<size> p;
-    [&]<class... Ns>(tl::list<Ns...>) {
-      std::size_t i = 0;
-      ((p.node[i++] = detail::describe<nodes, Ns>(tl::contains_v<Ns, typename Step::outputs> ||
-                                                   std::is_same_v<Ns, typename Step::forward_root>)),
-       ...);
-    }(nodes{});
-    detail::decide_groups(p, Step::fuse);
-    return p;
-  }();
-
+  static constexpr auto table = detail::make_schedule<Step>();
   static constexpr std::size_t group_count = table.group_count;
 
   // The kinds of the groups, in execution order.
@@ -215,7 +120,7 @@ struct schedule {
     std::array<group_kind, group_count> kinds{};
     std::size_t g = 0;
     for (std::size_t i = 0; i < size; ++i)
-      if (table.group[i] == i) kinds[g++] = table.kind_of_group(i);
+      if (table.group[i] == i) kinds[g++] = detail::kind_info_of(table.node[i].kind).group;
     return kinds;
   }();
 };

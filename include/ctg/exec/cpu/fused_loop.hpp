@@ -12,12 +12,10 @@
 #include <ctg/lower/kernel_expr.hpp>
 #include <ctg/lower/loop_layout.hpp>
 
-namespace ctg::cpu {
-
-namespace detail {
+namespace ctg::detail {
 
 template <class Step, std::size_t R>
-struct fused {
+struct cpu_fused_group {
   using info = ctg::detail::group_info<Step, R>;
   static constexpr std::size_t K = info::ninputs > 0 ? info::ninputs : 1;
   static constexpr std::size_t NR = info::nreductions > 0 ? info::nreductions : 1;
@@ -62,12 +60,13 @@ struct fused {
   }
 };
 
-}  // namespace detail
+}  // namespace ctg::detail
 
+namespace ctg::cpu {
 // Every element in one pass (all inputs have the output's shape).
 template <class Step, std::size_t R>
 void run_flat(const bindings<Step::nodes::size>& b) {
-  using F = detail::fused<Step, R>;
+  using F = detail::cpu_fused_group<Step, R>;
   typename F::ctx c;
   F::layout(b, c);  // fills the context; every base stays 0
   const dim_t total = b.shape[F::info::iteration_node].numel();
@@ -77,7 +76,7 @@ void run_flat(const bindings<Step::nodes::size>& b) {
 // Row by row along the last dim: the row's reductions first, then its elements.
 template <class Step, std::size_t R>
 void run_rows(const bindings<Step::nodes::size>& b) {
-  using F = detail::fused<Step, R>;
+  using F = detail::cpu_fused_group<Step, R>;
   typename F::ctx c;
   const auto layout = F::layout(b, c);
   const dim_t L = layout.row_length(), rows = L ? layout.rows() : 0;
@@ -93,7 +92,7 @@ void run_rows(const bindings<Step::nodes::size>& b) {
 // the reduction's value over nothing: sum 0, mean NaN, max -inf).
 template <class Step, std::size_t R>
 void run_row_reduce(const bindings<Step::nodes::size>& b) {
-  using F = detail::fused<Step, R>;
+  using F = detail::cpu_fused_group<Step, R>;
   using rr = typename F::template root_reduction<typename F::root::op>;
   typename F::ctx c;
   const auto layout = F::layout(b, c);
@@ -112,7 +111,7 @@ void run_row_reduce(const bindings<Step::nodes::size>& b) {
 // element that no input reaches, in an empty tensor, is the value over nothing).
 template <class Step, std::size_t R>
 void run_axis_reduce(const bindings<Step::nodes::size>& b, workspace& ws) {
-  using F = detail::fused<Step, R>;
+  using F = detail::cpu_fused_group<Step, R>;
   using Op = typename F::root::op;
   typename F::ctx c;
   const auto layout = F::layout(b, c);

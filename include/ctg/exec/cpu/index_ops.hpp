@@ -19,7 +19,7 @@ namespace ctg::cpu {
 template <class Step, std::size_t R>
 void run_transpose(const bindings<Step::nodes::size>& b) {
   using T = typename tl::at_t<R, typename Step::nodes>::dtype;
-  constexpr std::size_t ix = schedule<Step>::table.node[R].child[0];
+  constexpr std::size_t ix = schedule<Step>::table.child(R, 0);
   const rt_shape& s = b.shape[ix];
   const dim_t rows = s.d[s.rank - 2], cols = s.d[s.rank - 1];
   const dim_t nbatch = rows * cols > 0 ? s.numel() / (rows * cols) : 0;
@@ -30,7 +30,9 @@ void run_transpose(const bindings<Step::nodes::size>& b) {
       for (dim_t j = 0; j < cols; ++j) out[m * rows * cols + j * rows + i] = x[m * rows * cols + i * cols + j];
 }
 
-namespace detail {
+}  // namespace ctg::cpu
+
+namespace ctg::detail {
 // The ids of node Ids, each checked against the `table_rows` rows of node Table.
 template <class Step, std::size_t Table, std::size_t Ids>
 const i32* checked_ids(const bindings<Step::nodes::size>& b, dim_t table_rows) {
@@ -49,13 +51,14 @@ const i32* checked_ids(const bindings<Step::nodes::size>& b, dim_t table_rows) {
   }
   return ids;
 }
-}  // namespace detail
+}  // namespace ctg::detail
 
+namespace ctg::cpu {
 // out[i..., :] = table[ids[i...], :]
 template <class Step, std::size_t R>
 void run_gather(const bindings<Step::nodes::size>& b) {
   using T = typename tl::at_t<R, typename Step::nodes>::dtype;
-  constexpr std::size_t it = schedule<Step>::table.node[R].child[0], ii = schedule<Step>::table.node[R].child[1];
+  constexpr std::size_t it = schedule<Step>::table.child(R, 0), ii = schedule<Step>::table.child(R, 1);
   const rt_shape& ts = b.shape[it];
   const dim_t rows = ts.d[0], row_len = rows ? ts.numel() / rows : 0;
   const i32* ids = detail::checked_ids<Step, it, ii>(b, rows);
@@ -72,7 +75,7 @@ template <class Step, std::size_t R>
 void run_scatter_add(const bindings<Step::nodes::size>& b) {
   using nodes = typename Step::nodes;
   using TO = typename tl::at_t<R, nodes>::dtype;
-  constexpr std::size_t ig = schedule<Step>::table.node[R].child[0], ii = schedule<Step>::table.node[R].child[1];
+  constexpr std::size_t ig = schedule<Step>::table.child(R, 0), ii = schedule<Step>::table.child(R, 1);
   using TG = typename tl::at_t<ig, nodes>::dtype;
   const rt_shape& os = b.shape[R];
   const dim_t rows = os.d[0], row_len = rows ? os.numel() / rows : 0;

@@ -13,9 +13,7 @@
 #include <ctg/lower/loop_layout.hpp>
 #include <ctg/lower/schedule.hpp>
 
-namespace ctg::cpu {
-
-namespace detail {
+namespace ctg::detail {
 // The batches of a product C[batch..., M, N] of A[batch_a..., ., .] and
 // B[batch_b..., ., .]: calls f(b, batch offset of A, batch offset of B) for
 // each batch b of C, the offsets counted in matrices.
@@ -39,13 +37,14 @@ void for_each_batch(const rt_shape& sa, const rt_shape& sb, const rt_shape& sc, 
     f(b, oa, ob);
   }
 }
-}  // namespace detail
+}  // namespace ctg::detail
 
+namespace ctg::cpu {
 // Batched C[M,N] = A[M,K] B[K,N].
 template <class Step, std::size_t R>
 void run_matmul(const bindings<Step::nodes::size>& b, workspace& ws) {
   using nodes = typename Step::nodes;
-  constexpr std::size_t ia = schedule<Step>::table.node[R].child[0], ib = schedule<Step>::table.node[R].child[1];
+  constexpr std::size_t ia = schedule<Step>::table.child(R, 0), ib = schedule<Step>::table.child(R, 1);
   using TA = typename tl::at_t<ia, nodes>::dtype;
   using TB = typename tl::at_t<ib, nodes>::dtype;
   using TC = typename tl::at_t<R, nodes>::dtype;
@@ -65,7 +64,7 @@ template <class Step, std::size_t R>
 void run_fp8_matmul(const bindings<Step::nodes::size>& b, workspace& ws) {
   using nodes = typename Step::nodes;
   using node = tl::at_t<R, nodes>;
-  constexpr std::size_t ia = schedule<Step>::table.node[R].child[0], ib = schedule<Step>::table.node[R].child[1];
+  constexpr std::size_t ia = schedule<Step>::table.child(R, 0), ib = schedule<Step>::table.child(R, 1);
   using QA = typename tl::at_t<ia, nodes>::dtype;
   using QB = typename tl::at_t<ib, nodes>::dtype;
   using TC = typename node::dtype;

@@ -23,7 +23,7 @@ void run_quantize(const bindings<Step::nodes::size>& b, float* amax_out) {
   using node = tl::at_t<R, nodes>;
   using Fmt = typename node::dtype;
   using S = typename node::scaling;
-  constexpr std::size_t ix = schedule<Step>::table.node[R].child[0];
+  constexpr std::size_t ix = schedule<Step>::table.child(R, 0);
   using TX = typename tl::at_t<ix, nodes>::dtype;
   const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
   const TX* x = b.template as<const TX>(ix);
@@ -57,7 +57,7 @@ template <class Step, std::size_t R>
 void run_dequantize(const bindings<Step::nodes::size>& b) {
   using nodes = typename Step::nodes;
   using T = typename tl::at_t<R, nodes>::dtype;
-  constexpr std::size_t iq = schedule<Step>::table.node[R].child[0];
+  constexpr std::size_t iq = schedule<Step>::table.child(R, 0);
   using Fmt = typename tl::at_t<iq, nodes>::dtype;
   const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
   const Fmt* q = b.template as<const Fmt>(iq);

@@ -1,6 +1,6 @@
 #pragma once
 // One fusion group, one kernel: the group's name-free body
-// (kernel::body_t, exec/kernel_expr.hpp) evaluated by the same CTG_HD code as
+// (kernel::body_t, lower/kernel_expr.hpp) evaluated by the same CTG_HD code as
 // the CPU loops.
 //   * elementwise groups: one thread per output element, grid-stride;
 //   * row groups (inlined row reductions, e.g. softmax or a norm, and row
@@ -11,7 +11,7 @@
 // tree, not in row order, so they agree with the CPU within f64 rounding
 // before the single rounding to the node's dtype.
 // (Reductions over other axes and the CUDA store that plans, places and
-// launches these are the next steps of issue 6.)
+// launches these are the next steps.)
 #include <cub/block/block_reduce.cuh>
 
 #include <ctg/exec/cuda/runtime.cuh>
@@ -46,9 +46,11 @@ __global__ void elementwise_group(kernel::context<K, NR> c, kernel::loop_layout<
   }
 }
 
-namespace detail {
+}  // namespace ctg::cuda
+
+namespace ctg::detail {
 template <class Op>
-struct combine_with {
+struct cub_combine_with {
   __device__ double operator()(double a, double b) const { return Op::combine(a, b); }
 };
 
@@ -60,14 +62,16 @@ __device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, do
   using op = typename R::op;
   double part = op::template identity<double>();
   for (dim_t j = threadIdx.x; j < L; j += Threads) part = op::combine(part, static_cast<double>(R::child::value(c, j)));
-  const double all = reduce(*static_cast<typename reduce::TempStorage*>(temp_storage)).Reduce(part, combine_with<op>{});
+  const double all = reduce(*static_cast<typename reduce::TempStorage*>(temp_storage)).Reduce(part, cub_combine_with<op>{});
   if (threadIdx.x == 0) *shared = R::value_of(all, L);
   __syncthreads();
   const double v = *shared;
   __syncthreads();  // temp storage and `shared` are reused by the next reduction
   return v;
 }
-}  // namespace detail
+}  // namespace ctg::detail
+
+namespace ctg::cuda {
 
 // Root: either the group's elementwise output (RootReduction = void) or a row
 // reduction written once per row.

@@ -1,0 +1,154 @@
+#pragma once
+// The first lowering pass: a step's node types become one constexpr table of
+// small descriptors (kind, dims, flags), with the children of all nodes in
+// one array (compressed rows: node i's children are child(i, 0 .. nchild-1)),
+// so no descriptor pays for the widest node. What each node kind means to the
+// passes after this one is stated once, in kind_info_of; no pass lists kinds.
+#include <cstddef>
+
+#include <ctg/graph/traits.hpp>
+
+namespace ctg {
+
+// What a fusion group is, for tests and summaries (count_groups).
+enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add, stack, fp8 };
+
+namespace detail {
+
+// The properties of a node kind that the lowering passes read.
+struct kind_info {
+  bool source = false;         // has a value before any group runs (leaf, constant, scalar, random): no region owns it
+  bool inlined = false;        // no buffer: re-evaluated inside every loop that reads it (constant, random)
+  bool shares_buffer = false;  // its value is its child's buffer under another shape (view)
+  bool stored = false;         // its buffer belongs to the store or a feed (leaf)
+  bool reads_buffers = false;  // reads its children from buffers: nothing is inlined into it
+  bool runs_alone = false;     // a group of its own, never fused
+  group_kind group = group_kind::elementwise;
+};
+
+constexpr kind_info kind_info_of(node_kind k) {
+  kind_info i;
+  switch (k) {
+    case node_kind::leaf: i.source = i.stored = true; break;
+    case node_kind::constant:
+    case node_kind::random: i.source = i.inlined = true; break;
+    case node_kind::runtime_scalar: i.source = true; break;
+    case node_kind::elementwise: break;
+    case node_kind::reduce: i.group = group_kind::reduction; break;
+    case node_kind::view: i.shares_buffer = i.reads_buffers = true; break;
+    case node_kind::matmul:
+    case node_kind::fp8_matmul: i.reads_buffers = i.runs_alone = true; i.group = group_kind::matmul; break;
+    case node_kind::transpose: i.reads_buffers = i.runs_alone = true; i.group = group_kind::transpose; break;
+    case node_kind::gather: i.reads_buffers = i.runs_alone = true; i.group = group_kind::gather; break;
+    case node_kind::scatter_add: i.reads_buffers = i.runs_alone = true; i.group = group_kind::scatter_add; break;
+    case node_kind::stack:
+    case node_kind::stack_grad: i.reads_buffers = i.runs_alone = true; i.group = group_kind::stack; break;
+    case node_kind::quantize:
+    case node_kind::dequantize: i.reads_buffers = i.runs_alone = true; i.group = group_kind::fp8; break;
+  }
+  return i;
+}
+
+struct node_desc {
+  node_kind kind{};
+  std::size_t nchild = 0;
+  bool row_reduction = false;
+  bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
+  bool region_end = false;   // a checkpoint: always a buffer of its own, kept for backward
+  bool output = false;       // an output of the step (or the forward part's root): a buffer to the end
+  shape_value dims{};
+  shape_value child_dims{};  // of child 0
+};
+
+inline constexpr std::size_t no_group = static_cast<std::size_t>(-1);
+
+// Scratch for a constexpr pass: n zeroed values, freed when it goes out of scope.
+template <class T>
+class ct_buffer {
+ public:
+  constexpr explicit ct_buffer(std::size_t n) : p_(new T[n + 1]{}) {}
+  constexpr ~ct_buffer() { delete[] p_; }
+  ct_buffer(const ct_buffer&) = delete;
+  ct_buffer& operator=(const ct_buffer&) = delete;
+  constexpr T& operator[](std::size_t i) { return p_[i]; }
+  constexpr const T& operator[](std::size_t i) const { return p_[i]; }
+  constexpr T* data() { return p_; }
+
+ private:
+  T* p_;
+};
+
+// N nodes with E child edges in all.
+template <std::size_t N, std::size_t E>
+struct plan_table {
+  node_desc node[N]{};
+  std::size_t first_child[N + 1]{};
+  std::size_t children[E + 1]{};
+  bool materialized[N]{};
+  std::size_t group[N]{};  // the root of the group a node is computed in (no_group: leaf, constant, scalar)
+  std::size_t group_count = 0;
+
+  constexpr std::size_t child(std::size_t i, std::size_t k) const { return children[first_child[i] + k]; }
+
+  constexpr bool same_dims(const shape_value& a, const shape_value& b) const {
+    if (a.rank != b.rank) return false;
+    for (std::size_t i = 0; i < a.rank; ++i)
+      if (a.d[i] != b.d[i]) return false;
+    return true;
+  }
+  // The shape a group's loop runs over.
+  constexpr const shape_value& iteration_dims(std::size_t root) const {
+    return node[root].kind == node_kind::reduce ? node[root].child_dims : node[root].dims;
+  }
+  constexpr bool is_group_root(std::size_t i) const { return group[i] == i; }
+};
+
+// The child edges a node contributes (random and runtime scalars read their
+// children's shapes only, not their values).
+template <class N>
+inline constexpr std::size_t edges_of = N::kind == node_kind::runtime_scalar || N::kind == node_kind::random
+                                            ? 0
+                                            : N::children::size;
+
+template <class Nodes, class N, std::size_t E>
+constexpr void describe(plan_table<Nodes::size, E>& t, std::size_t i, std::size_t& edge, bool output) {
+  node_desc& d = t.node[i];
+  d.kind = N::kind;
+  d.output = output;
+  d.dims = value_of<typename N::dims>();
+  t.first_child[i] = edge;
+  if constexpr (edges_of<N> > 0) {
+    [&]<class... C>(tl::list<C...>) {
+      ((t.children[edge++] = tl::index_of_v<C, Nodes>), ...);
+    }(typename N::children{});
+    d.nchild = edges_of<N>;
+  }
+  t.first_child[i + 1] = edge;
+  if constexpr (N::children::size > 0) d.child_dims = value_of<typename tl::at_t<0, typename N::children>::dims>();
+  if constexpr (N::kind == node_kind::reduce) d.row_reduction = N::row_reduction;
+  if constexpr (N::kind == node_kind::elementwise) {
+    d.index_aware = requires { N::op::index_aware; };
+    d.region_end = requires { N::op::region_end; };
+  }
+}
+
+// The table of Step's nodes, groups not yet decided.
+template <class Step>
+consteval auto describe_step() {
+  using nodes = typename Step::nodes;
+  constexpr std::size_t E = []<class... Ns>(tl::list<Ns...>) {
+    return (std::size_t(0) + ... + edges_of<Ns>);
+  }(nodes{});
+  plan_table<nodes::size, E> p;
+  [&]<class... Ns>(tl::list<Ns...>) {
+    std::size_t i = 0, edge = 0;
+    ((describe<nodes, Ns, E>(p, i++, edge,
+                             tl::contains_v<Ns, typename Step::outputs> ||
+                                 std::is_same_v<Ns, typename Step::forward_root>)),
+     ...);
+  }(nodes{});
+  return p;
+}
+
+}  // namespace detail
+}  // namespace ctg
