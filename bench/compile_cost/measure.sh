@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Compile cost of small models: wall time and peak compiler memory (GNU time -v), g++ -O2.
+# Compile cost of small models: wall time, compiler CPU time (user + system: what to compare
+# when other work shares the machine) and peak compiler memory (GNU time -v), g++ -O2.
 #   bench/compile_cost/measure.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -8,10 +9,11 @@ command -v /usr/bin/time >/dev/null || { echo "needs GNU time (Debian package 't
 probe() {  # name, source, extra flags
   local log; log=$(mktemp)
   /usr/bin/time -v "$cxx" -std=c++20 -O2 -Iinclude "${@:3}" -c "$2" -o /dev/null 2>"$log"
-  local wall mem
+  local wall cpu mem
   wall=$(grep "Elapsed (wall clock)" "$log" | awk '{print $NF}')
+  cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.1f", s}' "$log")
   mem=$(grep "Maximum resident set size" "$log" | awk '{print $NF}')
-  printf '%-24s wall %8s  peak %6d MiB\n' "$1" "$wall" $((mem / 1024))
+  printf '%-24s wall %8s  cpu %7s s  peak %6d MiB\n' "$1" "$wall" "$cpu" $((mem / 1024))
   rm -f "$log"
 }
 probe "mlp2 (fwd+bwd)" bench/compile_cost/mlp2.cpp

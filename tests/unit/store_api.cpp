@@ -40,3 +40,34 @@ TEST_CASE("ctg::feed(X{}, data, sizes...) feeds what ctg::feed<X>(data, sizes...
   CHECK(la > 0.0f);
   CHECK(std::memcmp(a.grad<W>().data(), b.grad<W>().data(), 18 * sizeof(float)) == 0);
 }
+
+TEST_CASE("a CPU store is a ctg::step_store; upload and download copy a leaf's values and check the size") {
+  auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::matmul(X{}, W{}))));
+  ctg::cpu::device dev;
+  auto store = ctg::make_store(dev, step);
+  static_assert(ctg::step_store<decltype(store)>);
+  static_assert(!ctg::step_store<int>);
+  std::vector<float> in(18), out(18, -1.0f);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  store.upload(W{}, std::span<const float>(in));
+  CHECK(std::memcmp(store.param<W>().data(), in.data(), 18 * sizeof(float)) == 0);
+  store.download(W{}, std::span<float>(out));
+  CHECK(out == in);
+  std::vector<float> short_span(17, 7.0f);
+  CHECK_THROWS_WITH_AS(store.upload(W{}, std::span<const float>(short_span)),
+                       "ctg: leaf 'w' has 18 elements, the host span 17", ctg::error);
+  CHECK(std::memcmp(store.param<W>().data(), in.data(), 18 * sizeof(float)) == 0);  // nothing copied
+  CHECK_THROWS_AS(store.download(W{}, std::span<float>(short_span)), ctg::error);
+  CHECK(short_span == std::vector<float>(17, 7.0f));
+}
+
+TEST_CASE("FP8 state leaves start at the value their type declares") {
+  using S = ctg::scaling::delayed<"q", ctg::precision::delayed<4>>;
+  static_assert(S::scale_leaf::initial_value == 1.0 && S::history_leaf::initial_value == 0.0);
+  auto xq = ctg::quantize<ctg::e4m3, S>(W{});
+  auto step = ctg::value_and_grad(ctg::sum(ctg::dequantize<ctg::f32>(xq)));
+  ctg::cpu::device dev;
+  auto store = ctg::make_store(dev, step);
+  CHECK(store.param<S::scale_leaf>()[0] == 1.0f);
+  for (float h : store.param<S::history_leaf>()) CHECK(h == 0.0f);
+}

@@ -93,6 +93,21 @@ class basic_store {
     return grad<L>();
   }
 
+  // Copies between the host and a stored leaf, in the leaf's dtype; a span
+  // of another size is a ctg::error and copies nothing.
+  template <class L>
+    requires is_leaf_v<L>
+  void upload(L, std::span<const typename L::dtype> host) {
+    check_host_size<L>(host.size());
+    Backend::upload(reinterpret_cast<std::byte*>(param<L>().data()), host.data(), host.size_bytes());
+  }
+  template <class L>
+    requires is_leaf_v<L>
+  void download(L, std::span<typename L::dtype> host) {
+    check_host_size<L>(host.size());
+    Backend::download(host.data(), reinterpret_cast<const std::byte*>(param<L>().data()), host.size_bytes());
+  }
+
   // The value of the step's first output (the loss, or forward(e)'s e) after the last step.
   auto value() const {
     using out = tl::at_t<0, typename Step::outputs>;
@@ -180,6 +195,13 @@ class basic_store {
   template <std::size_t K>
   const std::byte* output_bytes() const {
     return mem_.bound().buf[tl::index_of_v<tl::at_t<K, typename Step::outputs>, nodes>];
+  }
+
+  template <class L>
+  static void check_host_size(std::size_t n) {
+    if (n != L::dims::static_numel)
+      throw error(std::string("ctg: leaf '") + L::name.c_str() + "' has " + std::to_string(L::dims::static_numel) +
+                  " elements, the host span " + std::to_string(n));
   }
 
   template <class... Feeds>

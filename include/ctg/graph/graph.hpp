@@ -1,5 +1,5 @@
 #pragma once
-// The typed graph: leaves, ops, compile-time queries, autodiff and schedule.
+// The typed graph: leaves, ops, compile-time queries, autodiff and stacks.
 #include <ctg/graph/autodiff.hpp>
 #include <ctg/graph/fp8.hpp>
 #include <ctg/graph/node.hpp>

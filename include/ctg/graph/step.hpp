@@ -4,6 +4,10 @@
 // respect to, whether it fuses, and where its forward part ends. A store
 // runs it (exec/store.hpp); ctg::value_and_grad (graph/autodiff.hpp) and
 // ctg::forward make one.
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+
 #include <ctg/graph/traits.hpp>
 
 namespace ctg {
@@ -46,6 +50,25 @@ struct invalid_step {
   float operator()(Args&&...) const {
     return 0.0f;
   }
+};
+
+// What runs a step on some backend (exec/store.hpp's basic_store is the one
+// implementation). nn::init_params, optim::adamw and the checkpoint files are
+// written against it, so every backend gets them. Besides what the concept
+// checks, a store has, for a stored leaf L (trainable, frozen or state):
+//   store.param<L>()              its values, in the backend's memory
+//   store.grad<L>()               its gradient after a step (L in the step's wrt)
+//   store.upload(L{}, host)       host values -> the leaf
+//   store.download(L{}, host)     the leaf -> host values
+template <class S>
+concept step_store = requires(S& s, const S& cs, std::uint64_t seed, std::uint32_t n) {
+  typename S::step_type;
+  typename S::backend_type;
+  s.seed(seed);
+  { cs.seed() } -> std::same_as<std::uint64_t>;
+  { cs.steps_run() } -> std::same_as<std::uint32_t>;
+  s.set_steps_run(n);
+  { cs.kept_bytes() } -> std::same_as<std::size_t>;
 };
 
 // unfused(step): the same step with no fusion (one loop and one buffer per node).

@@ -8,8 +8,10 @@
 // adding or reordering leaves does not change the others.
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <vector>
 
-#include <ctg/graph/traits.hpp>
+#include <ctg/graph/step.hpp>
 
 namespace ctg::nn {
 
@@ -43,13 +45,14 @@ inline double normal_at(std::uint64_t key, std::uint64_t i) {
 }
 }  // namespace detail
 
-template <class Store>
+// The values are made on the host and uploaded, so any backend's store works.
+template <step_store Store>
 void init_params(Store& store, std::uint64_t seed, double std_dev = 0.02) {
   using nodes = typename Store::step_type::nodes;
   [&]<class... Ls>(tl::list<Ls...>) {
     auto one = [&]<class L>(std::type_identity<L>) {
       if constexpr (!L::fed && L::role != leaf_role::state) {  // state starts as the store made it
-        auto p = store.template param<L>();
+        std::vector<typename L::dtype> p(L::dims::static_numel);
         const char* name = L::name.c_str();
         const bool scale = detail::ends_with(name, ".scale"), bias = detail::ends_with(name, ".bias");
         const std::uint64_t key = detail::splitmix64(seed) ^ detail::fnv1a(name);
@@ -57,6 +60,7 @@ void init_params(Store& store, std::uint64_t seed, double std_dev = 0.02) {
           const double v = scale ? 1.0 : bias ? 0.0 : std_dev * detail::normal_at(key, i);
           p[i] = store_as<typename L::dtype>(v);
         }
+        store.upload(L{}, std::span<const typename L::dtype>(p));
       }
     };
     (one(std::type_identity<Ls>{}), ...);
