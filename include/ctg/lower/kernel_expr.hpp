@@ -144,53 +144,57 @@ struct name_free_op<op::checkpoint> {
   using type = pass;
 };
 
-namespace detail {
+}  // namespace ctg::kernel
+
+namespace ctg::detail {
 // The body of node I evaluated inside the group rooted at R.
 template <class Step, std::size_t R, std::size_t I>
-consteval auto expr_of() {
+consteval auto kernel_expr_of() {
   using nodes = typename Step::nodes;
   using node = tl::at_t<I, nodes>;
-  using info = ctg::detail::group_info<Step, R>;
+  using info = group_info<Step, R>;
   constexpr const auto& t = schedule<Step>::table;
   using T = typename node::dtype;
   if constexpr (node::kind == node_kind::constant) {
-    return std::type_identity<constant<node::value, T>>{};
+    return std::type_identity<kernel::constant<node::value, T>>{};
   } else if constexpr (node::kind == node_kind::random) {
-    return std::type_identity<dropout<node::stream, node::probability, info::info.input_slot[I],
-                                      ctg::detail::advances_inner<node>>>{};
+    return std::type_identity<kernel::dropout<node::stream, node::probability, info::info.input_slot[I],
+                                      advances_inner<node>>>{};
   } else if constexpr (I != R && t.materialized[I]) {
-    return std::type_identity<load<info::info.input_slot[I], T, ctg::detail::advances_inner<node>>>{};
+    return std::type_identity<kernel::load<info::info.input_slot[I], T, advances_inner<node>>>{};
   } else if constexpr (node::kind == node_kind::reduce) {
-    return std::type_identity<local<info::info.reduction_slot[I], T>>{};
+    return std::type_identity<kernel::local<info::info.reduction_slot[I], T>>{};
   } else {
     static_assert(node::kind == node_kind::elementwise, "ctg: internal: a group body holds only elementwise nodes");
-    using kop = typename name_free_op<typename node::op>::type;
+    using kop = typename kernel::name_free_op<typename node::op>::type;
     using first_child = tl::at_t<0, typename node::children>;
-    if constexpr (std::is_same_v<kop, pass> && std::is_same_v<typename first_child::dtype, T>) {
-      return expr_of<Step, R, tl::index_of_v<first_child, nodes>>();  // nothing to compute, nothing to round
+    if constexpr (std::is_same_v<kop, kernel::pass> && std::is_same_v<typename first_child::dtype, T>) {
+      return kernel_expr_of<Step, R, tl::index_of_v<first_child, nodes>>();  // nothing to compute, nothing to round
     } else {
       return []<class... X>(tl::list<X...>) {
-        return std::type_identity<apply<kop, T, typename decltype(expr_of<Step, R, tl::index_of_v<X, nodes>>())::type...>>{};
+        return std::type_identity<kernel::apply<kop, T, typename decltype(kernel_expr_of<Step, R, tl::index_of_v<X, nodes>>())::type...>>{};
       }(typename node::children{});
     }
   }
 }
 
 template <class Step, std::size_t R, std::size_t... S>
-consteval auto reductions_of(std::index_sequence<S...>) {
-  using info = ctg::detail::group_info<Step, R>;
+consteval auto kernel_reductions_of(std::index_sequence<S...>) {
+  using info = group_info<Step, R>;
   constexpr const auto& t = schedule<Step>::table;
-  return tl::list<row_reduction<
+  return tl::list<kernel::row_reduction<
       S, typename tl::at_t<info::info.reduction[S], typename Step::nodes>::op,
       typename tl::at_t<info::info.reduction[S], typename Step::nodes>::dtype,
-      typename decltype(expr_of<Step, R, t.child(info::info.reduction[S], 0)>())::type>...>{};
+      typename decltype(kernel_expr_of<Step, R, t.child(info::info.reduction[S], 0)>())::type>...>{};
 }
-}  // namespace detail
+}  // namespace ctg::detail
+
+namespace ctg::kernel {
 
 // The body of node I within the group rooted at R (I = R: the group's output;
 // for a reduction root, pass its child).
 template <class Step, std::size_t R, std::size_t I = R>
-using expr_t = typename decltype(detail::expr_of<Step, R, I>())::type;
+using expr_t = typename decltype(detail::kernel_expr_of<Step, R, I>())::type;
 
 // What group R writes per element: its root's expression, or for a reduction
 // root the expression it reduces.
@@ -203,6 +207,6 @@ using body_t = expr_t<Step, R,
 // The row reductions inlined into group R, in the order they are computed.
 template <class Step, std::size_t R>
 using reductions_t =
-    decltype(detail::reductions_of<Step, R>(std::make_index_sequence<ctg::detail::group_info<Step, R>::nreductions>{}));
+    decltype(detail::kernel_reductions_of<Step, R>(std::make_index_sequence<ctg::detail::group_info<Step, R>::nreductions>{}));
 
 }  // namespace ctg::kernel
