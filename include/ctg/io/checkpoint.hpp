@@ -1,12 +1,13 @@
 #pragma once
-// Save and load a store's parameters (every stored leaf: trainable, frozen
-// and FP8 state), and optionally an optimizer's state, to one state file
-// (format: ctg/io/state_file.hpp).
+// Save and load a store's state (every stored leaf: trainable, frozen and FP8
+// state; the dropout seed and the step count), and optionally an optimizer's,
+// to one state file (format: ctg/io/state_file.hpp). Training resumed from a
+// file is bitwise the training that was never stopped.
 //
-//   ctg::io::save("ckpt.ctg", store, opt);   // params + optimizer
+//   ctg::io::save("ckpt.ctg", store, opt);   // store + optimizer: resume training exactly
 //   ctg::io::load("ckpt.ctg", store, opt);   // into a store/optimizer of the same model
-//   ctg::io::save("model.ctg", store);       // params only
-//   ctg::io::load("model.ctg", store);       // params only (optimizer records are ignored)
+//   ctg::io::save("model.ctg", store);       // store only
+//   ctg::io::load("model.ctg", store);       // store only (optimizer records are ignored)
 //
 // (ctg::optim::save / load are the same functions.) Writing is atomic: see
 // ctg/io/state_file.hpp.
@@ -20,13 +21,15 @@
 // optimizer rejects. The message names the record ("param 'mlp.w1'"), the
 // expected and the found value. load(path, store, opt) requires exactly the
 // records save(path, store, opt) writes for this model; load(path, store)
-// requires exactly the param records and ignores the others. load also
+// requires exactly the store's records and ignores the others. load also
 // restores the optimizer's configuration (for AdamW: lr, betas, eps,
 // weight_decay, max_grad_norm), as torch's load_state_dict restores
-// param_groups.
+// param_groups. A version-1 file has no seed or step count: the store keeps
+// its own.
 //
 // What a store provides (any backend): `typename Store::step_type`,
-// `store.template param<L>()` (a span over a stored leaf's values).
+// `store.template param<L>()` (a span over a stored leaf's values),
+// `store.seed()` / `store.seed(s)`, `store.steps_run()` / `store.set_steps_run(n)`.
 //
 // What an optimizer provides to take part (see ctg::optim::adamw):
 //   using store_type = Store;
@@ -39,6 +42,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <span>
 #include <string>
@@ -70,7 +74,7 @@ consteval std::uint8_t state_dtype_code() {
   return code;
 }
 
-// A record of this model or optimizer, and where load writes its values.
+// A record of this model, store or optimizer, and where load writes its values.
 struct wanted_record {
   state_file::record rec;  // what the file must hold; rec.data is the source for save
   std::byte* destination;  // for load; nullptr when collected for save
@@ -94,6 +98,11 @@ class record_list {
   template <class T>
   void scalar(std::string_view name, T& value) {
     add(state_file::code_of(state_file::kinds, "scalar"), name, {}, std::span<T>(&value, 1));
+  }
+  // A store scalar (kind "store", rank 0).
+  template <class T>
+  void store_scalar(std::string_view name, T& value) {
+    add(state_file::code_of(state_file::kinds, "store"), name, {}, std::span<T>(&value, 1));
   }
 
  private:
@@ -125,6 +134,38 @@ void param_records(record_list& out, Store& store) {
   }(leaves_t<typename Store::step_type::nodes>{});
 }
 
+// The store's dropout key (seed, steps run) as the u64 values save writes, or
+// load fills, checks against the store's types and then commit()s.
+template <class Store>
+struct store_key {
+  using seed_type = decltype(std::declval<const Store&>().seed());
+  using steps_type = decltype(std::declval<const Store&>().steps_run());
+  std::uint64_t seed = 0, steps_run = 0;
+
+  static store_key of(const Store& s) { return {s.seed(), s.steps_run()}; }
+  void add_to(record_list& out) {
+    out.store_scalar("seed", seed);
+    out.store_scalar("steps_run", steps_run);
+  }
+  void check(const std::string& where) const {
+    check_fits<seed_type>(where, "seed", seed);
+    check_fits<steps_type>(where, "steps_run", steps_run);
+  }
+  void commit(Store& s) const {
+    s.seed(static_cast<seed_type>(seed));
+    s.set_steps_run(static_cast<steps_type>(steps_run));
+  }
+
+ private:
+  template <class T>
+  static void check_fits(const std::string& where, const char* name, std::uint64_t v) {
+    constexpr std::uint64_t max = std::numeric_limits<T>::max();
+    if (v > max)
+      throw error(where + "store '" + name + "': expected at most " + std::to_string(max) + " (this store's " +
+                  "type), found " + std::to_string(v));
+  }
+};
+
 template <class Optimizer, class Store>
 constexpr void check_optimizer() {
   static_assert(requires(Optimizer& o, record_list& r) {
@@ -140,9 +181,11 @@ inline std::string file_where(const std::filesystem::path& path) { return "ctg: 
 // For each wanted record, its record in the file. Throws, naming the record,
 // on a duplicate, a missing record, another dtype, dims or byte count, or a
 // file record that nothing wants (records held by an optimizer are ignored
-// when `with_optimizer` is false).
-inline std::vector<const state_file::record*> match_records(const state_file::contents& file, std::span<const wanted_record> want,
-                                                    bool with_optimizer, const std::string& where) {
+// when `with_optimizer` is false). A wanted kind newer than the file's version
+// is not expected (nullptr).
+inline std::vector<const state_file::record*> match_records(const state_file::contents& file,
+                                                           std::span<const wanted_record> want, bool with_optimizer,
+                                                           const std::string& where) {
   std::map<std::pair<std::uint8_t, std::string_view>, std::size_t> index;
   for (std::size_t i = 0; i < file.records.size(); ++i) {
     const state_file::record& r = file.records[i];
@@ -152,6 +195,7 @@ inline std::vector<const state_file::record*> match_records(const state_file::co
   std::vector<const state_file::record*> src(want.size(), nullptr);
   for (std::size_t k = 0; k < want.size(); ++k) {
     const state_file::record& w = want[k].rec;
+    if (state_file::row_of(state_file::kinds, w.kind)->since > file.version) continue;
     const auto it = index.find(std::pair(w.kind, w.name));
     if (it == index.end()) throw error(where + w.what() + ": expected " + w.type_text() + ", found no such record");
     const state_file::record& r = file.records[it->second];
@@ -168,7 +212,7 @@ inline std::vector<const state_file::record*> match_records(const state_file::co
   }
   for (std::size_t i = 0; i < file.records.size(); ++i) {
     const state_file::record& r = file.records[i];
-    const state_file::holder h = state_file::row_of(state_file::kinds, r.kind)->held_by;
+    const state_file::holder h = state_file::holder_of(r.kind);
     if (used[i] || (h == state_file::holder::optimizer && !with_optimizer)) continue;
     throw error(where + r.what() + " (" + r.type_text() + ") is in the file but not in this " +
                 std::string(state_file::holder_names[static_cast<std::size_t>(h)]) + ": expected no such record");
@@ -187,7 +231,7 @@ void load_records(const std::filesystem::path& path, std::span<const wanted_reco
   const std::vector<const state_file::record*> src = match_records(file, want, with_optimizer, where);
 
   auto is_scalar = [&](std::size_t k) {
-    return src[k] && want[k].rec.rank == 0 && state_file::row_of(state_file::kinds, want[k].rec.kind)->held_by != state_file::holder::model;
+    return src[k] && want[k].rec.rank == 0 && state_file::holder_of(want[k].rec.kind) != state_file::holder::model;
   };
   std::vector<std::byte> saved;
   for (std::size_t k = 0; k < want.size(); ++k)
@@ -228,6 +272,8 @@ void save_checkpoint(const std::filesystem::path& path, Store& store, const Opti
   (check_optimizer<Optimizer, Store>(), ...);
   record_list recs;
   param_records(recs, store);
+  auto key = store_key<Store>::of(store);
+  key.add_to(recs);
   (opt.state_records(recs), ...);
   std::vector<state_file::record> out;
   for (const wanted_record& w : recs.records) out.push_back(w.rec);
@@ -239,34 +285,38 @@ void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&
   (check_optimizer<Optimizer, Store>(), ...);
   record_list recs;
   param_records(recs, store);
+  auto key = store_key<Store>::of(store);
+  key.add_to(recs);
   (opt.state_records(recs), ...);
   load_records(path, recs.records, sizeof...(Optimizer) > 0, [&](const std::string& where) {
+    key.check(where);
     (validate_loaded(opt, where), ...);
   });
+  key.commit(store);
 }
 }  // namespace detail
 
 namespace io {
 
-// Params (trainable, frozen and FP8 state) only.
+// The store's state: every stored leaf, the dropout seed and the step count.
 template <class Store>
 void save(const std::filesystem::path& path, Store& store) {
   detail::save_checkpoint(path, store);
 }
 
-// Params and the optimizer's state (for AdamW: masters, moments, step count, configuration).
+// The store's state and the optimizer's (for AdamW: masters, moments, step count, configuration).
 template <class Store, class Optimizer>
 void save(const std::filesystem::path& path, Store& store, const Optimizer& opt) {
   detail::save_checkpoint(path, store, opt);
 }
 
-// Params only; the file's optimizer records, if any, are ignored.
+// The store's state; the file's optimizer records, if any, are ignored.
 template <class Store>
 void load(const std::filesystem::path& path, Store& store) {
   detail::load_checkpoint(path, store);
 }
 
-// Params and the optimizer's state, as save(path, store, opt) wrote them.
+// The store's state and the optimizer's, as save(path, store, opt) wrote them.
 template <class Store, class Optimizer>
 void load(const std::filesystem::path& path, Store& store, Optimizer& opt) {
   detail::load_checkpoint(path, store, opt);

@@ -18,12 +18,12 @@
 // and the found value.
 //
 // ---------------------------------------------------------------- format ----
-// Version 1. Integers are little-endian; i64 is two's complement; element
+// Version 2. Integers are little-endian; i64 is two's complement; element
 // data is little-endian IEEE (bf16/f16/fp8: their bit patterns), row-major.
 //
 //   header, 24 bytes
 //     [0, 8)    magic: the ASCII bytes "CTGSTATE" (no terminator)
-//     [8, 12)   u32 version = 1
+//     [8, 12)   u32 version = 2
 //     [12, 16)  u32 flags = 0 (reserved; a reader rejects others)
 //     [16, 24)  u64 file size in bytes, header and trailer included
 //   records, back to back from offset 24, each:
@@ -37,20 +37,29 @@
 //                     5 scalar     an optimizer scalar, rank 0:
 //                                    "adamw.step" i64; "adamw.lr", "adamw.beta1", "adamw.beta2",
 //                                    "adamw.eps", "adamw.weight_decay", "adamw.max_grad_norm" f32
-//     u8        dtype: 1 f32, 2 f64, 3 bf16, 4 f16, 5 e4m3, 6 e5m2, 7 i64
+//                     6 store      a store scalar, rank 0, u64 (since version 2):
+//                                    "seed" the dropout seed, "steps_run" the count of
+//                                    successful steps; the two key every dropout mask
+//     u8        dtype: 1 f32, 2 f64, 3 bf16, 4 f16, 5 e4m3, 6 e5m2, 7 i64, 8 u64 (since version 2)
 //     u8        rank r (at most 6)
 //     u8        reserved = 0
 //     r x i64   dims
 //     u64       byte count b = product(dims) * element size (1 for rank 0)
 //     b bytes   data
 //   A (kind, name) pair occurs at most once. save writes the params in the
-//   step's topological leaf order, then per trainable leaf (Step::wrt order) master (if any), exp_avg, exp_avg_sq,
+//   step's topological leaf order, then the store records, then per
+//   trainable leaf (Step::wrt order) master (if any), exp_avg, exp_avg_sq,
 //   then the scalars; readers must not depend on the order.
 //   trailer, 16 bytes
 //     u64       record count
 //     u64       checksum: FNV-1a 64 (offset basis 0xcbf29ce484222325, prime
 //               0x100000001b3, one byte at a time) of every byte before it,
 //               i.e. header, records and record count.
+//
+// Version 1 files (written before the store records existed) are read too:
+// the same layout without kind 6 and dtype 8, which are corrupt there. Loading
+// one restores everything it holds and leaves the store's seed and steps_run
+// as they are.
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -78,7 +87,8 @@
 namespace ctg::detail::state_file {
 
 inline constexpr char magic[8] = {'C', 'T', 'G', 'S', 'T', 'A', 'T', 'E'};
-inline constexpr std::uint32_t version = 1;
+inline constexpr std::uint32_t version = 2;         // written
+inline constexpr std::uint32_t oldest_version = 1;  // still read
 inline constexpr std::size_t header_bytes = 24;
 inline constexpr std::size_t trailer_bytes = 16;
 
@@ -92,12 +102,12 @@ struct dtype_row {
 };
 inline constexpr dtype_row dtypes[] = {
     {1, "f32", 4, 1},  {2, "f64", 8, 1},  {3, "bf16", 2, 1}, {4, "f16", 2, 1},
-    {5, "e4m3", 1, 1}, {6, "e5m2", 1, 1}, {7, "i64", 8, 1},
+    {5, "e4m3", 1, 1}, {6, "e5m2", 1, 1}, {7, "i64", 8, 1},  {8, "u64", 8, 2},
 };
 
 // Who holds a record's value: it names what a file record has no match in.
-enum class holder : std::uint8_t { model, optimizer };
-inline constexpr std::string_view holder_names[] = {"model", "optimizer"};
+enum class holder : std::uint8_t { model, store, optimizer };
+inline constexpr std::string_view holder_names[] = {"model", "store", "optimizer"};
 
 struct kind_row {
   std::uint8_t code;
@@ -108,7 +118,7 @@ struct kind_row {
 inline constexpr kind_row kinds[] = {
     {1, "param", holder::model, 1},          {2, "master", holder::optimizer, 1},
     {3, "exp_avg", holder::optimizer, 1},    {4, "exp_avg_sq", holder::optimizer, 1},
-    {5, "scalar", holder::optimizer, 1},
+    {5, "scalar", holder::optimizer, 1},     {6, "store", holder::store, 2},
 };
 
 // The row of a code in a file of version `ver`; nullptr when the code is unknown there.
@@ -135,6 +145,7 @@ constexpr std::uint8_t last_code(const Row (&table)[N], std::uint32_t ver) {
 }
 
 inline std::string_view kind_name(std::uint8_t code) { return row_of(kinds, code)->name; }
+inline holder holder_of(std::uint8_t kind) { return row_of(kinds, kind)->held_by; }
 inline std::string_view dtype_name(std::uint8_t code) { return row_of(dtypes, code)->name; }
 inline std::size_t dtype_size(std::uint8_t code) { return row_of(dtypes, code)->size; }
 
@@ -222,7 +233,7 @@ class file_sink {
   std::FILE* f_;
   const std::string& path_;
   std::vector<unsigned char> buf_;
-  std::uint64_t hash_ = fnv1a_constants<std::uint64_t>::offset_basis;
+  std::uint64_t hash_ = fnv1a64_basis;
   std::uint64_t written_ = 0;
 };
 
@@ -365,8 +376,9 @@ inline contents parse(const std::vector<unsigned char>& file, const std::string&
     throw error(where + " is truncated: expected at least " + std::to_string(header_bytes + trailer_bytes) +
                 " bytes, found " + std::to_string(n));
   const std::uint64_t ver = get_le(f + 8, 4);
-  if (ver != version)
-    throw error(where + " has format version " + std::to_string(ver) + ", expected " + std::to_string(version));
+  if (ver < oldest_version || ver > version)
+    throw error(where + " has format version " + std::to_string(ver) + ", expected " +
+                std::to_string(oldest_version) + " to " + std::to_string(version));
   const std::uint64_t flags = get_le(f + 12, 4);
   if (flags != 0) throw error(where + " is corrupt: expected flags 0, found " + std::to_string(flags));
   const std::uint64_t size = get_le(f + 16, 8);
