@@ -619,3 +619,72 @@ TEST_CASE("a seed or step count the store cannot hold is rejected before anythin
     CHECK(b.m.store.steps_run() == 5);
   }
 }
+
+namespace {
+// A second optimizer, written here: it takes part in save/load through the
+// same hook as AdamW, with no edit in ctg/io/.
+struct momentum_sgd {
+  using store_type = store_a;
+  std::vector<float> momentum_w = std::vector<float>(W::dims::static_numel);
+  std::int64_t steps = 0;
+  float lr = 0.1f;
+
+  template <class Records>
+  void state_records(Records& r) {
+    describe(*this, r);
+  }
+  template <class Records>
+  void state_records(Records& r) const {
+    describe(*this, r);
+  }
+  void validate_state() const {
+    if (!(lr > 0.0f)) throw ctg::error("ctg: sgd: lr must be > 0, found " + std::to_string(lr));
+  }
+
+ private:
+  template <class Self, class Records>
+  static void describe(Self& self, Records& r) {
+    r.template leaf<"exp_avg", W>(std::span(self.momentum_w));
+    r.scalar("sgd.steps", self.steps);
+    r.scalar("sgd.lr", self.lr);
+  }
+};
+}  // namespace
+
+TEST_CASE("another optimizer takes part through state_records() and validate_state()") {
+  temp_dir dir;
+  trained a(1);
+  momentum_sgd sgd;
+  for (std::size_t i = 0; i < sgd.momentum_w.size(); ++i) sgd.momentum_w[i] = 0.5f * static_cast<float>(i);
+  sgd.steps = 4;
+  sgd.lr = 0.25f;
+  ctg::io::save(dir / "sgd.ctg", a.m.store, sgd);
+
+  fresh b;
+  momentum_sgd loaded;
+  ctg::io::load(dir / "sgd.ctg", b.m.store, loaded);
+  CHECK(params_image(b.m.store) == params_image(a.m.store));
+  CHECK(loaded.momentum_w == sgd.momentum_w);
+  CHECK(loaded.steps == 4);
+  CHECK(loaded.lr == 0.25f);
+  // AdamW's records are not this optimizer's.
+  const std::string m = message_of([&] { ctg::io::load(dir / "sgd.ctg", b.m.store, b.opt); });
+  CHECK(m.find("no such record") != std::string::npos);
+
+  // A value the optimizer rejects: nothing is written, its scalars are put back.
+  std::vector<unsigned char> g = read_all(dir / "sgd.ctg");
+  for (const record& r : records_of(g))
+    if (r.name == "sgd.lr") std::memset(g.data() + r.data_offset, 0, 4);
+  reseal(g);
+  write_all(dir / "bad.ctg", g.data(), g.size());
+  fresh c;
+  const image before = params_image(c.m.store);
+  momentum_sgd untouched;
+  const std::string bad = message_of([&] { ctg::io::load(dir / "bad.ctg", c.m.store, untouched); });
+  CHECK(bad.find("ctg: state file") != std::string::npos);
+  CHECK(bad.find("sgd: lr must be > 0, found 0") != std::string::npos);
+  CHECK(params_image(c.m.store) == before);
+  CHECK(untouched.momentum_w == momentum_sgd{}.momentum_w);
+  CHECK(untouched.steps == 0);
+  CHECK(untouched.lr == 0.1f);
+}
