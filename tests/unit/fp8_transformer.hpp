@@ -11,6 +11,7 @@
 #include <ctg/optim/optim.hpp>
 
 #include "grad_check.hpp"
+#include "same_state.hpp"
 
 namespace fp8_b4 {
 using ctg::dyn;
@@ -56,32 +57,7 @@ std::size_t plan(Store& st, const std::vector<i32>& ids, const std::vector<i32>&
   return st.plan(ctg::feed<Ids>(ids, batch, T), ctg::feed<Pos>(pos, T), ctg::feed<Tg>(tg, batch, T));
 }
 
-template <class Span>
-bool same_bits(Span a, Span b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
-}
-
-// Every stored leaf (parameters and FP8 state) and every gradient of a and b, bitwise.
-template <class StoreA, class StoreB>
-void check_same_state(StoreA& a, StoreB& b) {
-  using step = typename StoreA::step_type;
-  [&]<class... Ls>(ctg::tl::list<Ls...>) {
-    auto one = [&]<class L>(std::type_identity<L>) {
-      if constexpr (!L::fed) {
-        INFO("leaf " << L::name.c_str());
-        CHECK(same_bits(a.template param<L>(), b.template param<L>()));
-      }
-    };
-    (one(std::type_identity<Ls>{}), ...);
-  }(ctg::leaves_t<typename step::nodes>{});
-  [&]<class... Ps>(ctg::tl::list<Ps...>) {
-    auto one = [&]<class P>(std::type_identity<P>) {
-      INFO("gradient of " << P::name.c_str());
-      CHECK(same_bits(a.template grad<P>(), b.template grad<P>()));
-    };
-    (one(std::type_identity<Ps>{}), ...);
-  }(typename step::wrt{});
-}
+using same_state::check_same_state;
 
 // Sum of |x - 1| over every ".scale" state leaf: how far the scales moved from their start.
 template <class Store>

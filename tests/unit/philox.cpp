@@ -119,3 +119,12 @@ TEST_CASE("name_hash is FNV-1a 32-bit") {
   CHECK(ctg::name_hash("foobar", 6) == 0xbf9cf968u);
   CHECK(ctg::name_hash("attn.dropout", 12) != ctg::name_hash("mlp.dropout", 11));
 }
+
+TEST_CASE("fnv1a64 (core/hash.hpp) matches the published FNV-1a 64-bit vectors, and continues a hash") {
+  static_assert(ctg::fnv1a64("", 0) == 0xcbf29ce484222325ull);
+  static_assert(ctg::fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
+  static_assert(ctg::fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
+  const unsigned char bytes[] = {'f', 'o', 'o', 'b', 'a', 'r'};
+  CHECK(ctg::fnv1a64(bytes + 3, 3, ctg::fnv1a64(bytes, 3)) == ctg::fnv1a64("foobar", 6));
+  CHECK(ctg::fnv1a32("foobar", 6) == ctg::name_hash("foobar", 6));
+}

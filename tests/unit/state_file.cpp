@@ -224,6 +224,28 @@ void reseal(std::vector<unsigned char>& f) {  // recompute the checksum after an
   const std::uint64_t h = fnv1a(f, f.size() - 8);
   for (int i = 0; i < 8; ++i) f[f.size() - 8 + static_cast<std::size_t>(i)] = static_cast<unsigned char>(h >> (8 * i));
 }
+void put_le(std::vector<unsigned char>& f, std::size_t at, std::uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) f[at + static_cast<std::size_t>(i)] = static_cast<unsigned char>(v >> (8 * i));
+}
+// The file f with version `version` and only the records `keep` accepts, re-framed and resealed.
+template <class Keep>
+std::vector<unsigned char> refile(const std::vector<unsigned char>& f, std::uint32_t version, Keep keep) {
+  std::vector<unsigned char> g(f.begin(), f.begin() + 24);
+  put_le(g, 8, version, 4);
+  std::uint64_t count = 0;
+  for (const record& r : records_of(f)) {
+    if (!keep(r)) continue;
+    const std::size_t start = r.data_offset - 8 - 8 * r.dims.size() - 4 - r.name.size() - 4;
+    g.insert(g.end(), f.begin() + static_cast<std::ptrdiff_t>(start),
+             f.begin() + static_cast<std::ptrdiff_t>(r.data_offset + r.bytes));
+    ++count;
+  }
+  g.resize(g.size() + 16);
+  put_le(g, 16, g.size(), 8);
+  put_le(g, g.size() - 16, count, 8);
+  reseal(g);
+  return g;
+}
 }  // namespace
 
 TEST_CASE("save then load restores everything bitwise, and training continues identically") {
@@ -285,12 +307,13 @@ TEST_CASE("params-only files: round trip, ignored optimizer records, missing opt
 TEST_CASE("the file follows the documented byte layout") {
   temp_dir dir;
   trained a(2);
+  a.m.store.seed(0x0123456789abcdefull);
   const fs::path path = dir / "ckpt.ctg";
   ctg::optim::save(path, a.m.store, a.opt);
   const std::vector<unsigned char> f = read_all(path);
   REQUIRE(f.size() > 40);
   CHECK(std::memcmp(f.data(), "CTGSTATE", 8) == 0);
-  CHECK(le(f, 8, 4) == 1);
+  CHECK(le(f, 8, 4) == 2);
   CHECK(le(f, 12, 4) == 0);
   CHECK(le(f, 16, 8) == f.size());
   CHECK(le(f, f.size() - 8, 8) == fnv1a(f, f.size() - 8));
@@ -308,6 +331,8 @@ TEST_CASE("the file follows the documented byte layout") {
       {{1, "f"}, {1, dims{4}, 16}},
       {{1, "layers.{i}.attn.wq"}, {4, dims{2, 4}, 16}},
       {{1, odd}, {1, dims{4}, 16}},
+      {{6, "seed"}, {8, dims{}, 8}},
+      {{6, "steps_run"}, {8, dims{}, 8}},
       {{2, "b"}, {1, dims{4}, 16}},
       {{2, "layers.{i}.attn.wq"}, {1, dims{2, 4}, 32}},
       {{3, "w"}, {1, dims{3, 4}, 48}},
@@ -334,6 +359,8 @@ TEST_CASE("the file follows the documented byte layout") {
     if (r.kind == 2 && r.name == "b") CHECK(data == bytes_of(a.opt.master<B>()));
     if (r.kind == 4 && r.name == "layers.{i}.attn.wq") CHECK(data == bytes_of(a.opt.exp_avg_sq<Q>()));
     if (r.kind == 5 && r.name == "adamw.step") CHECK(le(f, r.data_offset, 8) == 2);
+    if (r.kind == 6 && r.name == "seed") CHECK(le(f, r.data_offset, 8) == 0x0123456789abcdefull);
+    if (r.kind == 6 && r.name == "steps_run") CHECK(le(f, r.data_offset, 8) == 2);
   }
 }
 
@@ -397,11 +424,11 @@ TEST_CASE("wrong magic and wrong version are named") {
   CHECK(m.find("not a ctg state file") != std::string::npos);
   CHECK(m.find("NOTSTATE") != std::string::npos);
   g = f;
-  g[8] = 2;
+  g[8] = 3;
   reseal(g);
   write_all(dir / "bad.ctg", g.data(), g.size());
   m = message_of([&] { ctg::optim::load(dir / "bad.ctg", b.m.store); });
-  CHECK(m.find("version 2") != std::string::npos);
+  CHECK(m.find("version 3") != std::string::npos);
   CHECK(m.find("expected 1") != std::string::npos);
   CHECK(b.snapshot() == before);
 }
@@ -528,4 +555,136 @@ TEST_CASE("I/O failures name the path and leave no .tmp behind") {
   m = message_of([&] { ctg::optim::save(target, a.m.store); });
   CHECK(m.find("a_dir") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "a_dir.tmp"));
+}
+
+TEST_CASE("a version-1 file loads what it holds and leaves the store's seed and step count as they are") {
+  temp_dir dir;
+  trained a(2);
+  ctg::optim::save(dir / "v2.ctg", a.m.store, a.opt);
+  const std::vector<unsigned char> f = read_all(dir / "v2.ctg");
+  // Version 1 as it was written before the store records existed.
+  const std::vector<unsigned char> v1 = refile(f, 1, [](const record& r) { return r.kind != 6; });
+  write_all(dir / "v1.ctg", v1.data(), v1.size());
+  fresh b;
+  b.m.store.seed(7);
+  b.m.store.set_steps_run(5);
+  ctg::optim::load(dir / "v1.ctg", b.m.store, b.opt);
+  CHECK(b.snapshot() == full_image(a.m.store, a.opt));
+  CHECK(b.m.store.seed() == 7);
+  CHECK(b.m.store.steps_run() == 5);
+  fresh c;
+  ctg::optim::load(dir / "v1.ctg", c.m.store);
+  CHECK(params_image(c.m.store) == params_image(a.m.store));
+
+  // A store record (kind 6) or a u64 (dtype 8) has no meaning in version 1: the file is corrupt.
+  const image before = b.snapshot();
+  std::vector<unsigned char> g = f;
+  put_le(g, 8, 1, 4);
+  reseal(g);
+  write_all(dir / "bad.ctg", g.data(), g.size());
+  std::string m = message_of([&] { ctg::optim::load(dir / "bad.ctg", b.m.store, b.opt); });
+  CHECK(m.find("kind 6, expected 1..5 in a version-1 file") != std::string::npos);
+  g = refile(f, 1, [](const record& r) { return r.kind != 6 || r.name == "seed"; });
+  for (const record& r : records_of(g))
+    if (r.kind == 6) g[r.data_offset - 8 - 4] = 5;  // its kind byte (rank 0): now an optimizer scalar
+  reseal(g);
+  write_all(dir / "bad.ctg", g.data(), g.size());
+  m = message_of([&] { ctg::optim::load(dir / "bad.ctg", b.m.store, b.opt); });
+  CHECK(m.find("dtype code 8, expected 1..7 in a version-1 file") != std::string::npos);
+  CHECK(b.snapshot() == before);
+  CHECK(b.m.store.seed() == 7);
+  CHECK(b.m.store.steps_run() == 5);
+}
+
+TEST_CASE("a seed or step count the store cannot hold is rejected before anything is written") {
+  temp_dir dir;
+  trained a(2);
+  ctg::optim::save(dir / "ckpt.ctg", a.m.store, a.opt);
+  std::vector<unsigned char> g = read_all(dir / "ckpt.ctg");
+  for (const record& r : records_of(g))
+    if (r.kind == 6 && r.name == "steps_run") put_le(g, r.data_offset, std::uint64_t(1) << 32, 8);
+  reseal(g);
+  write_all(dir / "bad.ctg", g.data(), g.size());
+  fresh b;
+  b.m.store.set_steps_run(5);
+  const image before = b.snapshot();
+  for (const bool with_optimizer : {false, true}) {
+    const std::string m = message_of([&] {
+      if (with_optimizer) ctg::optim::load(dir / "bad.ctg", b.m.store, b.opt);
+      else ctg::optim::load(dir / "bad.ctg", b.m.store);
+    });
+    CHECK(m.find("store 'steps_run': expected at most 4294967295") != std::string::npos);
+    CHECK(m.find("found 4294967296") != std::string::npos);
+    CHECK(b.snapshot() == before);
+    CHECK(b.m.store.steps_run() == 5);
+  }
+}
+
+namespace {
+// A second optimizer, written here: it takes part in save/load through the
+// same hook as AdamW, with no edit in ctg/io/.
+struct momentum_sgd {
+  using store_type = store_a;
+  std::vector<float> momentum_w = std::vector<float>(W::dims::static_numel);
+  std::int64_t steps = 0;
+  float lr = 0.1f;
+
+  template <class Records>
+  void state_records(Records& r) {
+    describe(*this, r);
+  }
+  template <class Records>
+  void state_records(Records& r) const {
+    describe(*this, r);
+  }
+  void validate_state() const {
+    if (!(lr > 0.0f)) throw ctg::error("ctg: sgd: lr must be > 0, found " + std::to_string(lr));
+  }
+
+ private:
+  template <class Self, class Records>
+  static void describe(Self& self, Records& r) {
+    r.template leaf<"exp_avg", W>(std::span(self.momentum_w));
+    r.scalar("sgd.steps", self.steps);
+    r.scalar("sgd.lr", self.lr);
+  }
+};
+}  // namespace
+
+TEST_CASE("another optimizer takes part through state_records() and validate_state()") {
+  temp_dir dir;
+  trained a(1);
+  momentum_sgd sgd;
+  for (std::size_t i = 0; i < sgd.momentum_w.size(); ++i) sgd.momentum_w[i] = 0.5f * static_cast<float>(i);
+  sgd.steps = 4;
+  sgd.lr = 0.25f;
+  ctg::io::save(dir / "sgd.ctg", a.m.store, sgd);
+
+  fresh b;
+  momentum_sgd loaded;
+  ctg::io::load(dir / "sgd.ctg", b.m.store, loaded);
+  CHECK(params_image(b.m.store) == params_image(a.m.store));
+  CHECK(loaded.momentum_w == sgd.momentum_w);
+  CHECK(loaded.steps == 4);
+  CHECK(loaded.lr == 0.25f);
+  // AdamW's records are not this optimizer's.
+  const std::string m = message_of([&] { ctg::io::load(dir / "sgd.ctg", b.m.store, b.opt); });
+  CHECK(m.find("no such record") != std::string::npos);
+
+  // A value the optimizer rejects: nothing is written, its scalars are put back.
+  std::vector<unsigned char> g = read_all(dir / "sgd.ctg");
+  for (const record& r : records_of(g))
+    if (r.name == "sgd.lr") std::memset(g.data() + r.data_offset, 0, 4);
+  reseal(g);
+  write_all(dir / "bad.ctg", g.data(), g.size());
+  fresh c;
+  const image before = params_image(c.m.store);
+  momentum_sgd untouched;
+  const std::string bad = message_of([&] { ctg::io::load(dir / "bad.ctg", c.m.store, untouched); });
+  CHECK(bad.find("ctg: state file") != std::string::npos);
+  CHECK(bad.find("sgd: lr must be > 0, found 0") != std::string::npos);
+  CHECK(params_image(c.m.store) == before);
+  CHECK(untouched.momentum_w == momentum_sgd{}.momentum_w);
+  CHECK(untouched.steps == 0);
+  CHECK(untouched.lr == 0.1f);
 }

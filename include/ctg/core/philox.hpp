@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include <ctg/core/config.hpp>
+#include <ctg/core/hash.hpp>
 
 namespace ctg {
 
@@ -69,15 +70,8 @@ CTG_HD constexpr float philox_uniform(std::uint64_t seed, std::uint32_t step, st
   return static_cast<float>(r.v[index % 4] >> 8) * 0x1p-24f;
 }
 
-// FNV-1a, 32 bits, over the bytes of a name: a stable stream id derived from a
-// node's compile-time name, so two dropout nodes never share a stream.
-CTG_HD constexpr std::uint32_t name_hash(const char* s, std::size_t n) noexcept {
-  std::uint32_t h = 0x811C9DC5u;  // FNV offset basis
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= static_cast<std::uint8_t>(s[i]);
-    h *= 0x01000193u;  // FNV prime
-  }
-  return h;
-}
+// A stable stream id derived from a node's compile-time name (FNV-1a, 32
+// bits, over its bytes), so two dropout nodes never share a stream.
+CTG_HD constexpr std::uint32_t name_hash(const char* s, std::size_t n) noexcept { return fnv1a32(s, n); }
 
 }  // namespace ctg

@@ -3,16 +3,11 @@
 // checked as they are computed. Shared by every backend.
 #include <string>
 
+#include <ctg/core/dims_text.hpp>
 #include <ctg/core/error.hpp>
 #include <ctg/graph/node.hpp>
 
 namespace ctg::detail {
-
-inline std::string dims_text(const rt_shape& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.rank; ++i) t += (i ? ", " : "") + std::to_string(s.d[i]);
-  return t + "]";
-}
 
 inline dim_t checked_numel(const rt_shape& s, const char* what) {
   dim_t n = 1;

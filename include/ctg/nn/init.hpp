@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include <ctg/core/hash.hpp>
 #include <ctg/graph/step.hpp>
 
 namespace ctg::nn {
@@ -21,11 +22,6 @@ constexpr std::uint64_t splitmix64(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
-}
-constexpr std::uint64_t fnv1a(const char* s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 0x100000001b3ull;
-  return h;
 }
 constexpr bool ends_with(const char* s, const char* suffix) {
   std::size_t n = 0, m = 0;
@@ -55,7 +51,7 @@ void init_params(Store& store, std::uint64_t seed, double std_dev = 0.02) {
         std::vector<typename L::dtype> p(L::dims::static_numel);
         const char* name = L::name.c_str();
         const bool scale = detail::ends_with(name, ".scale"), bias = detail::ends_with(name, ".bias");
-        const std::uint64_t key = detail::splitmix64(seed) ^ detail::fnv1a(name);
+        const std::uint64_t key = detail::splitmix64(seed) ^ fnv1a64(name, L::name.size());
         for (std::size_t i = 0; i < p.size(); ++i) {
           const double v = scale ? 1.0 : bias ? 0.0 : std_dev * detail::normal_at(key, i);
           p[i] = store_as<typename L::dtype>(v);

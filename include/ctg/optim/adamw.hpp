@@ -60,7 +60,7 @@
 #endif
 
 #include <ctg/core/error.hpp>
-#include <ctg/graph/traits.hpp>
+#include <ctg/graph/step.hpp>
 
 namespace ctg::optim {
 
@@ -86,14 +86,10 @@ struct adamw_config {
   }
 };
 
-template <class Store>
+template <step_store Store>
 class adamw;
 
 namespace detail {
-// Mutable access to an optimizer's state for ctg/optim/state_file.hpp.
-template <class Store>
-struct adamw_access;
-
 template <class T>
 inline constexpr bool has_master_copy = !std::is_same_v<T, f32>;
 
@@ -200,7 +196,7 @@ inline void adamw_update(const T* __restrict g, float* __restrict w, float* __re
 }
 }  // namespace detail
 
-template <class Store>
+template <step_store Store>
 class adamw {
  public:
   using store_type = Store;
@@ -320,8 +316,45 @@ class adamw {
   // The number of state floats (moments and masters, without padding).
   static constexpr std::size_t state_elements() { return layout.elements; }
 
+  // The checkpoint hook (ctg/io/checkpoint.hpp): names every piece of state
+  // as a state-file record. Per trainable leaf L, in Step::wrt order:
+  // "master" (non-f32 leaves only), "exp_avg", "exp_avg_sq"; then the scalars
+  // "adamw.step" (i64) and "adamw.lr", "adamw.beta1", "adamw.beta2",
+  // "adamw.eps", "adamw.weight_decay", "adamw.max_grad_norm" (f32).
+  template <class Records>
+  void state_records(Records& r) {
+    describe_state(*this, r);
+  }
+  template <class Records>
+  void state_records(Records& r) const {
+    describe_state(*this, r);
+  }
+
+  // Throws ctg::error unless the step count is >= 0 and the configuration is
+  // valid (adamw_config::validate). A load calls it before it commits.
+  void validate_state() const {
+    if (steps_ < 0)
+      throw error("ctg: adamw: scalar 'adamw.step': expected a count >= 0, found " + std::to_string(steps_));
+    cfg_.validate();
+  }
+
  private:
-  friend struct detail::adamw_access<Store>;
+  template <class Self, class Records>
+  static void describe_state(Self& self, Records& r) {
+    for_each_trainable([&]<std::size_t K, class L>() {
+      auto region = [&](std::size_t offset) { return std::span(self.state_.data() + offset, numel<L>()); };
+      if constexpr (detail::has_master_copy<typename L::dtype>) r.template leaf<"master", L>(region(layout.master[K]));
+      r.template leaf<"exp_avg", L>(region(layout.exp_avg[K]));
+      r.template leaf<"exp_avg_sq", L>(region(layout.exp_avg_sq[K]));
+    });
+    r.scalar("adamw.step", self.steps_);
+    r.scalar("adamw.lr", self.cfg_.lr);
+    r.scalar("adamw.beta1", self.cfg_.beta1);
+    r.scalar("adamw.beta2", self.cfg_.beta2);
+    r.scalar("adamw.eps", self.cfg_.eps);
+    r.scalar("adamw.weight_decay", self.cfg_.weight_decay);
+    r.scalar("adamw.max_grad_norm", self.cfg_.max_grad_norm);
+  }
 
   template <class L>
   static constexpr std::size_t numel() {
@@ -401,27 +434,5 @@ class adamw {
   detail::float_buffer state_;
   std::int64_t steps_ = 0;
 };
-
-namespace detail {
-// Raw state access for save/load (ctg/optim/state_file.hpp); K indexes adamw<Store>::trainable.
-template <class Store>
-struct adamw_access {
-  using opt = adamw<Store>;
-  template <std::size_t K>
-  static float* exp_avg(const opt& o) {
-    return const_cast<float*>(o.state_.data()) + opt::layout.exp_avg[K];
-  }
-  template <std::size_t K>
-  static float* exp_avg_sq(const opt& o) {
-    return const_cast<float*>(o.state_.data()) + opt::layout.exp_avg_sq[K];
-  }
-  template <std::size_t K>
-  static float* master(const opt& o) {
-    return const_cast<float*>(o.state_.data()) + opt::layout.master[K];
-  }
-  static std::int64_t& steps(opt& o) { return o.steps_; }
-  static adamw_config& config(opt& o) { return o.cfg_; }
-};
-}  // namespace detail
 
 }  // namespace ctg::optim

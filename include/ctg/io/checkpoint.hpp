@@ -1,0 +1,326 @@
+#pragma once
+// Save and load a store's state (every stored leaf: trainable, frozen and FP8
+// state; the dropout seed and the step count), and optionally an optimizer's,
+// to one state file (format: ctg/io/state_file.hpp). Training resumed from a
+// file is bitwise the training that was never stopped.
+//
+//   ctg::io::save("ckpt.ctg", store, opt);   // store + optimizer: resume training exactly
+//   ctg::io::load("ckpt.ctg", store, opt);   // into a store/optimizer of the same model
+//   ctg::io::save("model.ctg", store);       // store only
+//   ctg::io::load("model.ctg", store);       // store only (optimizer records are ignored)
+//
+// (ctg::optim::save / load are the same functions.) Writing is atomic: see
+// ctg/io/state_file.hpp.
+//
+// load reads the whole file into memory and checks all of it before it
+// writes anything. Any problem throws ctg::error and leaves the store and the
+// optimizer untouched: a wrong magic or version, a truncated file, a bad
+// checksum, a malformed or duplicated record, a record missing for a leaf (or
+// for optimizer state), a record the model does not have, a record whose
+// dtype, dims or byte count differ from the model's, or optimizer state the
+// optimizer rejects. The message names the record ("param 'mlp.w1'"), the
+// expected and the found value. load(path, store, opt) requires exactly the
+// records save(path, store, opt) writes for this model; load(path, store)
+// requires exactly the store's records and ignores the others. load also
+// restores the optimizer's configuration (for AdamW: lr, betas, eps,
+// weight_decay, max_grad_norm), as torch's load_state_dict restores
+// param_groups. A version-1 file has no seed or step count: the store keeps
+// its own.
+//
+// What a store provides (any backend): `typename Store::step_type`,
+// `store.template param<L>()` (a span over a stored leaf's values),
+// `store.seed()` / `store.seed(s)`, `store.steps_run()` / `store.set_steps_run(n)`.
+//
+// What an optimizer provides to take part (see ctg::optim::adamw):
+//   using store_type = Store;
+//   template <class Records> void state_records(Records& r);         // and a const overload
+//     names every piece of state: r.template leaf<"exp_avg", L>(std::span<float>) per leaf
+//     (a kind from the state file's table), r.scalar("adamw.lr", value) per scalar;
+//   void validate_state() const;   // throws ctg::error if the scalars are not valid
+// load writes the scalars, calls validate_state() (restoring them if it throws), and
+// only then writes the leaf records.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <ctg/core/dtype_traits.hpp>
+#include <ctg/core/error.hpp>
+#include <ctg/core/fixed_string.hpp>
+#include <ctg/core/type_list.hpp>
+#include <ctg/graph/step.hpp>
+#include <ctg/io/state_file.hpp>
+
+namespace ctg {
+namespace detail {
+
+// The state file's dtype code of a C++ type.
+template <class T>
+consteval std::uint8_t state_dtype_code() {
+  constexpr std::string_view name = [] {
+    if constexpr (std::is_same_v<T, std::int64_t>) return std::string_view("i64");
+    else if constexpr (std::is_same_v<T, std::uint64_t>) return std::string_view("u64");
+    else return std::string_view(dtype_traits<T>::name);
+  }();
+  constexpr std::uint8_t code = state_file::code_of(state_file::dtypes, name);
+  static_assert(code != 0, "ctg: the state file has no dtype code for this type");
+  return code;
+}
+
+// A record of this model, store or optimizer, and where load writes its values.
+struct wanted_record {
+  state_file::record rec;  // what the file must hold; rec.data is the source for save
+  std::byte* destination;  // for load; nullptr when collected for save
+};
+
+// The collector an optimizer's state_records() fills, and that save and load
+// read: one wanted_record per piece of state.
+class record_list {
+ public:
+  std::vector<wanted_record> records;
+
+  // A per-leaf record of kind Kind (a name in the state file's kind table), L's name and dims.
+  template <fixed_string Kind, class L, class T>
+  void leaf(std::span<T> values) {
+    constexpr std::uint8_t kind = state_file::code_of(state_file::kinds, Kind.c_str());
+    static_assert(kind != 0, "ctg: the state file has no record kind of this name");
+    add(kind, std::string_view(L::name.c_str(), L::name.size()),
+        std::span<const dim_t>(L::dims::dims.data(), L::dims::rank), values);
+  }
+  // An optimizer scalar (kind "scalar", rank 0).
+  template <class T>
+  void scalar(std::string_view name, T& value) {
+    add(state_file::code_of(state_file::kinds, "scalar"), name, {}, std::span<T>(&value, 1));
+  }
+  // A store scalar (kind "store", rank 0).
+  template <class T>
+  void store_scalar(std::string_view name, T& value) {
+    add(state_file::code_of(state_file::kinds, "store"), name, {}, std::span<T>(&value, 1));
+  }
+
+ private:
+  template <class T>
+  void add(std::uint8_t kind, std::string_view name, std::span<const dim_t> dims, std::span<T> values) {
+    using E = std::remove_const_t<T>;
+    wanted_record w{};
+    w.rec.kind = kind;
+    w.rec.dtype = state_dtype_code<E>();
+    w.rec.rank = static_cast<std::uint8_t>(dims.size());
+    w.rec.name = name;
+    for (std::size_t i = 0; i < dims.size(); ++i) w.rec.dims[i] = dims[i];
+    w.rec.bytes = values.size_bytes();
+    w.rec.data = reinterpret_cast<const std::byte*>(values.data());
+    if constexpr (!std::is_const_v<T>) w.destination = reinterpret_cast<std::byte*>(values.data());
+    records.push_back(w);
+  }
+};
+
+// Every stored leaf of the store's step (trainable, frozen, FP8 state), in topological order.
+template <class Store>
+void param_records(record_list& out, Store& store) {
+  [&]<class... Ls>(tl::list<Ls...>) {
+    auto one = [&]<class L>(std::type_identity<L>) {
+      if constexpr (!L::fed) out.template leaf<"param", L>(store.template param<L>());
+    };
+    (one(std::type_identity<Ls>{}), ...);
+    (void)one;
+  }(leaves_t<typename Store::step_type::nodes>{});
+}
+
+// The store's dropout key (seed, steps run) as the u64 values save writes, or
+// load fills, checks against the store's types and then commit()s.
+template <class Store>
+struct store_key {
+  using seed_type = decltype(std::declval<const Store&>().seed());
+  using steps_type = decltype(std::declval<const Store&>().steps_run());
+  std::uint64_t seed = 0, steps_run = 0;
+
+  static store_key of(const Store& s) { return {s.seed(), s.steps_run()}; }
+  void add_to(record_list& out) {
+    out.store_scalar("seed", seed);
+    out.store_scalar("steps_run", steps_run);
+  }
+  void check(const std::string& where) const {
+    check_fits<seed_type>(where, "seed", seed);
+    check_fits<steps_type>(where, "steps_run", steps_run);
+  }
+  void commit(Store& s) const {
+    s.seed(static_cast<seed_type>(seed));
+    s.set_steps_run(static_cast<steps_type>(steps_run));
+  }
+
+ private:
+  template <class T>
+  static void check_fits(const std::string& where, const char* name, std::uint64_t v) {
+    constexpr std::uint64_t max = std::numeric_limits<T>::max();
+    if (v > max)
+      throw error(where + "store '" + name + "': expected at most " + std::to_string(max) + " (this store's " +
+                  "type), found " + std::to_string(v));
+  }
+};
+
+template <class Optimizer, class Store>
+constexpr void check_optimizer() {
+  static_assert(requires(Optimizer& o, record_list& r) {
+    o.state_records(r);
+    o.validate_state();
+  }, "ctg: this optimizer cannot be saved: it has no state_records() / validate_state() hook");
+  static_assert(std::is_same_v<typename Optimizer::store_type, Store>,
+                "ctg: this optimizer belongs to a store of another step");
+}
+
+inline std::string file_where(const std::filesystem::path& path) { return "ctg: state file '" + path.string() + "': "; }
+
+// For each wanted record, its record in the file. Throws, naming the record,
+// on a duplicate, a missing record, another dtype, dims or byte count, or a
+// file record that nothing wants (records held by an optimizer are ignored
+// when `with_optimizer` is false). A wanted kind newer than the file's version
+// is not expected (nullptr).
+inline std::vector<const state_file::record*> match_records(const state_file::contents& file,
+                                                           std::span<const wanted_record> want, bool with_optimizer,
+                                                           const std::string& where) {
+  std::map<std::pair<std::uint8_t, std::string_view>, std::size_t> index;
+  for (std::size_t i = 0; i < file.records.size(); ++i) {
+    const state_file::record& r = file.records[i];
+    if (!index.emplace(std::pair(r.kind, r.name), i).second) throw error(where + r.what() + " occurs twice");
+  }
+  std::vector<bool> used(file.records.size(), false);
+  std::vector<const state_file::record*> src(want.size(), nullptr);
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    const state_file::record& w = want[k].rec;
+    if (state_file::row_of(state_file::kinds, w.kind)->since > file.version) continue;
+    const auto it = index.find(std::pair(w.kind, w.name));
+    if (it == index.end()) throw error(where + w.what() + ": expected " + w.type_text() + ", found no such record");
+    const state_file::record& r = file.records[it->second];
+    if (r.dtype != w.dtype)
+      throw error(where + w.what() + ": expected dtype " + std::string(state_file::dtype_name(w.dtype)) + ", found " +
+                  std::string(state_file::dtype_name(r.dtype)));
+    if (!std::ranges::equal(r.shape(), w.shape()))
+      throw error(where + w.what() + ": expected dims " + dims_text(w.shape()) + ", found " + dims_text(r.shape()));
+    if (r.bytes != w.bytes)
+      throw error(where + w.what() + ": expected " + std::to_string(w.bytes) + " data bytes, found " +
+                  std::to_string(r.bytes));
+    used[it->second] = true;
+    src[k] = &r;
+  }
+  for (std::size_t i = 0; i < file.records.size(); ++i) {
+    const state_file::record& r = file.records[i];
+    const state_file::holder h = state_file::holder_of(r.kind);
+    if (used[i] || (h == state_file::holder::optimizer && !with_optimizer)) continue;
+    throw error(where + r.what() + " (" + r.type_text() + ") is in the file but not in this " +
+                std::string(state_file::holder_names[static_cast<std::size_t>(h)]) + ": expected no such record");
+  }
+  return src;
+}
+
+// Reads, matches and checks everything, then writes: the scalars first (kept
+// for `validate` to check, and put back if it throws), then every other record.
+template <class Validate>
+void load_records(const std::filesystem::path& path, std::span<const wanted_record> want, bool with_optimizer,
+                  Validate&& validate) {
+  const std::string where = file_where(path);
+  const std::vector<unsigned char> bytes = state_file::read(path);
+  const state_file::contents file = state_file::parse(bytes, path.string());
+  const std::vector<const state_file::record*> src = match_records(file, want, with_optimizer, where);
+
+  auto is_scalar = [&](std::size_t k) {
+    return src[k] && want[k].rec.rank == 0 && state_file::holder_of(want[k].rec.kind) != state_file::holder::model;
+  };
+  std::vector<std::byte> saved;
+  for (std::size_t k = 0; k < want.size(); ++k)
+    if (is_scalar(k)) saved.insert(saved.end(), want[k].destination, want[k].destination + want[k].rec.bytes);
+  for (std::size_t k = 0; k < want.size(); ++k)
+    if (is_scalar(k)) state_file::copy_values(want[k].destination, *src[k]);
+  try {
+    validate(where);
+  } catch (...) {
+    const std::byte* from = saved.data();
+    for (std::size_t k = 0; k < want.size(); ++k)
+      if (is_scalar(k)) {
+        std::memcpy(want[k].destination, from, want[k].rec.bytes);
+        from += want[k].rec.bytes;
+      }
+    throw;
+  }
+  // Nothing below throws.
+  for (std::size_t k = 0; k < want.size(); ++k)
+    if (src[k] && !is_scalar(k)) state_file::copy_values(want[k].destination, *src[k]);
+}
+
+// The optimizer's validate_state(), its message put in the file's context.
+template <class Optimizer>
+void validate_loaded(const Optimizer& opt, const std::string& where) {
+  try {
+    opt.validate_state();
+  } catch (const error& e) {
+    std::string_view what = e.what();
+    if (what.starts_with("ctg: ")) what.remove_prefix(5);
+    throw error(where + std::string(what));
+  }
+}
+
+// save and load, with no optimizer or one.
+template <class Store, class... Optimizer>
+void save_checkpoint(const std::filesystem::path& path, Store& store, const Optimizer&... opt) {
+  (check_optimizer<Optimizer, Store>(), ...);
+  record_list recs;
+  param_records(recs, store);
+  auto key = store_key<Store>::of(store);
+  key.add_to(recs);
+  (opt.state_records(recs), ...);
+  std::vector<state_file::record> out;
+  for (const wanted_record& w : recs.records) out.push_back(w.rec);
+  state_file::write(path, out);
+}
+
+template <class Store, class... Optimizer>
+void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&... opt) {
+  (check_optimizer<Optimizer, Store>(), ...);
+  record_list recs;
+  param_records(recs, store);
+  auto key = store_key<Store>::of(store);
+  key.add_to(recs);
+  (opt.state_records(recs), ...);
+  load_records(path, recs.records, sizeof...(Optimizer) > 0, [&](const std::string& where) {
+    key.check(where);
+    (validate_loaded(opt, where), ...);
+  });
+  key.commit(store);
+}
+}  // namespace detail
+
+namespace io {
+
+// The store's state: every stored leaf, the dropout seed and the step count.
+template <step_store Store>
+void save(const std::filesystem::path& path, Store& store) {
+  detail::save_checkpoint(path, store);
+}
+
+// The store's state and the optimizer's (for AdamW: masters, moments, step count, configuration).
+template <step_store Store, class Optimizer>
+void save(const std::filesystem::path& path, Store& store, const Optimizer& opt) {
+  detail::save_checkpoint(path, store, opt);
+}
+
+// The store's state; the file's optimizer records, if any, are ignored.
+template <step_store Store>
+void load(const std::filesystem::path& path, Store& store) {
+  detail::load_checkpoint(path, store);
+}
+
+// The store's state and the optimizer's, as save(path, store, opt) wrote them.
+template <step_store Store, class Optimizer>
+void load(const std::filesystem::path& path, Store& store, Optimizer& opt) {
+  detail::load_checkpoint(path, store, opt);
+}
+
+}  // namespace io
+}  // namespace ctg
