@@ -27,7 +27,9 @@ template <precision::policy P, dim_t HeadDim, expr X, expr Wq, expr Wk, expr Wv,
 constexpr auto attention(X x, Wq wq, Wk wk, Wv wv, Wo wo, Mask) {
   using S = typename P::stats_type;
   auto xh = unsqueeze<-3>(precision::for_matmul<P>(x));  // [..., 1, T, d]
-  auto q = linear<P>(xh, wq), k = linear<P>(xh, wk), v = linear<P>(xh, wv);  // [..., H, T, Dh]
+  auto q = linear<P>(xh, wq);  // [..., H, T, Dh]
+  auto k = linear<P>(xh, wk);
+  auto v = linear<P>(xh, wv);
   // Products of two activations: in the matmul type under every policy (not FP8).
   auto scores = cast<S>(matmul(q, transpose(k))) * lit<inv_sqrt(HeadDim)>;  // [..., H, T, T]
   auto probs = [&] {
