@@ -125,6 +125,16 @@ TEST_CASE("save then load is bitwise, for every dtype, with ctg's names and with
     CHECK(read_all(dir / "a.safetensors") == read_all(dir / "b.safetensors"));
     CHECK(!fs::exists(dir / "a.safetensors.tmp"));
   }
+  // Without a map: ctg's names and dims, a stacked leaf whole.
+  store_t s;
+  io::save_safetensors(dir / "c.safetensors", s);
+  const auto f = io::safetensors_file::read(dir / "c.safetensors");
+  std::vector<std::string> names;
+  for (const auto& t : f.tensors()) names.push_back(t.name);
+  CHECK(names == std::vector<std::string>{"a", "b.weight", "c", "d", "e4", "e5", "layers.{i}.wq", "layers.{i}.wk",
+                                          "layers.{i}.wv", "layers.{i}.wo"});
+  CHECK(ctg::detail::dims_text(f.find("layers.{i}.wo")->shape) == "[2, 2, 4, 3]");
+  CHECK(f.metadata().empty());
 }
 
 TEST_CASE("the layouts put every element where PyTorch has it") {

@@ -67,7 +67,7 @@ std::vector<st_target> st_targets(Store& store, const tensor_map& map) {
         rt_shape whole;
         whole.rank = L::dims::rank;
         for (std::size_t i = 0; i < whole.rank; ++i) whole.d[i] = L::dims::dims[i];
-        const bool per_layer = leaf.find("{i}") != std::string::npos && tensor.find("{i}") != std::string::npos;
+        const bool per_layer = e && leaf.find("{i}") != std::string::npos && tensor.find("{i}") != std::string::npos;
         if (!per_layer) {
           const std::string what = "leaf '" + leaf + "'";
           out.push_back({what, tensor, how, st_dtype_of<typename L::dtype>, whole, file_shape(how, whole, what), bytes});
