@@ -20,6 +20,7 @@
 //
 // save writes each tensor once (a fused tensor needs all its parts mapped),
 // atomically (`path + ".tmp"`, then a rename); save then load is bitwise.
+#include <algorithm>
 #include <filesystem>
 #include <span>
 #include <string>

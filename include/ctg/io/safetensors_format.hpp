@@ -416,7 +416,7 @@ class safetensors_file {
     const auto size = std::filesystem::file_size(path, ec);
     if (ec) throw error("ctg: cannot read safetensors file '" + p + "': " + ec.message());
     f.bytes_.resize(static_cast<std::size_t>(size));
-    if (std::fread(f.bytes_.data(), 1, f.bytes_.size(), file.get()) != f.bytes_.size() ||
+    if ((!f.bytes_.empty() && std::fread(f.bytes_.data(), 1, f.bytes_.size(), file.get()) != f.bytes_.size()) ||
         std::fgetc(file.get()) != EOF)
       throw error("ctg: cannot read safetensors file '" + p + "' (it changed while being read)");
     detail::parse_safetensors(f.bytes_, f.where_, f.tensors_, f.metadata_);
