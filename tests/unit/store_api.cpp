@@ -55,7 +55,7 @@ TEST_CASE("a CPU store is a ctg::step_store; upload and download copy a leaf's v
   CHECK(out == in);
   std::vector<float> short_span(17, 7.0f);
   CHECK_THROWS_WITH_AS(store.upload(W{}, std::span<const float>(short_span)),
-                       "ctg: leaf 'w' has 18 elements, the host span 17", ctg::error);
+                       "ctg: host span size differs from leaf 'w': 18 elements expected, 17 given", ctg::error);
   CHECK(std::memcmp(store.param<W>().data(), in.data(), 18 * sizeof(float)) == 0);  // nothing copied
   CHECK_THROWS_AS(store.download(W{}, std::span<float>(short_span)), ctg::error);
   CHECK(short_span == std::vector<float>(17, 7.0f));

@@ -200,8 +200,8 @@ class basic_store {
   template <class L>
   static void check_host_size(std::size_t n) {
     if (n != L::dims::static_numel)
-      throw error(std::string("ctg: leaf '") + L::name.c_str() + "' has " + std::to_string(L::dims::static_numel) +
-                  " elements, the host span " + std::to_string(n));
+      throw error(std::string("ctg: host span size differs from leaf '") + L::name.c_str() + "': " +
+                  std::to_string(L::dims::static_numel) + " elements expected, " + std::to_string(n) + " given");
   }
 
   template <class... Feeds>

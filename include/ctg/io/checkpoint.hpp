@@ -226,7 +226,7 @@ template <class Validate>
 void load_records(const std::filesystem::path& path, std::span<const wanted_record> want, bool with_optimizer,
                   Validate&& validate) {
   const std::string where = file_where(path);
-  const std::vector<unsigned char> bytes = state_file::read(path);
+  const std::vector<std::byte> bytes = state_file::read(path);
   const state_file::contents file = state_file::parse(bytes, path.string());
   const std::vector<const state_file::record*> src = match_records(file, want, with_optimizer, where);
 

@@ -43,6 +43,7 @@
 
 #include <ctg/core/dtypes.hpp>
 #include <ctg/core/error.hpp>
+#include <ctg/io/file.hpp>
 #include <ctg/exec/runtime_shapes.hpp>
 
 namespace ctg::io {
@@ -405,20 +406,8 @@ class safetensors_file {
  public:
   static safetensors_file read(const std::filesystem::path& path) {
     safetensors_file f;
-    const std::string p = path.string();
-    f.where_ = "ctg: safetensors file '" + p + "': ";
-    struct closer {
-      void operator()(std::FILE* x) const { std::fclose(x); }
-    };
-    const std::unique_ptr<std::FILE, closer> file(std::fopen(p.c_str(), "rb"));
-    if (!file) throw error("ctg: cannot open safetensors file '" + p + "': " + std::strerror(errno));
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
-    if (ec) throw error("ctg: cannot read safetensors file '" + p + "': " + ec.message());
-    f.bytes_.resize(static_cast<std::size_t>(size));
-    if ((!f.bytes_.empty() && std::fread(f.bytes_.data(), 1, f.bytes_.size(), file.get()) != f.bytes_.size()) ||
-        std::fgetc(file.get()) != EOF)
-      throw error("ctg: cannot read safetensors file '" + p + "' (it changed while being read)");
+    f.where_ = "ctg: safetensors file '" + path.string() + "': ";
+    f.bytes_ = ctg::detail::read_whole_file(path, "safetensors file");
     detail::parse_safetensors(f.bytes_, f.where_, f.tensors_, f.metadata_);
     return f;
   }
@@ -477,25 +466,14 @@ inline void write_safetensors(const std::filesystem::path& path, std::span<const
   h += '}';
   h.append((8 - h.size() % 8) % 8, ' ');
 
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  const std::string tmp_text = tmp.string();
-  std::FILE* f = std::fopen(tmp_text.c_str(), "wb");
-  if (!f) throw error("ctg: cannot create safetensors file '" + tmp_text + "': " + std::strerror(errno));
-  bool ok = true;
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(std::uint64_t(h.size()) >> (8 * i));
-  ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
-  for (const auto& t : tensors)
-    ok = ok && (t.data.empty() || std::fwrite(t.data.data(), 1, t.data.size(), f) == t.data.size());
-  ok = (std::fclose(f) == 0) && ok;
-  std::error_code ec;
-  if (ok) std::filesystem::rename(tmp, path, ec);
-  if (!ok || ec) {
-    const std::string why = ec ? ec.message() : std::strerror(errno);
-    std::filesystem::remove(tmp, ec);
-    throw error("ctg: cannot write safetensors file '" + path.string() + "': " + why);
-  }
+  ctg::detail::write_atomically(path, "safetensors file", [&](std::FILE* f) {
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(std::uint64_t(h.size()) >> (8 * i));
+    bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
+    for (const auto& t : tensors)
+      ok = ok && (t.data.empty() || std::fwrite(t.data.data(), 1, t.data.size(), f) == t.data.size());
+    if (!ok) throw error("ctg: cannot write safetensors file '" + path.string() + ".tmp': " + std::strerror(errno));
+  });
 }
 
 }  // namespace ctg::io

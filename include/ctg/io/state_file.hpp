@@ -6,7 +6,7 @@
 //
 //   using namespace ctg::detail;
 //   state_file::write(path, records);     // atomic: path holds the old or the whole new file
-//   const std::vector<unsigned char> bytes = state_file::read(path);
+//   const std::vector<std::byte> bytes = state_file::read(path);
 //   state_file::contents c = state_file::parse(bytes, path.string());   // ctg::error unless well-formed
 //
 // write writes `path + ".tmp"` (and fsyncs it where POSIX is available), then
@@ -78,11 +78,7 @@
 #include <ctg/core/error.hpp>
 #include <ctg/core/hash.hpp>
 #include <ctg/core/shape.hpp>
-
-#if __has_include(<unistd.h>)
-#include <unistd.h>
-#define CTG_STATE_FILE_HAVE_FSYNC 1
-#endif
+#include <ctg/io/file.hpp>
 
 namespace ctg::detail::state_file {
 
@@ -266,69 +262,20 @@ inline void encode(std::span<const record> recs, file_sink& out) {
 
 // ---------------------------------------------------------------- write ----
 inline void write(const std::filesystem::path& path, std::span<const record> recs) {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  const std::string tmp_text = tmp.string();
-  std::FILE* f = std::fopen(tmp_text.c_str(), "wb");
-  if (!f) throw error("ctg: cannot create state file '" + tmp_text + "': " + std::strerror(errno));
-  struct guard {  // on any failure: close and remove the .tmp
-    std::FILE*& f;
-    const std::filesystem::path& tmp;
-    bool done = false;
-    ~guard() {
-      if (done) return;
-      if (f) std::fclose(f);
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-    }
-  } g{f, tmp};
-
-  file_sink out(f, tmp_text);
-  encode(recs, out);
-  out.flush();
-  if (out.written() != encoded_size(recs))
-    throw error("ctg: internal error writing state file '" + tmp_text + "': size mismatch");
-  if (std::fflush(f) != 0) throw error("ctg: cannot write state file '" + tmp_text + "': " + std::strerror(errno));
-#ifdef CTG_STATE_FILE_HAVE_FSYNC
-  if (::fsync(::fileno(f)) != 0)
-    throw error("ctg: cannot write state file '" + tmp_text + "' (fsync): " + std::strerror(errno));
-#endif
-  std::FILE* closing = f;
-  f = nullptr;
-  if (std::fclose(closing) != 0)
-    throw error("ctg: cannot write state file '" + tmp_text + "' (close): " + std::strerror(errno));
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw error("ctg: cannot rename '" + tmp_text + "' to '" + path.string() + "': " + ec.message());
-  g.done = true;
+  write_atomically(path, "state file", [&](std::FILE* f) {
+    const std::string where = path.string() + ".tmp";
+    file_sink out(f, where);
+    encode(recs, out);
+    out.flush();
+    if (out.written() != encoded_size(recs))
+      throw error("ctg: internal error writing state file '" + where + "': size mismatch");
+  });
 }
 
 // ----------------------------------------------------------------- read ----
 // The whole file's bytes.
-inline std::vector<unsigned char> read(const std::filesystem::path& path) {
-  const std::string p = path.string();
-  struct closer {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  const std::unique_ptr<std::FILE, closer> file(std::fopen(p.c_str(), "rb"));
-  if (!file) throw error("ctg: cannot open state file '" + p + "': " + std::strerror(errno));
-  std::FILE* f = file.get();
-  std::error_code ec;
-  const auto expected = std::filesystem::file_size(path, ec);
-  std::vector<unsigned char> buf(ec ? std::size_t(1) << 16 : static_cast<std::size_t>(expected) + 1);
-  std::size_t used = 0;
-  for (;;) {
-    if (used == buf.size()) buf.resize(2 * buf.size());
-    const std::size_t k = std::fread(buf.data() + used, 1, buf.size() - used, f);
-    used += k;
-    if (k == 0) break;
-  }
-  if (std::ferror(f) != 0) throw error("ctg: cannot read state file '" + p + "'");
-  buf.resize(used);
-  return buf;
-}
+inline std::vector<std::byte> read(const std::filesystem::path& path) { return read_whole_file(path, "state file"); }
 
-// ---------------------------------------------------------------- parse ----
 inline std::uint64_t get_le(const unsigned char* p, int n) {
   std::uint64_t v = 0;
   for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
@@ -364,9 +311,9 @@ struct contents {
 
 // Checks the header, size and checksum, then splits and checks the records.
 // `file` must outlive the result.
-inline contents parse(const std::vector<unsigned char>& file, const std::string& path) {
+inline contents parse(const std::vector<std::byte>& file, const std::string& path) {
   const std::string where = "ctg: state file '" + path + "'";
-  const unsigned char* f = file.data();
+  const unsigned char* f = reinterpret_cast<const unsigned char*>(file.data());
   const std::size_t n = file.size();
   const std::size_t m = std::min<std::size_t>(n, 8);
   if (n == 0 || std::memcmp(f, magic, m) != 0)
