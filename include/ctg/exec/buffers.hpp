@@ -60,13 +60,15 @@ std::size_t buffer_bytes(std::size_t numel) {
 
 }  // namespace detail
 
-template <class Backend, class Step>
+// Key: the step's key (graph/step.hpp).
+template <class Backend, class Key>
 class step_buffers {
  public:
+  using Step = step_of<Key>;
   using nodes = typename Step::nodes;
   static constexpr std::size_t N = nodes::size;
-  static constexpr const auto& table = schedule<Step>::table;
-  static constexpr const auto& prog = program<Step>::table;
+  static constexpr const auto& table = schedule<Key>::table;
+  static constexpr const auto& prog = program<Key>::table;
   static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
   using arena = typename Backend::arena;
 
@@ -117,7 +119,7 @@ class step_buffers {
     kept_area_ = kept_area;
     bind_feeds(feeds...);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (detail::resolve_shape<nodes, I>(b_.shape.data()), ...);
+      (detail::resolve_shape<Key, I>(b_.shape.data()), ...);
     }(std::make_index_sequence<N>{});
     place();
   }
@@ -151,22 +153,23 @@ class step_buffers {
 
  private:
   // ------------------------------------------------------------ feeds ----
+  // (Runtime code iterates over node indices, never over node types: see step_key.)
   template <class... Feeds>
   void bind_feeds(const Feeds&... feeds) {
     (check_feed_used<typename Feeds::leaf>(), ...);
-    [&]<class... Ns>(tl::list<Ns...>) {
-      std::size_t i = 0;
-      ((bind_one<Ns>(i++, feeds...)), ...);
-    }(nodes{});
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (bind_one<I>(feeds...), ...);
+    }(std::make_index_sequence<N>{});
   }
   template <class L>
   static void check_feed_used() {
     if constexpr (!tl::contains_v<L, nodes>)
       throw error(std::string("ctg: feed for input '") + L::name.c_str() + "', which this step does not read");
   }
-  template <class L, class... Feeds>
-  void bind_one(std::size_t i, const Feeds&... feeds) {
-    if constexpr (is_leaf_v<L>) {
+  template <std::size_t I, class... Feeds>
+  void bind_one(const Feeds&... feeds) {
+    if constexpr (tl::at_t<I, nodes>::kind == node_kind::leaf) {
+      using L = tl::at_t<I, nodes>;
       if constexpr (L::fed) {
         constexpr std::size_t count = (std::size_t(0) + ... + std::is_same_v<typename Feeds::leaf, L>);
         if constexpr (count == 0) {
@@ -174,12 +177,12 @@ class step_buffers {
         } else {
           if (count > 1) throw error(std::string("ctg: input '") + L::name.c_str() + "' is fed twice");
           auto take = [&](const auto& f) {
-            if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::leaf, L>) bind_input<L>(i, f);
+            if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::leaf, L>) bind_input<L>(I, f);
           };
           (take(feeds), ...);
         }
       } else {
-        b_.buf[i] = param_bytes(i);
+        b_.buf[I] = param_bytes(I);
       }
     }
   }
@@ -237,19 +240,17 @@ class step_buffers {
   void place() {
     std::array<std::size_t, N> bytes{};
     std::size_t axis_reduce = 0;
-    [&]<class... Ns>(tl::list<Ns...>) {
-      std::size_t j = 0;
-      auto size_one = [&]<class Node>(std::type_identity<Node>) {
-        if (prog.owns[j]) {
-          const dim_t n = detail::checked_numel(b_.shape[j], "an intermediate");
-          bytes[j] = detail::buffer_bytes<Node>(static_cast<std::size_t>(n));
-          if (Node::kind == node_kind::reduce && !table.node[j].row_reduction)
+    [&]<std::size_t... J>(std::index_sequence<J...>) {
+      auto size_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+        if constexpr (prog.owns[I]) {
+          const dim_t n = detail::checked_numel(b_.shape[I], "an intermediate");
+          bytes[I] = detail::buffer_bytes<tl::at_t<I, nodes>>(static_cast<std::size_t>(n));
+          if constexpr (table.node[I].kind == node_kind::reduce && !table.node[I].row_reduction)
             axis_reduce = std::max(axis_reduce, static_cast<std::size_t>(n));
         }
-        ++j;
       };
-      (size_one(std::type_identity<Ns>{}), ...);
-    }(nodes{});
+      (size_one(std::integral_constant<std::size_t, J>{}), ...);
+    }(std::make_index_sequence<N>{});
     axis_reduce_elements_ = axis_reduce;
     if (bytes != bytes_) {
       bytes_ = bytes;

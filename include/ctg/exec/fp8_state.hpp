@@ -14,12 +14,14 @@
 
 #include <ctg/graph/fp8.hpp>
 #include <ctg/graph/node.hpp>
+#include <ctg/graph/step.hpp>
 
 namespace ctg {
 
-template <class Step>
+// Key: the step's key (graph/step.hpp).
+template <class Key>
 struct fp8_state {
-  using nodes = typename Step::nodes;
+  using nodes = typename step_of<Key>::nodes;
   static constexpr std::size_t N = nodes::size;
 
   struct table_t {
@@ -47,6 +49,13 @@ struct fp8_state {
   template <std::size_t K>
   using quantizer = tl::at_t<quantizers.node[K], nodes>;
 
+  template <std::size_t R>
+  static constexpr bool is_delayed_quantizer = [] {
+    using Q = tl::at_t<R, nodes>;
+    if constexpr (Q::kind == node_kind::quantize) return Q::scaling::is_delayed;
+    else return false;
+  }();
+
   // This step's amaxes, by quantizer (what the next update applies).
   std::array<float, count + 1> pending{};
 
@@ -54,18 +63,17 @@ struct fp8_state {
   // (current scaling, or a recompute).
   template <std::size_t R>
   float* amax_slot(bool recording) {
-    using Q = tl::at_t<R, nodes>;
-    if constexpr (Q::kind == node_kind::quantize && Q::scaling::is_delayed)
-      return recording ? &pending[quantizers.slot[R]] : nullptr;
+    if constexpr (is_delayed_quantizer<R>) return recording ? &pending[quantizers.slot[R]] : nullptr;
     else return nullptr;
   }
 
-  // After a successful step: the update of quantizer Q's state, whose scale
+  // After a successful step: the update of quantizer K's state, whose scale
   // and history (one layer's slice) start at `scale` and `history`.
-  template <class Backend, class Q>
+  template <class Backend, std::size_t K>
   static void update(float* history, float* scale, const float* amax) {
-    using S = typename Q::scaling;
-    Backend::delayed_update(history, S::recipe::history, scale, amax, Q::fp8_max, S::margin, S::recipe::algo);
+    using S = typename quantizer<K>::scaling;  // (a small type: names and a recipe)
+    Backend::delayed_update(history, S::recipe::history, scale, amax, quantizer<K>::fp8_max, S::margin,
+                            S::recipe::algo);
   }
 };
 

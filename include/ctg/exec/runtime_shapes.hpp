@@ -5,7 +5,7 @@
 
 #include <ctg/core/dims_text.hpp>
 #include <ctg/core/error.hpp>
-#include <ctg/graph/node.hpp>
+#include <ctg/graph/step.hpp>
 
 namespace ctg::detail {
 
@@ -52,20 +52,20 @@ rt_shape fill_dyn(const rt_shape& from) {
   return r;
 }
 
-// Compute the run-time shape of node I of Nodes from the shapes before it.
-template <class Nodes, std::size_t I>
+// Compute the run-time shape of node I of step Key (graph/step.hpp) from the shapes before it.
+template <class Key, std::size_t I>
 void resolve_shape(rt_shape* shapes) {
+  using Nodes = typename step_of<Key>::nodes;
   using N = tl::at_t<I, Nodes>;
-  auto at = [&]<class C>(std::type_identity<C>) -> const rt_shape& { return shapes[tl::index_of_v<C, Nodes>]; };
   rt_shape& out = shapes[I];
   if constexpr (N::kind == node_kind::leaf) {
     if constexpr (!N::fed) out = static_rt<typename N::dims>();
     // inputs were filled from their feeds
   } else if constexpr (N::kind == node_kind::quantize || N::kind == node_kind::dequantize) {
-    out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+    out = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
   } else if constexpr (N::kind == node_kind::fp8_matmul) {
-    rt_shape a = at(std::type_identity<tl::at_t<0, typename N::children>>{});
-    rt_shape b = at(std::type_identity<tl::at_t<1, typename N::children>>{});
+    rt_shape a = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
+    rt_shape b = shapes[tl::index_of_v<tl::at_t<1, typename N::children>, Nodes>];
     auto swap_last = [](rt_shape& s) {
       const dim_t t = s.d[s.rank - 1];
       s.d[s.rank - 1] = s.d[s.rank - 2];
@@ -82,25 +82,27 @@ void resolve_shape(rt_shape* shapes) {
     out.d[out.rank++] = a.d[a.rank - 2];
     out.d[out.rank++] = b.d[b.rank - 1];
   } else if constexpr (N::kind == node_kind::random) {
-    out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+    out = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
   } else if constexpr (N::kind == node_kind::constant || N::kind == node_kind::runtime_scalar) {
     out = rt_shape{};
   } else if constexpr (N::kind == node_kind::elementwise) {
     using Op = typename N::op;
     if constexpr (requires { typename Op::like; }) {
       if constexpr (std::is_void_v<typename Op::like>) out = static_rt<typename N::dims>();
-      else out = at(std::type_identity<typename Op::like>{});
+      else out = shapes[tl::index_of_v<typename Op::like, Nodes>];
     } else if constexpr (requires { typename Op::result_shape; }) {
       // e.g. one_hot: the op's own shape, its dyn dims those of its child
-      out = fill_dyn<typename N::dims>(at(std::type_identity<tl::at_t<0, typename N::children>>{}));
+      out = fill_dyn<typename N::dims>(shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>]);
     } else {
       // Each dim is set by the children whose static dim there is not 1; a
       // static 1 (or a missing dim) stretches, anything else must agree.
       using S = typename N::dims;
       out = static_rt<S>();
       for (std::size_t i = 0; i < S::rank; ++i) out.d[i] = 1;
-      auto merge = [&]<class C>(std::type_identity<C>) {
-        const rt_shape& c = at(std::type_identity<C>{});
+      // (over child positions, not child types: see step_key)
+      auto merge = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+        using C = tl::at_t<K, typename N::children>;
+        const rt_shape& c = shapes[tl::index_of_v<C, Nodes>];
         for (std::size_t i = 0; i < C::dims::rank; ++i) {
           if (C::dims::dims[i] == 1) continue;
           dim_t& o = out.d[S::rank - C::dims::rank + i];
@@ -110,19 +112,21 @@ void resolve_shape(rt_shape* shapes) {
                         " vs " + std::to_string(o) + " (a ctg::dyn dim never broadcasts)");
         }
       };
-      [&]<class... C>(tl::list<C...>) { (merge(std::type_identity<C>{}), ...); }(typename N::children{});
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        (merge(std::integral_constant<std::size_t, K>{}), ...);
+      }(std::make_index_sequence<N::children::size>{});
     }
   } else if constexpr (N::kind == node_kind::reduce) {
-    out = fill_dyn<typename N::dims>(at(std::type_identity<tl::at_t<0, typename N::children>>{}));
+    out = fill_dyn<typename N::dims>(shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>]);
   } else if constexpr (N::kind == node_kind::view && requires { N::part; }) {
     // a part of a stack's gradient: the stack input's shape, or a stacked leaf's
-    if constexpr (N::part == 0) out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+    if constexpr (N::part == 0) out = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
     else out = static_rt<typename N::dims>();
   } else if constexpr (N::kind == node_kind::stack || N::kind == node_kind::stack_grad) {
-    out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+    out = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
   } else if constexpr (N::kind == node_kind::view) {
     using X = tl::at_t<0, typename N::children>;
-    const rt_shape& x = at(std::type_identity<X>{});
+    const rt_shape& x = shapes[tl::index_of_v<X, Nodes>];
     out = static_rt<typename N::dims>();
     std::size_t from = 0;
     for (std::size_t i = 0; i < out.rank; ++i) {
@@ -133,20 +137,20 @@ void resolve_shape(rt_shape* shapes) {
     if (out.numel() != x.numel())
       throw error("ctg: shape mismatch at run time in reshape: " + dims_text(x) + " to " + dims_text(out));
   } else if constexpr (N::kind == node_kind::gather) {
-    const rt_shape& t = at(std::type_identity<tl::at_t<0, typename N::children>>{});
-    out = at(std::type_identity<tl::at_t<1, typename N::children>>{});
+    const rt_shape& t = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
+    out = shapes[tl::index_of_v<tl::at_t<1, typename N::children>, Nodes>];
     for (std::size_t i = 1; i < t.rank; ++i) out.d[out.rank++] = t.d[i];
   } else if constexpr (N::kind == node_kind::scatter_add) {
     out = static_rt<typename N::dims>();
   } else if constexpr (N::kind == node_kind::transpose) {
-    out = at(std::type_identity<tl::at_t<0, typename N::children>>{});
+    out = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
     const dim_t t = out.d[out.rank - 1];
     out.d[out.rank - 1] = out.d[out.rank - 2];
     out.d[out.rank - 2] = t;
   } else {
     static_assert(N::kind == node_kind::matmul);
-    const rt_shape& a = at(std::type_identity<tl::at_t<0, typename N::children>>{});
-    const rt_shape& b = at(std::type_identity<tl::at_t<1, typename N::children>>{});
+    const rt_shape& a = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
+    const rt_shape& b = shapes[tl::index_of_v<tl::at_t<1, typename N::children>, Nodes>];
     if (a.d[a.rank - 1] != b.d[b.rank - 2])
       throw error("ctg: shape mismatch at run time in matmul: " + dims_text(a) + " @ " + dims_text(b));
     rt_shape ba = a, bb = b;

@@ -21,24 +21,25 @@
 
 namespace ctg {
 
-template <class Backend, class Step>
+template <class Backend, class Key>
 class basic_store;
 
-template <class Backend, class S>
+// The stack node R of the step with key ParentKey (graph/step.hpp).
+template <class Backend, class ParentKey, std::size_t R>
 class stack_runner {
  public:
-  using stack_type = S;
+  using S = tl::at_t<R, typename step_of<ParentKey>::nodes>;
   using block_step = typename S::backward_step;
-  using block_store = basic_store<Backend, block_step>;
+  using block_key = step_key_t<block_step>;
+  using block_store = basic_store<Backend, block_key>;
   static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
-  static constexpr std::size_t quantizers = fp8_state<block_step>::count;
+  static constexpr std::size_t quantizers = fp8_state<block_key>::count;
 
   // What all layers keep, as sized by the last plan.
   std::size_t kept_bytes() const { return kept_stride_ * layers_kept; }
 
-  // Size the area the layers keep their values in, for this run's shapes
-  // (stack node R of the parent store p).
-  template <std::size_t R, class Parent>
+  // Size the area the layers keep their values in, for this run's shapes.
+  template <class Parent>
   void plan(Parent& p) {
     const auto& b = p.mem_.bound();
     const auto* in = reinterpret_cast<const typename S::dtype*>(b.buf[Parent::table.child(R, 0)]);
@@ -46,14 +47,14 @@ class stack_runner {
     kept_.reserve(kept_stride_ * layers_kept + 64);
   }
 
-  template <std::size_t R, class Parent>
+  template <class Parent>
   void run_forward(Parent& p) {
     using T = typename S::dtype;
     const auto& b = p.mem_.bound();
     const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
     T* slots = b.template as<T>(R);
     const T* in = b.template as<const T>(Parent::table.child(R, 0));
-    plan<R>(p);
+    plan(p);
     for (std::size_t i = 0; i < S::layers; ++i) {
       enter_layer(p, i);
       // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
@@ -61,23 +62,24 @@ class stack_runner {
                               feed_like<typename S::upstream, R>(b, in));
       take_amaxes(i, true);
       T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
-      Backend::copy(reinterpret_cast<std::byte*>(next), block_.template value_bytes<typename S::block_out>(),
+      Backend::copy(reinterpret_cast<std::byte*>(next), block_.template value_bytes<tl::index_of_v<typename S::block_out, typename block_step::nodes>>(),
                     n * sizeof(T));
       in = next;
     }
   }
 
-  // Stack-grad node R of the parent: children (the stack, the upstream gradient).
-  template <std::size_t R, class Parent>
+  // The parent's stack-grad node G: children (the stack, the upstream gradient).
+  template <std::size_t G, class Parent>
   void run_backward(Parent& p) {
-    using GN = tl::at_t<R, typename Parent::nodes>;
     using T = typename S::dtype;
-    constexpr std::size_t is = Parent::table.child(R, 0), ig = Parent::table.child(R, 1);
-    constexpr std::size_t ix = Parent::table.child(is, 0);
+    constexpr std::size_t leading_bytes = tl::at_t<G, typename Parent::nodes>::leading_bytes;
+    constexpr std::size_t ig = Parent::table.child(G, 1);
+    static_assert(Parent::table.child(G, 0) == R);
+    constexpr std::size_t ix = Parent::table.child(R, 0);
     const auto& b = p.mem_.bound();
-    const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
-    const T* slots = b.template as<const T>(is);
-    T* gx = reinterpret_cast<T*>(b.buf[R] + GN::leading_bytes);
+    const std::size_t n = static_cast<std::size_t>(b.shape[G].numel());
+    const T* slots = b.template as<const T>(R);
+    T* gx = reinterpret_cast<T*>(b.buf[G] + leading_bytes);
     const T* g = b.template as<const T>(ig);
     for (std::size_t i = S::layers; i-- > 0;) {
       const T* in = i == 0 ? b.template as<const T>(ix) : slots + i * n;
@@ -91,7 +93,7 @@ class stack_runner {
         auto one = [&]<class P>(std::type_identity<P>) {
           constexpr std::size_t leaf = tl::index_of_v<P, typename S::leaves>;
           const std::size_t bytes = P::dims::static_numel * sizeof(typename P::dtype);
-          Backend::copy(b.buf[R] + GN::offset_of(leaf) + i * bytes,
+          Backend::copy(b.buf[G] + tl::at_t<G, typename Parent::nodes>::offset_of(leaf) + i * bytes,
                         block_.template output_bytes<block_step::template grad_output<P>>(), bytes);
         };
         (one(std::type_identity<Ps>{}), ...);
@@ -107,14 +109,14 @@ class stack_runner {
   void update_state(Parent& p) {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-        using Q = typename fp8_state<block_step>::template quantizer<J>;
+        using Q = typename fp8_state<block_key>::template quantizer<J>;
         using scale_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::scale_leaf>::type;
         using history_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::history_leaf>::type;
         float* scale = reinterpret_cast<float*>(p.mem_.param_bytes(tl::index_of_v<scale_leaf, typename Parent::nodes>));
         float* hist = reinterpret_cast<float*>(p.mem_.param_bytes(tl::index_of_v<history_leaf, typename Parent::nodes>));
         constexpr std::size_t h = Q::scaling::recipe::history;
         for (std::size_t i = 0; i < S::layers; ++i)
-          fp8_state<block_step>::template update<Backend, Q>(hist + i * h, scale + i, &pending_[i * quantizers + J]);
+          fp8_state<block_key>::template update<Backend, J>(hist + i * h, scale + i, &pending_[i * quantizers + J]);
       };
       (one(std::integral_constant<std::size_t, K>{}), ...);
       (void)one;
@@ -140,7 +142,7 @@ class stack_runner {
 
   // Layer i's amaxes of one part of the block (forward: quantizers of forward nodes).
   void take_amaxes(std::size_t layer, bool forward_part) {
-    constexpr auto& d = fp8_state<block_step>::quantizers;
+    constexpr auto& d = fp8_state<block_key>::quantizers;
     for (std::size_t k = 0; k < quantizers; ++k)
       if ((d.node[k] < block_store::prog.forward_end) == forward_part)
         pending_[layer * quantizers + k] = block_.fp8_.pending[k];

@@ -12,8 +12,8 @@
 //     static void upload(std::byte* dst, const void* src, std::size_t bytes);    // host -> its memory
 //     static void download(void* dst, const std::byte* src, std::size_t bytes);  // its memory -> host
 //     static std::byte* bind_input(const void* fed, std::size_t bytes);           // a fed input's buffer
-//     template <class Step, std::size_t R> static void run_group(const bindings<N>&, workspace&);
-//     template <class Step, std::size_t R> static void run_quantize(const bindings<N>&, workspace&, float* amax);
+//     template <class Key, std::size_t R> static void run_group(const bindings<N>&, workspace&);
+//     template <class Key, std::size_t R> static void run_quantize(const bindings<N>&, workspace&, float* amax);
 //     static void delayed_update(float* history, std::size_t length, float* scale, const float* amax,
 //                                float fp8_max, int margin, fp8_scaling::amax_algo algo);
 //   };
@@ -37,28 +37,34 @@
 
 namespace ctg {
 
-template <class Backend, class Step>
+// Key: the step's key (step_key_t<Step>, graph/step.hpp): the store and
+// everything it instantiates are named after the key, never after the step's
+// graph type (short symbol names, debug information and compiler memory).
+template <class Backend, class Key>
 class basic_store {
  public:
+  using Step = step_of<Key>;
   using step_type = Step;
   using backend_type = Backend;
   using nodes = typename Step::nodes;
   static constexpr std::size_t N = nodes::size;
-  static constexpr const auto& table = schedule<Step>::table;
-  static constexpr const auto& prog = program<Step>::table;
+  static constexpr const auto& table = schedule<Key>::table;
+  static constexpr const auto& prog = program<Key>::table;
 
   // Parameters start at 0; state leaves at the value their type declares
   // (an FP8 scale at 1, its amax history at 0).
   basic_store() {
-    [&]<class... Ns>(tl::list<Ns...>) {
-      auto one = [&]<class L>(std::type_identity<L>) {
-        if constexpr (requires { L::initial_value; }) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        if constexpr (requires { tl::at_t<J, nodes>::initial_value; }) {
+          using L = tl::at_t<J, nodes>;  // a leaf: a short type
           const std::vector<typename L::dtype> v(L::dims::static_numel, store_as<typename L::dtype>(L::initial_value));
-          Backend::upload(mem_.param_bytes(tl::index_of_v<L, nodes>), v.data(), v.size() * sizeof(typename L::dtype));
+          Backend::upload(mem_.param_bytes(J), v.data(), v.size() * sizeof(typename L::dtype));
         }
       };
-      (one(std::type_identity<Ns>{}), ...);
-    }(nodes{});
+      (one(std::integral_constant<std::size_t, I>{}), ...);
+      (void)one;
+    }(std::make_index_sequence<N>{});
   }
 
   // The values of a stored leaf (trainable, frozen or state): read, write, initialise.
@@ -110,9 +116,8 @@ class basic_store {
 
   // The value of the step's first output (the loss, or forward(e)'s e) after the last step.
   auto value() const {
-    using out = tl::at_t<0, typename Step::outputs>;
-    return std::span<const typename out::dtype>(reinterpret_cast<const typename out::dtype*>(mem_.published()),
-                                                mem_.published_count());
+    using T = typename tl::at_t<0, typename Step::outputs>::dtype;
+    return std::span<const T>(reinterpret_cast<const T*>(mem_.published()), mem_.published_count());
   }
 
   // Dropout's random stream: a seed (0 unless set), and the count of
@@ -147,7 +152,7 @@ class basic_store {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
         if constexpr (tl::at_t<J, nodes>::kind == node_kind::stack)
-          std::get<stack_runner<Backend, tl::at_t<J, nodes>>>(stacks_).template plan<J>(*this);
+          std::get<stack_runner<Backend, Key, J>>(stacks_).plan(*this);
       };
       (one(std::integral_constant<std::size_t, I>{}), ...);
       (void)one;
@@ -158,7 +163,7 @@ class basic_store {
  private:
   // A stack drives its block's store through the protocol below, and reads
   // its parent's buffers, key and stacked leaves.
-  template <class, class>
+  template <class, class, std::size_t>
   friend class stack_runner;
 
   // ---------------------------------------------- the parts of a step ----
@@ -184,12 +189,11 @@ class basic_store {
     recomputing_ = false;
     run_positions<prog.backward_begin, prog.len>();
   }
-  // The buffer of node E (an output, or the forward part's root) after the last run.
-  template <class E>
+  // The buffer of node I (an output, or the forward part's root) after the last run.
+  template <std::size_t I>
   const std::byte* value_bytes() const {
-    constexpr std::size_t i = tl::index_of_v<E, nodes>;
-    static_assert(table.node[i].output, "ctg: internal: value_bytes reads outputs and the forward root only");
-    return mem_.bound().buf[i];
+    static_assert(table.node[I].output, "ctg: internal: value_bytes reads outputs and the forward root only");
+    return mem_.bound().buf[I];
   }
   // The buffer of output K after the last run.
   template <std::size_t K>
@@ -213,20 +217,20 @@ class basic_store {
 
   // 1/count of a mean, known once the run's shapes are.
   void fill_runtime_scalars() {
-    [&]<class... Ns>(tl::list<Ns...>) {
-      auto one = [&]<class S>(std::type_identity<S>) {
-        if constexpr (S::kind == node_kind::runtime_scalar) {
-          using big = tl::at_t<0, typename S::children>;
-          using small = tl::at_t<1, typename S::children>;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        if constexpr (tl::at_t<J, nodes>::kind == node_kind::runtime_scalar) {
+          using T = typename tl::at_t<J, nodes>::dtype;
+          constexpr std::size_t big = table.child(J, 0), small = table.child(J, 1);
           const auto& shape = mem_.bound().shape;
-          const double ratio = static_cast<double>(shape[tl::index_of_v<small, nodes>].numel()) /
-                               static_cast<double>(shape[tl::index_of_v<big, nodes>].numel());
-          const typename S::dtype v = store_as<typename S::dtype>(ratio);
-          Backend::upload(mem_.bound().buf[tl::index_of_v<S, nodes>], &v, sizeof v);
+          const double ratio = static_cast<double>(shape[small].numel()) / static_cast<double>(shape[big].numel());
+          const T v = store_as<T>(ratio);
+          Backend::upload(mem_.bound().buf[J], &v, sizeof v);
         }
       };
-      (one(std::type_identity<Ns>{}), ...);
-    }(nodes{});
+      (one(std::integral_constant<std::size_t, I>{}), ...);
+      (void)one;
+    }(std::make_index_sequence<N>{});
   }
 
   // ------------------------------------------------------------- run ----
@@ -240,22 +244,23 @@ class basic_store {
   void run_position() {
     if constexpr (prog.enter_region[Q] != detail::no_region) mem_.enter_recompute(prog.enter_region[Q]);
     constexpr std::size_t R = prog.root[Q];
-    using node = tl::at_t<R, nodes>;
-    if constexpr (node::kind == node_kind::stack)
-      std::get<stack_runner<Backend, node>>(stacks_).template run_forward<R>(*this);
-    else if constexpr (node::kind == node_kind::stack_grad)
-      std::get<stack_runner<Backend, typename node::stack>>(stacks_).template run_backward<R>(*this);
-    else if constexpr (node::kind == node_kind::quantize)
-      Backend::template run_quantize<Step, R>(mem_.bound(), ws_,
-                                              fp8_.template amax_slot<R>(!recomputing_ && !prog.recompute[Q]));
-    else Backend::template run_group<Step, R>(mem_.bound(), ws_);
+    constexpr node_kind k = table.node[R].kind;
+    if constexpr (k == node_kind::stack) {
+      std::get<stack_runner<Backend, Key, R>>(stacks_).run_forward(*this);
+    } else if constexpr (k == node_kind::stack_grad) {
+      std::get<stack_runner<Backend, Key, table.child(R, 0)>>(stacks_).template run_backward<R>(*this);
+    } else if constexpr (k == node_kind::quantize) {
+      Backend::template run_quantize<Key, R>(mem_.bound(), ws_,
+                                             fp8_.template amax_slot<R>(!recomputing_ && !prog.recompute[Q]));
+    } else {
+      Backend::template run_group<Key, R>(mem_.bound(), ws_);
+    }
   }
 
   // ---------------------------------------------------------- commit ----
   float commit() {
-    using loss = tl::at_t<0, typename Step::outputs>;
-    using T = typename loss::dtype;
-    constexpr std::size_t il = tl::index_of_v<loss, nodes>;
+    using T = typename tl::at_t<0, typename Step::outputs>::dtype;
+    constexpr std::size_t il = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
     const std::size_t count = static_cast<std::size_t>(mem_.bound().shape[il].numel());
     std::vector<T> host(check_finite_ ? count : (count ? 1 : 0));
     Backend::download(host.data(), mem_.bound().buf[il], host.size() * sizeof(T));
@@ -287,14 +292,14 @@ class basic_store {
   void update_state() {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-        using Q = typename fp8_state<Step>::template quantizer<J>;
-        float* hist = reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<typename Q::scaling::history_leaf, nodes>));
-        float* scale = reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<typename Q::scaling::scale_leaf, nodes>));
-        fp8_state<Step>::template update<Backend, Q>(hist, scale, &fp8_.pending[J]);
+        using S = typename fp8_state<Key>::template quantizer<J>::scaling;
+        float* hist = reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<typename S::history_leaf, nodes>));
+        float* scale = reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<typename S::scale_leaf, nodes>));
+        fp8_state<Key>::template update<Backend, J>(hist, scale, &fp8_.pending[J]);
       };
       (one(std::integral_constant<std::size_t, K>{}), ...);
       (void)one;
-    }(std::make_index_sequence<fp8_state<Step>::count>{});
+    }(std::make_index_sequence<fp8_state<Key>::count>{});
     std::apply([&](auto&... rt) { (rt.update_state(*this), ...); }, stacks_);
   }
 
@@ -302,14 +307,14 @@ class basic_store {
     return std::apply([](const auto&... rt) { return (std::size_t(0) + ... + rt.kept_bytes()); }, stacks_);
   }
 
-  template <class... Ns>
-  static auto stack_runners(tl::list<Ns...>) -> tl::apply<
-      std::tuple, tl::concat_t<std::conditional_t<Ns::kind == node_kind::stack, tl::list<stack_runner<Backend, Ns>>,
-                                                  tl::list<>>...>>::type;
+  template <std::size_t... I>
+  static auto stack_runners(std::index_sequence<I...>)
+      -> tl::apply<std::tuple, tl::concat_t<std::conditional_t<table.node[I].kind == node_kind::stack,
+                                                             tl::list<stack_runner<Backend, Key, I>>, tl::list<>>...>>::type;
 
-  step_buffers<Backend, Step> mem_;
-  fp8_state<Step> fp8_;
-  decltype(stack_runners(nodes{})) stacks_;
+  step_buffers<Backend, Key> mem_;
+  fp8_state<Key> fp8_;
+  decltype(stack_runners(std::make_index_sequence<N>{})) stacks_;
   typename Backend::workspace ws_;
   random_key key_{};
   bool recomputing_ = false;  // running a forward part again: record no state

@@ -7,6 +7,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include <ctg/graph/traits.hpp>
 
@@ -51,6 +52,34 @@ struct invalid_step {
     return 0.0f;
   }
 };
+
+// A step's key: a type that names the step without spelling it. A step's
+// type spells its whole graph as a tree (tens of kilobytes of text for a
+// transformer, and exponential in the depth of residual connections), and a
+// compiler prints that text for every class and function instantiated on it
+// in its debug information (g++ -g) and in its IR type names (clang). The
+// runtime (stores, group runners) is instantiated on the key instead: the
+// closure type of a lambda, which compilers print as "<lambda()>" or
+// "(lambda at ...)" and mangle compactly, and whose call returns the step.
+//   using K = step_key_t<Step>;  step_of<K> is Step (and step_of<Step> is Step too).
+template <class Step>
+inline constexpr auto step_key = [] { return std::type_identity<Step>{}; };
+template <class Step>
+using step_key_t = std::remove_const_t<decltype(step_key<Step>)>;
+
+namespace detail {
+template <class T>
+struct step_of_key {
+  using type = T;
+};
+template <class K>
+  requires requires { typename decltype(K{}())::type; }
+struct step_of_key<K> {
+  using type = typename decltype(K{}())::type;
+};
+}  // namespace detail
+template <class KeyOrStep>
+using step_of = typename detail::step_of_key<KeyOrStep>::type;
 
 // What runs a step on some backend (exec/store.hpp's basic_store is the one
 // implementation). nn::init_params, optim::adamw and the checkpoint files are

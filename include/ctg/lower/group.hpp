@@ -24,6 +24,7 @@ namespace ctg::detail {
 template <class Node>
 inline constexpr bool advances_inner = Node::dims::rank > 0 && Node::dims::dims[Node::dims::rank - 1] != 1;
 
+// Step: a graph_step or its key (the runtime uses the key: short names).
 template <class Step, std::size_t Root>
 struct group_info {
   using sched = schedule<Step>;
@@ -75,7 +76,7 @@ struct group_info {
     if (info.nreductions > 0 || info.index_aware) return loop_kind::rows;
     bool flat = true;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      using nodes = typename Step::nodes;
+      using nodes = typename sched::nodes;
       ((flat = flat && advances_inner<tl::at_t<info.input[K], nodes>> &&
                t.same_dims(t.node[info.input[K]].dims, t.node[iteration_node].dims)),
        ...);

@@ -150,7 +150,7 @@ namespace ctg::detail {
 // The body of node I evaluated inside the group rooted at R.
 template <class Step, std::size_t R, std::size_t I>
 consteval auto kernel_expr_of() {
-  using nodes = typename Step::nodes;
+  using nodes = typename step_of<Step>::nodes;
   using node = tl::at_t<I, nodes>;
   using info = group_info<Step, R>;
   constexpr const auto& t = schedule<Step>::table;
@@ -183,8 +183,8 @@ consteval auto kernel_reductions_of(std::index_sequence<S...>) {
   using info = group_info<Step, R>;
   constexpr const auto& t = schedule<Step>::table;
   return tl::list<kernel::row_reduction<
-      S, typename tl::at_t<info::info.reduction[S], typename Step::nodes>::op,
-      typename tl::at_t<info::info.reduction[S], typename Step::nodes>::dtype,
+      S, typename tl::at_t<info::info.reduction[S], typename step_of<Step>::nodes>::op,
+      typename tl::at_t<info::info.reduction[S], typename step_of<Step>::nodes>::dtype,
       typename decltype(kernel_expr_of<Step, R, t.child(info::info.reduction[S], 0)>())::type>...>{};
 }
 }  // namespace ctg::detail
@@ -200,7 +200,7 @@ using expr_t = typename decltype(detail::kernel_expr_of<Step, R, I>())::type;
 // root the expression it reduces.
 template <class Step, std::size_t R>
 using body_t = expr_t<Step, R,
-                      tl::at_t<R, typename Step::nodes>::kind == node_kind::reduce
+                      tl::at_t<R, typename step_of<Step>::nodes>::kind == node_kind::reduce
                           ? schedule<Step>::table.child(R, 0)
                           : R>;
 

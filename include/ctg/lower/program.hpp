@@ -147,13 +147,17 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
 }
 }  // namespace detail
 
-// The program of a compiled step (see graph_step).
-template <class Step>
+namespace detail {
+template <class Key>
+inline constexpr program_table<step_of<Key>::nodes::size> program_of =
+    make_program(schedule_table<Key>, tl::index_of_v<typename step_of<Key>::forward_root, typename step_of<Key>::nodes>);
+}  // namespace detail
+
+// The program of a compiled step (a graph_step, or its key).
+template <class S>
 struct program {
-  using sched = schedule<Step>;
-  static constexpr std::size_t size = sched::size;
-  static constexpr detail::program_table<size> table =
-      detail::make_program(sched::table, tl::index_of_v<typename Step::forward_root, typename Step::nodes>);
+  static constexpr std::size_t size = step_of<S>::nodes::size;
+  static constexpr const auto& table = detail::program_of<step_key_t<step_of<S>>>;
 };
 
 }  // namespace ctg

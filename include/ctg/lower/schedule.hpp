@@ -16,6 +16,7 @@
 #include <array>
 #include <cstddef>
 
+#include <ctg/graph/step.hpp>
 #include <ctg/lower/node_table.hpp>
 
 namespace ctg {
@@ -107,12 +108,19 @@ consteval auto make_schedule() {
 }
 }  // namespace detail
 
-// The schedule of a compiled step (see graph_step), computed once per step type.
-template <class Step>
+namespace detail {
+// Computed once per step, keyed by the step's key (graph/step.hpp), so that
+// the table code reads at run time is a variable with a short name.
+template <class Key>
+inline constexpr auto schedule_table = make_schedule<step_of<Key>>();
+}  // namespace detail
+
+// The schedule of a compiled step (a graph_step, or its key).
+template <class S>
 struct schedule {
-  using nodes = typename Step::nodes;
+  using nodes = typename step_of<S>::nodes;
   static constexpr std::size_t size = nodes::size;
-  static constexpr auto table = detail::make_schedule<Step>();
+  static constexpr const auto& table = detail::schedule_table<step_key_t<step_of<S>>>;
   static constexpr std::size_t group_count = table.group_count;
 
   // The kinds of the groups, in execution order.

@@ -4,7 +4,7 @@
 // kernels evaluate. One function per loop kind (lower/group.hpp decides
 // which, at compile time):
 //
-//   ctg::cpu::run_fused<Step, R>(bindings, workspace);   // group rooted at node R
+//   ctg::cpu::run_fused<Step, R>(bindings, workspace);   // group rooted at node R of a step (or its key)
 #include <algorithm>
 
 #include <ctg/exec/bindings.hpp>
@@ -21,14 +21,14 @@ struct cpu_fused_group {
   static constexpr std::size_t NR = info::nreductions > 0 ? info::nreductions : 1;
   using ctx = kernel::context<K, NR>;
   using body = kernel::body_t<Step, R>;
-  using root = tl::at_t<R, typename Step::nodes>;
-  using T = typename root::dtype;
+  using T = typename tl::at_t<R, typename step_of<Step>::nodes>::dtype;
+  static constexpr bool root_advances = ctg::detail::advances_inner<tl::at_t<R, typename step_of<Step>::nodes>>;
   // The root of a reduction group, as a row reduction of the body.
   template <class Op>
   using root_reduction = kernel::row_reduction<0, Op, T, body>;
 
   // The loop's layout over the iteration shape and the context's slots.
-  static kernel::loop_layout<K> layout(const bindings<Step::nodes::size>& b, ctx& c) {
+  static kernel::loop_layout<K> layout(const bindings<step_of<Step>::nodes::size>& b, ctx& c) {
     const rt_shape& it = b.shape[info::iteration_node];
     kernel::loop_layout<K> l;
     l.rank = it.rank;
@@ -65,7 +65,7 @@ struct cpu_fused_group {
 namespace ctg::cpu {
 // Every element in one pass (all inputs have the output's shape).
 template <class Step, std::size_t R>
-void run_flat(const bindings<Step::nodes::size>& b) {
+void run_flat(const bindings<step_of<Step>::nodes::size>& b) {
   using F = detail::cpu_fused_group<Step, R>;
   typename F::ctx c;
   F::layout(b, c);  // fills the context; every base stays 0
@@ -75,7 +75,7 @@ void run_flat(const bindings<Step::nodes::size>& b) {
 
 // Row by row along the last dim: the row's reductions first, then its elements.
 template <class Step, std::size_t R>
-void run_rows(const bindings<Step::nodes::size>& b) {
+void run_rows(const bindings<step_of<Step>::nodes::size>& b) {
   using F = detail::cpu_fused_group<Step, R>;
   typename F::ctx c;
   const auto layout = F::layout(b, c);
@@ -91,9 +91,9 @@ void run_rows(const bindings<Step::nodes::size>& b) {
 // Row by row, the root reducing each row to one value (an empty row gives
 // the reduction's value over nothing: sum 0, mean NaN, max -inf).
 template <class Step, std::size_t R>
-void run_row_reduce(const bindings<Step::nodes::size>& b) {
+void run_row_reduce(const bindings<step_of<Step>::nodes::size>& b) {
   using F = detail::cpu_fused_group<Step, R>;
-  using rr = typename F::template root_reduction<typename F::root::op>;
+  using rr = typename F::template root_reduction<typename tl::at_t<R, typename step_of<Step>::nodes>::op>;
   typename F::ctx c;
   const auto layout = F::layout(b, c);
   const dim_t L = layout.row_length(), rows = layout.rows();
@@ -110,9 +110,9 @@ void run_row_reduce(const bindings<Step::nodes::size>& b) {
 // row order; each is finalized and rounded once at the end (so an output
 // element that no input reaches, in an empty tensor, is the value over nothing).
 template <class Step, std::size_t R>
-void run_axis_reduce(const bindings<Step::nodes::size>& b, workspace& ws) {
+void run_axis_reduce(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
   using F = detail::cpu_fused_group<Step, R>;
-  using Op = typename F::root::op;
+  using Op = typename tl::at_t<R, typename step_of<Step>::nodes>::op;
   typename F::ctx c;
   const auto layout = F::layout(b, c);
   const rt_shape& it = b.shape[F::info::iteration_node];
@@ -127,7 +127,7 @@ void run_axis_reduce(const bindings<Step::nodes::size>& b, workspace& ws) {
     layout.enter_row(c, row);
     const dim_t out_base = layout.row_offset(row, out_stride);
     F::inline_reductions(c, L, kernel::reductions_t<Step, R>{});
-    if constexpr (ctg::detail::advances_inner<typename F::root>) {
+    if constexpr (F::root_advances) {
       for (dim_t j = 0; j < L; ++j)
         acc[out_base + j] = Op::combine(acc[out_base + j], static_cast<double>(F::body::value(c, j)));
     } else {
@@ -141,7 +141,7 @@ void run_axis_reduce(const bindings<Step::nodes::size>& b, workspace& ws) {
 
 // The fused group rooted at R, in the loop shape the lowering chose.
 template <class Step, std::size_t R>
-void run_fused(const bindings<Step::nodes::size>& b, workspace& ws) {
+void run_fused(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
   constexpr loop_kind k = ctg::detail::group_info<Step, R>::loop;
   if constexpr (k == loop_kind::flat) run_flat<Step, R>(b);
   else if constexpr (k == loop_kind::rows) run_rows<Step, R>(b);

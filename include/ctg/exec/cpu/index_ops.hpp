@@ -17,8 +17,8 @@
 namespace ctg::cpu {
 
 template <class Step, std::size_t R>
-void run_transpose(const bindings<Step::nodes::size>& b) {
-  using T = typename tl::at_t<R, typename Step::nodes>::dtype;
+void run_transpose(const bindings<step_of<Step>::nodes::size>& b) {
+  using T = typename tl::at_t<R, typename step_of<Step>::nodes>::dtype;
   constexpr std::size_t ix = schedule<Step>::table.child(R, 0);
   const rt_shape& s = b.shape[ix];
   const dim_t rows = s.d[s.rank - 2], cols = s.d[s.rank - 1];
@@ -35,8 +35,8 @@ void run_transpose(const bindings<Step::nodes::size>& b) {
 namespace ctg::detail {
 // The ids of node Ids, each checked against the `table_rows` rows of node Table.
 template <class Step, std::size_t Table, std::size_t Ids>
-const i32* checked_ids(const bindings<Step::nodes::size>& b, dim_t table_rows) {
-  using nodes = typename Step::nodes;
+const i32* checked_ids(const bindings<step_of<Step>::nodes::size>& b, dim_t table_rows) {
+  using nodes = typename step_of<Step>::nodes;
   const i32* ids = b.template as<const i32>(Ids);
   const dim_t n = b.shape[Ids].numel();
   for (dim_t i = 0; i < n; ++i) {
@@ -56,8 +56,8 @@ const i32* checked_ids(const bindings<Step::nodes::size>& b, dim_t table_rows) {
 namespace ctg::cpu {
 // out[i..., :] = table[ids[i...], :]
 template <class Step, std::size_t R>
-void run_gather(const bindings<Step::nodes::size>& b) {
-  using T = typename tl::at_t<R, typename Step::nodes>::dtype;
+void run_gather(const bindings<step_of<Step>::nodes::size>& b) {
+  using T = typename tl::at_t<R, typename step_of<Step>::nodes>::dtype;
   constexpr std::size_t it = schedule<Step>::table.child(R, 0), ii = schedule<Step>::table.child(R, 1);
   const rt_shape& ts = b.shape[it];
   const dim_t rows = ts.d[0], row_len = rows ? ts.numel() / rows : 0;
@@ -72,8 +72,8 @@ void run_gather(const bindings<Step::nodes::size>& b) {
 // node's dtype: every row adds in it, rounded once later). Repeated ids add
 // up in the order of the ids: deterministic.
 template <class Step, std::size_t R>
-void run_scatter_add(const bindings<Step::nodes::size>& b) {
-  using nodes = typename Step::nodes;
+void run_scatter_add(const bindings<step_of<Step>::nodes::size>& b) {
+  using nodes = typename step_of<Step>::nodes;
   using TO = typename tl::at_t<R, nodes>::dtype;
   constexpr std::size_t ig = schedule<Step>::table.child(R, 0), ii = schedule<Step>::table.child(R, 1);
   using TG = typename tl::at_t<ig, nodes>::dtype;

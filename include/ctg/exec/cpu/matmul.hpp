@@ -42,8 +42,8 @@ void for_each_batch(const rt_shape& sa, const rt_shape& sb, const rt_shape& sc, 
 namespace ctg::cpu {
 // Batched C[M,N] = A[M,K] B[K,N].
 template <class Step, std::size_t R>
-void run_matmul(const bindings<Step::nodes::size>& b, workspace& ws) {
-  using nodes = typename Step::nodes;
+void run_matmul(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
+  using nodes = typename step_of<Step>::nodes;
   constexpr std::size_t ia = schedule<Step>::table.child(R, 0), ib = schedule<Step>::table.child(R, 1);
   using TA = typename tl::at_t<ia, nodes>::dtype;
   using TB = typename tl::at_t<ib, nodes>::dtype;
@@ -61,8 +61,8 @@ void run_matmul(const bindings<Step::nodes::size>& b, workspace& ws) {
 // Each batch: the payloads widened to f32 (exactly), multiplied by cpu::gemm,
 // times scale_inv(A) * scale_inv(B), rounded once to the result type.
 template <class Step, std::size_t R>
-void run_fp8_matmul(const bindings<Step::nodes::size>& b, workspace& ws) {
-  using nodes = typename Step::nodes;
+void run_fp8_matmul(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
+  using nodes = typename step_of<Step>::nodes;
   using node = tl::at_t<R, nodes>;
   constexpr std::size_t ia = schedule<Step>::table.child(R, 0), ib = schedule<Step>::table.child(R, 1);
   using QA = typename tl::at_t<ia, nodes>::dtype;

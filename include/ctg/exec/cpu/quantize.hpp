@@ -18,8 +18,8 @@ namespace ctg::cpu {
 // Delayed scaling casts with the stored scale while it takes the amax (one
 // loop); current scaling takes the amax first, then the scale from it.
 template <class Step, std::size_t R>
-void run_quantize(const bindings<Step::nodes::size>& b, float* amax_out) {
-  using nodes = typename Step::nodes;
+void run_quantize(const bindings<step_of<Step>::nodes::size>& b, float* amax_out) {
+  using nodes = typename step_of<Step>::nodes;
   using node = tl::at_t<R, nodes>;
   using Fmt = typename node::dtype;
   using S = typename node::scaling;
@@ -54,8 +54,8 @@ void run_quantize(const bindings<Step::nodes::size>& b, float* amax_out) {
 }
 
 template <class Step, std::size_t R>
-void run_dequantize(const bindings<Step::nodes::size>& b) {
-  using nodes = typename Step::nodes;
+void run_dequantize(const bindings<step_of<Step>::nodes::size>& b) {
+  using nodes = typename step_of<Step>::nodes;
   using T = typename tl::at_t<R, nodes>::dtype;
   constexpr std::size_t iq = schedule<Step>::table.child(R, 0);
   using Fmt = typename tl::at_t<iq, nodes>::dtype;

@@ -63,8 +63,8 @@ struct backend {
   }
 
   template <class Step, std::size_t R>
-  static void run_group(const bindings<Step::nodes::size>& b, workspace& ws) {
-    constexpr node_kind k = tl::at_t<R, typename Step::nodes>::kind;
+  static void run_group(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
+    constexpr node_kind k = tl::at_t<R, typename step_of<Step>::nodes>::kind;
     if constexpr (k == node_kind::matmul) run_matmul<Step, R>(b, ws);
     else if constexpr (k == node_kind::fp8_matmul) run_fp8_matmul<Step, R>(b, ws);
     else if constexpr (k == node_kind::transpose) run_transpose<Step, R>(b);
@@ -74,7 +74,7 @@ struct backend {
     else run_fused<Step, R>(b, ws);
   }
   template <class Step, std::size_t R>
-  static void run_quantize(const bindings<Step::nodes::size>& b, workspace&, float* amax) {
+  static void run_quantize(const bindings<step_of<Step>::nodes::size>& b, workspace&, float* amax) {
     cpu::run_quantize<Step, R>(b, amax);
   }
   // After a successful step: this step's amax into history slot 0, then
@@ -87,7 +87,7 @@ struct backend {
 };
 
 template <class Step>
-using store = basic_store<backend, Step>;
+using store = basic_store<backend, step_key_t<Step>>;
 
 }  // namespace cpu
 

@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, k
 // Launches group R of Step over `layout`, writing `out`, on the device's stream.
 template <class Step, std::size_t R, std::size_t K, std::size_t NR, class T>
 void launch_group(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout, T* out) {
-  using root = tl::at_t<R, typename Step::nodes>;
+  using root = tl::at_t<R, typename step_of<Step>::nodes>;
   using reductions = kernel::reductions_t<Step, R>;
   constexpr loop_kind loop = detail::group_info<Step, R>::loop;
   constexpr bool row_root = loop == loop_kind::row_reduce;
