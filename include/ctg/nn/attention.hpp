@@ -14,7 +14,9 @@
 
 namespace ctg::nn {
 
-namespace detail {
+}  // namespace ctg::nn
+
+namespace ctg::detail {
 consteval double inv_sqrt(dim_t n) {
   double r = 1.0;  // Newton for sqrt(n), then invert
   for (int i = 0; i < 100; ++i) r = 0.5 * (r + static_cast<double>(n) / r);
@@ -27,20 +29,21 @@ template <precision::policy P, dim_t HeadDim, expr X, expr Wq, expr Wk, expr Wv,
 constexpr auto attention(X x, Wq wq, Wk wk, Wv wv, Wo wo, Mask) {
   using S = typename P::stats_type;
   auto xh = unsqueeze<-3>(precision::for_matmul<P>(x));  // [..., 1, T, d]
-  auto q = linear<P>(xh, wq);  // [..., H, T, Dh]
-  auto k = linear<P>(xh, wk);
-  auto v = linear<P>(xh, wv);
+  auto q = nn::linear<P>(xh, wq);  // [..., H, T, Dh]
+  auto k = nn::linear<P>(xh, wk);
+  auto v = nn::linear<P>(xh, wv);
   // Products of two activations: in the matmul type under every policy (not FP8).
   auto scores = cast<S>(matmul(q, transpose(k))) * lit<inv_sqrt(HeadDim)>;  // [..., H, T, T]
   auto probs = [&] {
     if constexpr (std::is_same_v<Mask, no_mask>) return softmax(causal_mask(scores));
     else return softmax(causal_mask(scores + cast<S>(Mask{})));
   }();
-  auto heads = linear<P>(matmul(precision::for_matmul<P>(probs), v), wo);  // [..., H, T, d]
+  auto heads = nn::linear<P>(matmul(precision::for_matmul<P>(probs), v), wo);  // [..., H, T, d]
   return squeeze<-3>(sum<-3>(heads));                // [..., T, d]
 }
-}  // namespace detail
+}  // namespace ctg::detail
 
+namespace ctg::nn {
 template <precision::policy P, expr X, expr Wq, expr Wk, expr Wv, expr Wo>
 constexpr auto causal_self_attention(X x, Wq wq, Wk wk, Wv wv, Wo wo) {
   return detail::attention<P, Wq::dims::dims[Wq::dims::rank - 1]>(x, wq, wk, wv, wo, detail::no_mask{});

@@ -16,7 +16,9 @@
 
 namespace ctg::nn {
 
-namespace detail {
+}  // namespace ctg::nn
+
+namespace ctg::detail {
 constexpr std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -39,8 +41,9 @@ inline double normal_at(std::uint64_t key, std::uint64_t i) {
   const double u2 = static_cast<double>(b >> 11) * 0x1p-53;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
-}  // namespace detail
+}  // namespace ctg::detail
 
+namespace ctg::nn {
 // The values are made on the host and uploaded, so any backend's store works.
 template <step_store Store>
 void init_params(Store& store, std::uint64_t seed, double std_dev = 0.02) {

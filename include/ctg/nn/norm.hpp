@@ -6,12 +6,12 @@
 // and, for layer_norm, "<name>.bias".
 #include <ctg/precision/policy.hpp>
 
-namespace ctg::nn {
-
-namespace detail {
+namespace ctg::detail {
 template <class X>
 inline constexpr dim_t features = X::dims::dims[X::dims::rank - 1];
-}
+}  // namespace ctg::detail
+
+namespace ctg::nn {
 
 // x / sqrt(mean(x^2) + eps) * scale
 template <precision::policy P, double Eps = 1e-5, expr X, expr Scale>

@@ -21,6 +21,8 @@ constexpr auto stack(X) {
   return stack_node<N, X, out, Ckpt>{};
 }
 
+}  // namespace nn
+
 namespace detail {
 template <std::size_t I>
 consteval auto layer_prefix() {
@@ -43,6 +45,7 @@ constexpr auto unrolled_from(X x) {
 }
 }  // namespace detail
 
+namespace nn {
 // unrolled<N, Block>(x): the same N layers as separate nodes named "layers.0",
 // "layers.1", ...: the reference a stack is tested against (its type, and its
 // compile time, grow with N).

@@ -35,7 +35,9 @@ struct tiny_config {
   static constexpr double dropout = 0.0;
 };
 
-namespace detail {
+}  // namespace ctg::nn
+
+namespace ctg::detail {
 template <class Cfg>
 consteval checkpointing checkpointing_of() {
   if constexpr (requires { Cfg::checkpoint; }) return Cfg::checkpoint;
@@ -46,8 +48,9 @@ consteval double dropout_of() {
   if constexpr (requires { Cfg::dropout; }) return Cfg::dropout;
   else return 0.0;
 }
-}  // namespace detail
+}  // namespace ctg::detail
 
+namespace ctg::nn {
 template <class Cfg, precision::policy P>
 struct transformer {
   // One block; its parameters are named "<Prefix>.attn.wq", "<Prefix>.ln1.scale", ...

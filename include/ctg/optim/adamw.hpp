@@ -89,7 +89,9 @@ struct adamw_config {
 template <step_store Store>
 class adamw;
 
-namespace detail {
+}  // namespace ctg::optim
+
+namespace ctg::detail {
 template <class T>
 inline constexpr bool has_master_copy = !std::is_same_v<T, f32>;
 
@@ -194,8 +196,9 @@ inline void adamw_update(const T* __restrict g, float* __restrict w, float* __re
     }
   }
 }
-}  // namespace detail
+}  // namespace ctg::detail
 
+namespace ctg::optim {
 template <step_store Store>
 class adamw {
  public:

@@ -38,18 +38,21 @@ inline constexpr bool is_fp8_policy_v = false;
 template <class Recipe, class Compute>
 inline constexpr bool is_fp8_policy_v<fp8<Recipe, Compute>> = true;
 
-namespace detail {
+}  // namespace ctg::precision
+
+namespace ctg::detail {
 template <class Recipe>
 inline constexpr bool is_delayed_recipe_v = false;
-template <std::size_t H, int M, amax_algo A>
-inline constexpr bool is_delayed_recipe_v<delayed<H, M, A>> = true;
+template <std::size_t H, int M, precision::amax_algo A>
+inline constexpr bool is_delayed_recipe_v<precision::delayed<H, M, A>> = true;
 
 // The scaling of one fp8 tensor named Name under Recipe.
 template <class Recipe, fixed_string Name>
 using scaling_for = std::conditional_t<is_delayed_recipe_v<Recipe>, scaling::delayed<Name, Recipe>,
                                        scaling::current<Recipe>>;
-}  // namespace detail
+}  // namespace ctg::detail
 
+namespace ctg::precision {
 // x @ w for an activation x and a weight w under policy P: in FP8 when P is
 // an fp8 policy and w a leaf (its name keys the scaling state), otherwise
 // both operands cast to P's matmul type.
