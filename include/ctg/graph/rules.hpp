@@ -23,10 +23,11 @@ template <class>
 inline constexpr bool dependent_false = false;
 
 // The gradient reaching child K of an elementwise node of Op (children Xs).
-template <std::size_t K, class Op, class Self, class G, class... Xs>
-constexpr auto elementwise_rule(Self self, G g) {
-  using X = tl::at_t<0, tl::list<Xs...>>;
-  [[maybe_unused]] constexpr X x{};
+// (The children come as arguments, deduced: g++ 12 takes time exponential in
+// the graph's depth when these node types are given as explicit template
+// arguments instead, 27 s vs 2.3 s for 12 residual blocks.)
+template <std::size_t K, class Op, class Self, class G, class X, class... Rest>
+constexpr auto elementwise_rule(Self self, G g, X x, Rest...) {
   if constexpr (Op::gradient == grad::pass) return g;
   // ---- unary ----
   else if constexpr (std::is_same_v<Op, op::neg>) return -g;
@@ -57,11 +58,11 @@ constexpr auto elementwise_rule(Self self, G g) {
     if constexpr (K == 0) return g;
     else return -g;
   } else if constexpr (std::is_same_v<Op, op::mul>) {
-    using B = tl::at_t<1, tl::list<Xs...>>;
+    using B = tl::at_t<0, tl::list<Rest...>>;
     if constexpr (K == 0) return g * B{};
     else return g * x;
   } else if constexpr (std::is_same_v<Op, op::div>) {
-    using B = tl::at_t<1, tl::list<Xs...>>;
+    using B = tl::at_t<0, tl::list<Rest...>>;
     if constexpr (K == 0) return g / B{};
     else return -(g * self) / B{};  // d(a/b)/db = -(a/b)/b
   } else {
@@ -75,7 +76,7 @@ constexpr auto elementwise_rule(Self self, G g) {
 
 template <std::size_t K, class Op, class... Xs, class G>
 constexpr auto rule(elementwise_node<Op, Xs...> self, G g) {
-  return detail::elementwise_rule<K, Op, elementwise_node<Op, Xs...>, G, Xs...>(self, g);
+  return detail::elementwise_rule<K, Op>(self, g, Xs{}...);
 }
 
 template <std::size_t K, class Op, class Out, class X, class G>
