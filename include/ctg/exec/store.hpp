@@ -65,16 +65,17 @@ class basic_store {
   template <class L>
   std::span<typename L::dtype> param() {
     static_assert(tl::contains_v<L, nodes>, "ctg: this leaf is not part of the step's graph");
-    static_assert(detail::stored_leaf<L>(), "ctg: inputs are fed, not stored: use ctg::feed<X>");
+    static_assert(!tl::contains_v<L, nodes> || detail::stored_leaf<L>(),
+                  "ctg: inputs are fed, not stored: use ctg::feed<X>");
     return {reinterpret_cast<typename L::dtype*>(mem_.param_bytes(tl::index_of_v<L, nodes>)), L::dims::static_numel};
   }
 
   // The gradient of L from the last successful step.
   template <class L>
   std::span<const typename L::dtype> grad() {
-    static_assert(!detail::stored_leaf<L>() || L::role != leaf_role::frozen,
-                  "ctg: frozen parameter: a frozen leaf has no gradient");
-    static_assert(tl::contains_v<L, typename Step::wrt>,
+    constexpr bool frozen = detail::stored_leaf<L>() && L::role == leaf_role::frozen;
+    static_assert(!frozen, "ctg: frozen parameter: a frozen leaf has no gradient");
+    static_assert(frozen || tl::contains_v<L, typename Step::wrt>,
                   "ctg: no gradient path: this leaf is not in the step's wrt<...>");
     return {reinterpret_cast<const typename L::dtype*>(mem_.grad_bytes(tl::index_of_v<L, nodes>)),
             L::dims::static_numel};
