@@ -45,6 +45,34 @@ consteval bool stored_leaf() {
   else return false;
 }
 
+// The feeds of one step, by type: every input the step reads fed exactly
+// once, and nothing else. Each mistake is reported once, in a function
+// templated on the input, so the compiler's note names it.
+template <class L, class... Fed>
+consteval bool check_fed_once() {
+  constexpr std::size_t count = (std::size_t(0) + ... + std::is_same_v<Fed, L>);
+  static_assert(count != 0, "ctg: missing feed for an input this step reads (L in the note above): "
+                            "pass ctg::feed<L>(data, sizes...)");
+  static_assert(count < 2, "ctg: an input is fed twice (L in the note above)");
+  return count == 1;
+}
+template <class Inputs, class F>
+consteval bool check_feed_read() {
+  static_assert(tl::contains_v<F, Inputs>, "ctg: a feed for an input this step does not read (F in the note above)");
+  return tl::contains_v<F, Inputs>;
+}
+template <class Inputs, class... Fed>
+consteval bool check_feeds() {
+  constexpr bool each_once = []<class... Ls>(tl::list<Ls...>) {
+    return (check_fed_once<Ls, Fed...>() & ... & true);
+  }(Inputs{});
+  return (check_feed_read<Inputs, Fed>() & ... & each_once);
+}
+// The inputs a step reads (its fed leaves), in order.
+template <class... Ns>
+auto fed_leaves(tl::list<Ns...>)
+    -> tl::concat_t<std::conditional_t<stored_leaf<Ns>() || !is_leaf_v<Ns>, tl::list<>, tl::list<Ns>>...>;
+
 // The bytes of node Node's buffer for `numel` elements of its value: a stack
 // keeps every layer's input, a stack's backward the stacked leaves' gradients
 // before the input's, a quantized tensor its side data. One spare byte keeps
@@ -69,6 +97,7 @@ class step_buffers {
   static constexpr const auto& prog = program<Step>::table;
   static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
   using arena = typename Backend::arena;
+  using inputs = decltype(detail::fed_leaves(nodes{}));  // what a run is fed
 
   // Stored leaves at fixed offsets in one arena, their gradients (for the wrt
   // leaves) in another.
@@ -151,36 +180,25 @@ class step_buffers {
 
  private:
   // ------------------------------------------------------------ feeds ----
+  // Which inputs are fed is known from the feeds' types: the store's doors
+  // check it at compile time (detail::check_feeds, over `inputs`). Only sizes
+  // and data are checked here, at run time (bind_input).
   template <class... Feeds>
   void bind_feeds(const Feeds&... feeds) {
-    (check_feed_used<typename Feeds::leaf>(), ...);
     [&]<class... Ns>(tl::list<Ns...>) {
       std::size_t i = 0;
       ((bind_one<Ns>(i++, feeds...)), ...);
     }(nodes{});
   }
-  template <class L>
-  static void check_feed_used() {
-    if constexpr (!tl::contains_v<L, nodes>)
-      throw error(std::string("ctg: feed for input '") + L::name.c_str() + "', which this step does not read");
-  }
   template <class L, class... Feeds>
   void bind_one(std::size_t i, const Feeds&... feeds) {
-    if constexpr (is_leaf_v<L>) {
-      if constexpr (L::fed) {
-        constexpr std::size_t count = (std::size_t(0) + ... + std::is_same_v<typename Feeds::leaf, L>);
-        if constexpr (count == 0) {
-          throw error(std::string("ctg: missing feed for input '") + L::name.c_str() + "'");
-        } else {
-          if (count > 1) throw error(std::string("ctg: input '") + L::name.c_str() + "' is fed twice");
-          auto take = [&](const auto& f) {
-            if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::leaf, L>) bind_input<L>(i, f);
-          };
-          (take(feeds), ...);
-        }
-      } else {
-        b_.buf[i] = param_bytes(i);
-      }
+    if constexpr (detail::stored_leaf<L>()) {
+      b_.buf[i] = param_bytes(i);
+    } else if constexpr (is_leaf_v<L>) {
+      auto take = [&](const auto& f) {
+        if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::leaf, L>) bind_input<L>(i, f);
+      };
+      (take(feeds), ...);
     }
   }
   template <class L>

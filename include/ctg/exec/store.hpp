@@ -127,9 +127,11 @@ class basic_store {
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
   void check_finite(bool on) { check_finite_ = on; }
 
-  // Run one step: validate feeds, resolve shapes, run every group, then commit.
+  // Run one step: check the feeds (which at compile time, their sizes at run
+  // time), resolve shapes, run every group, then commit.
   template <class... Feeds>
   CTG_NOINLINE float run(const Feeds&... feeds) {
+    detail::check_feeds<typename step_buffers<Backend, Step>::inputs, typename Feeds::leaf...>();
     prepare(nullptr, feeds...);
     run_positions<0, prog.len>();
     return commit();
@@ -144,6 +146,7 @@ class basic_store {
   // Place every buffer for these feeds without running: returns kept_bytes().
   template <class... Feeds>
   std::size_t plan(const Feeds&... feeds) {
+    detail::check_feeds<typename step_buffers<Backend, Step>::inputs, typename Feeds::leaf...>();
     prepare(nullptr, feeds...);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
