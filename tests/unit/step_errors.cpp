@@ -89,3 +89,26 @@ TEST_CASE("after errors the store still runs correct steps") {
   (void)message_of([&] { f.step(f.store, ctg::feed<X>(short_x, 2), ctg::feed<Y>(f.y, 2)); });
   CHECK(f.good_step() == a);
 }
+
+TEST_CASE("a cross-entropy target outside the classes names the input, position and value, and writes nothing") {
+  using Xc = ctg::input<"x", ctg::f32, ctg::dyn, 8>;
+  using T = ctg::input<"targets", ctg::i32, ctg::dyn>;
+  using Wc = ctg::param<"w", ctg::f32, 8, 4>;
+  auto step = ctg::value_and_grad(ctg::nn::cross_entropy(ctg::matmul(Xc{}, Wc{}), T{}), ctg::wrt<Wc>);
+  ctg::cpu::device dev;
+  auto store = ctg::make_store(dev, step);
+  auto w = store.param<Wc>();
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i);
+  const std::vector<float> x(3 * 8, 0.5f);
+  std::vector<ctg::i32> t{0, 3, -100};  // -100: the ignored index
+  const float good = step(store, ctg::feed<Xc>(x, 3), ctg::feed<T>(t, 3));
+  const std::vector<float> g(store.grad<Wc>().begin(), store.grad<Wc>().end());
+  for (ctg::i32 bad : {4, -1, 31}) {
+    t[1] = bad;
+    const auto m = message_of([&] { step(store, ctg::feed<Xc>(x, 3), ctg::feed<T>(t, 3)); });
+    CHECK(m.find("index " + std::to_string(bad) + " at position 1 of input 'targets' is outside the 4 classes") !=
+          std::string::npos);
+    CHECK(std::vector<float>(store.grad<Wc>().begin(), store.grad<Wc>().end()) == g);
+    CHECK(store.value()[0] == good);
+  }
+}

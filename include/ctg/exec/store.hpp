@@ -32,6 +32,7 @@
 
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/fp8_state.hpp>
+#include <ctg/exec/index_checks.hpp>
 #include <ctg/exec/stack_runner.hpp>
 #include <ctg/graph/autodiff.hpp>
 
@@ -127,11 +128,13 @@ class basic_store {
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
   void check_finite(bool on) { check_finite_ = on; }
 
-  // Run one step: check the feeds (which at compile time, their sizes at run
-  // time), resolve shapes, run every group, then commit.
+  // Run one step: check the feeds (which at compile time; their sizes and
+  // index values at run time), resolve shapes, run every group, then commit.
   template <class... Feeds>
   CTG_NOINLINE float run(const Feeds&... feeds) {
-    detail::check_feeds<typename step_buffers<Backend, Step>::inputs, typename Feeds::leaf...>();
+    [[maybe_unused]] constexpr bool fed =
+        detail::check_feeds<typename step_buffers<Backend, Step>::inputs, typename Feeds::leaf...>();
+    detail::check_ids<nodes>(feeds...);
     prepare(nullptr, feeds...);
     run_positions<0, prog.len>();
     return commit();
@@ -146,7 +149,8 @@ class basic_store {
   // Place every buffer for these feeds without running: returns kept_bytes().
   template <class... Feeds>
   std::size_t plan(const Feeds&... feeds) {
-    detail::check_feeds<typename step_buffers<Backend, Step>::inputs, typename Feeds::leaf...>();
+    [[maybe_unused]] constexpr bool fed =
+        detail::check_feeds<typename step_buffers<Backend, Step>::inputs, typename Feeds::leaf...>();
     prepare(nullptr, feeds...);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {

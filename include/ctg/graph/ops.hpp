@@ -326,13 +326,16 @@ constexpr auto gather(Table, Ids) {
   return gather_node<Table, Ids>{};
 }
 
-// one_hot<Classes>(ids): f32 [ids..., Classes], 1 at each id's column. Ids outside [0, Classes) give a zero row.
-template <dim_t Classes, expr Ids>
+// one_hot<Classes>(ids): f32 [ids..., Classes], 1 at each id's column.
+// one_hot<Classes, Ignore>(ids): the same, with a zero row where the id is
+// Ignore. Any other id outside [0, Classes) is a run-time ctg::error.
+template <dim_t Classes, int... Ignore, expr Ids>
 constexpr auto one_hot(Ids ids) {
   static_assert(index_type<typename Ids::dtype>, "ctg: one_hot takes an i32 tensor");
   static_assert(Classes >= 2, "ctg: one_hot needs at least 2 classes");
   using col = decltype(unsqueeze<-1>(ids));
-  return detail::make_ew<op::one_hot<shape_from<detail::with_last_dim<typename col::dims, Classes>()>>, col>();
+  return detail::make_ew<op::one_hot<shape_from<detail::with_last_dim<typename col::dims, Classes>()>, Ignore...>,
+                         col>();
 }
 
 // index_valid<Ignore>(ids): f32, 0 where the id equals Ignore and 1 elsewhere.
