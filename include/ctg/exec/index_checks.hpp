@@ -34,9 +34,7 @@ consteval id_rule id_rule_of() {
   if constexpr (N::kind == node_kind::gather) {
     return {true, 1, tl::at_t<0, typename N::children>::dims::dims[0]};
   } else if constexpr (N::kind == node_kind::elementwise && requires { N::op::id_count; }) {
-    return []<class S, int... Ignore>(std::type_identity<op::one_hot<S, Ignore...>>) {
-      return id_rule{true, 0, N::op::id_count, sizeof...(Ignore) == 1, (0 + ... + Ignore)};
-    }(std::type_identity<typename N::op>{});
+    return {true, 0, N::op::id_count, N::op::has_ignore, N::op::ignore};  // one_hot
   } else {
     return {};
   }

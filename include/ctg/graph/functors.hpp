@@ -129,6 +129,8 @@ struct one_hot {
   static constexpr grad gradient = grad::none;
   static constexpr bool index_aware = true;
   static constexpr dim_t id_count = S::dims[S::rank - 1];
+  static constexpr bool has_ignore = sizeof...(Ignore) == 1;
+  static constexpr int ignore = (0 + ... + Ignore);
   using result_dtype = f32;
   using result_shape = S;
   template <class C>

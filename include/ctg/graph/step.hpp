@@ -36,7 +36,7 @@ struct graph_step {
   // then one gradient per wrt leaf, in wrt order).
   template <class L>
   static constexpr std::size_t grad_output = 1 + tl::index_of_v<L, Wrt>;
-  static_assert(leaf_names_unique_v<nodes>, "ctg: two different leaves share one name");
+  static_assert(detail::check_leaf_names<nodes>());  // (reports a clash itself, naming both leaves)
 
   // A store runs the step it was made for and no other: another step on it
   // (an evaluation step, unfused(step), a step of another model) would run
