@@ -4,7 +4,10 @@
 #   * the file, compiled as-is, must fail to compile, and some compiler diagnostic line
 #     that contains "error" must match every regex given on a line of the form
 #         // expect-error: <CMake regex>
-#     (e.g. `// expect-error: ctg: loss does not require grad`);
+#     (e.g. `// expect-error: ctg: loss does not require grad`), and when the file has a line
+#         // expect-error-count: <n>
+#     the compiler must print exactly <n> error diagnostics ("file:line:col: error: ...";
+#     notes do not count), so that a first `ctg:` error followed by a cascade fails;
 #   * the same file compiled with -DCTG_CORRECTED must compile (the corrected twin, so a
 #     broken include or a typo cannot pass as the expected failure).
 #
@@ -24,8 +27,10 @@
 #
 # The check script exits non-zero, printing the compiler command, its output and the
 # expected regexes, when: the "fail" half compiles; it fails without a matching error line;
-# the "ok" half does not compile; the file has no `// expect-error:` line.
-# With EXPECT_VERDICT <v> (v = compiled | wrong_message | ok_failed | no_expectation) the
+# the count of error diagnostics differs from expect-error-count; the "ok" half does not
+# compile; the file has no `// expect-error:` line.
+# With EXPECT_VERDICT <v> (v = compiled | wrong_message | wrong_error_count | ok_failed |
+# no_expectation) the
 # script exits non-zero exactly when the harness reaches verdict <v>, and zero otherwise;
 # register such tests with WILL_FAIL TRUE to prove that the harness rejects what it must.
 

@@ -1,10 +1,11 @@
 # cmake -P script run by ctest for one half of a compile-fail pair (see CtgCompileFail.cmake).
 #   -DCTG_CF_SETTINGS=<generated settings file>  -DCTG_CF_SOURCE=<file.cpp>
 #   -DCTG_CF_MODE=fail|ok  -DCTG_CF_OBJECT=<scratch .o>  [-DCTG_CF_OPTIONS=a|b|c]
-#   [-DCTG_CF_EXPECT_VERDICT=compiled|wrong_message|ok_failed|no_expectation]
+#   [-DCTG_CF_EXPECT_VERDICT=compiled|wrong_message|wrong_error_count|ok_failed|no_expectation]
 # Verdicts: pass, compiled (fail half compiled), wrong_message (failed, but no error line
-# matches), ok_failed (corrected twin did not compile), no_expectation (no expect-error line),
-# compiler_not_run (the compiler could not be started).
+# matches), wrong_error_count (the count of error diagnostics is not the file's
+# `// expect-error-count: <n>`), ok_failed (corrected twin did not compile), no_expectation
+# (no expect-error line), compiler_not_run (the compiler could not be started).
 cmake_minimum_required(VERSION 3.25)
 
 # Harness misuse is never the verdict a self-test expects: with EXPECT_VERDICT set it exits 0,
@@ -43,6 +44,18 @@ foreach(line IN LISTS expect_lines)
     list(APPEND expected "${re}")
   endif()
 endforeach()
+
+# ---- expected count of error diagnostics: `// expect-error-count: <n>` (optional) ----
+file(STRINGS "${CTG_CF_SOURCE}" count_lines REGEX "^[ \t]*//[ \t]*expect-error-count:")
+set(expected_count "")
+if(count_lines)
+  list(GET count_lines 0 line)
+  string(REGEX REPLACE "^[ \t]*//[ \t]*expect-error-count:[ \t]*" "" expected_count "${line}")
+  string(STRIP "${expected_count}" expected_count)
+  if(NOT expected_count MATCHES "^[0-9]+$")
+    ctg_cf_misuse("expect-error-count must be a number, not '${expected_count}'")
+  endif()
+endif()
 
 # ---- the compile command ----
 set(cmd ${CTG_CF_LAUNCHER} "${CTG_CF_COMPILER}" ${CTG_CF_FLAGS})
@@ -99,6 +112,7 @@ else()
   foreach(i RANGE ${last})
     set(hit_${i} FALSE)
   endforeach()
+  set(error_count 0)
   set(rest "${out}\n")
   while(NOT rest STREQUAL "")
     string(FIND "${rest}" "\n" nl)
@@ -109,6 +123,11 @@ else()
       string(SUBSTRING "${rest}" 0 ${nl} line)
       math(EXPR nl "${nl} + 1")
       string(SUBSTRING "${rest}" ${nl} -1 rest)
+    endif()
+    # A diagnostic whose severity is error ("file:line:col: error: ..."), as opposed to the
+    # notes that explain it; it is what expect-error-count counts.
+    if(line MATCHES ": (fatal )?error: ")
+      math(EXPR error_count "${error_count} + 1")
     endif()
     if(line MATCHES "error")
       foreach(i RANGE ${last})
@@ -127,6 +146,9 @@ else()
       set(verdict wrong_message)
     endif()
   endforeach()
+  if(verdict STREQUAL "pass" AND NOT expected_count STREQUAL "" AND NOT error_count EQUAL expected_count)
+    set(verdict wrong_error_count)
+  endif()
 endif()
 
 string(REPLACE ";" " " cmd_str "${cmd}")
@@ -135,6 +157,8 @@ if(verdict STREQUAL "compiled")
   set(why "the program COMPILED, but it must fail with an error matching the expected regex")
 elseif(verdict STREQUAL "wrong_message")
   set(why "the program failed to compile, but no error line matches the expected regex")
+elseif(verdict STREQUAL "wrong_error_count")
+  set(why "the program failed with the expected message, but with ${error_count} error diagnostics, not ${expected_count}")
 elseif(verdict STREQUAL "ok_failed")
   set(why "the corrected twin (-DCTG_CORRECTED) does NOT compile; it must")
 elseif(verdict STREQUAL "compiler_not_run")
@@ -150,6 +174,9 @@ if(NOT verdict STREQUAL "pass")
   string(APPEND report "  file:     ${CTG_CF_SOURCE}\n")
   string(APPEND report "  mode:     ${CTG_CF_MODE}\n")
   string(APPEND report "  expected (each must match an error line):\n    ${exp_str}\n")
+  if(NOT expected_count STREQUAL "")
+    string(APPEND report "  expected error diagnostics: ${expected_count}\n")
+  endif()
   if(missing)
     string(APPEND report "  not found:\n    ${miss_str}\n")
   endif()

@@ -3,6 +3,7 @@
 // weight frozen: it requires no grad, gets no optimizer state, and asking for
 // its gradient does not compile. The corrected twin trains only the adapter.
 // expect-error: ctg: frozen parameter
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 namespace pr = ctg::precision;

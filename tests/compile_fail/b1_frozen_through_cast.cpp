@@ -6,6 +6,7 @@
 // buffer, and asking for its gradient does not compile.
 // The corrected twin asks only for the trainable adapter's gradients.
 // expect-error: ctg: frozen parameter
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 using X = ctg::input<"x", ctg::bf16, ctg::dyn, 64>;

@@ -4,6 +4,7 @@
 // state, and asking for its gradient does not compile.
 // The corrected twin trains only the adapter on top.
 // expect-error: ctg: frozen parameter
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 using P = ctg::precision::autocast<ctg::bf16>;

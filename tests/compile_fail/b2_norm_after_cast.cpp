@@ -9,6 +9,7 @@
 // The corrected twin makes the projection trainable: the same f32 norm after the same
 // cast now requires grad (checked below) and differentiates fine.
 // expect-error: ctg: loss does not require grad
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 using X = ctg::input<"x", ctg::bf16, ctg::dyn, 64>;

@@ -9,6 +9,7 @@
 // The corrected twin builds the training forward with the grad cast (the no-grad copy is
 // still used, for the teacher/eval branch, in the same graph).
 // expect-error: ctg: no gradient path
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 using X = ctg::input<"x", ctg::bf16, ctg::dyn, 32>;

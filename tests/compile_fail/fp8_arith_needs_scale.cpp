@@ -1,6 +1,7 @@
 // Compile-fail pair: fp8 values carry no scale of their own, so arithmetic directly on
 // ctg::e4m3 operands must not compile. The corrected twin converts to float first.
 // expect-error: ctg: fp8 needs a scale
+// expect-error-count: 1
 #include <ctg/core/dtypes.hpp>
 
 int main() {

@@ -2,6 +2,7 @@
 // value needs (real = payload / scale). The corrected twin quantizes it with
 // a scaling recipe, and reads it back with dequantize.
 // expect-error: ctg: fp8 needs a scale
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 using X = ctg::input<"x", ctg::f32, ctg::dyn, 16>;

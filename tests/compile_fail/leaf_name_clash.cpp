@@ -3,6 +3,7 @@
 // (or dtype, or role) would make two tensors fight over one slot; the step must not
 // compile. The corrected twin names the second projection differently.
 // expect-error: ctg: two different leaves share one name
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 using X = ctg::input<"x", ctg::f32, ctg::dyn, 16>;

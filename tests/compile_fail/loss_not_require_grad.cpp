@@ -3,6 +3,7 @@
 // value_and_grad must reject it at compile time, at the user's call.
 // The corrected twin makes the classifier head trainable.
 // expect-error: ctg: loss does not require grad
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 using X = ctg::input<"x", ctg::f32, ctg::dyn, 16>;

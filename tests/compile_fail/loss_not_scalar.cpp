@@ -2,6 +2,7 @@
 // ([N,1] after a kept-axis reduction) must be reduced first; value_and_grad rejects it.
 // The corrected twin takes the mean over the batch.
 // expect-error: ctg: loss must be a scalar
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 using X = ctg::input<"x", ctg::f32, ctg::dyn, 8>;

@@ -6,6 +6,7 @@
 // missing on purpose (grad::none: the op then stops the gradient, and the
 // loss reaches w through the square term only).
 // expect-error: ctg: no backward rule for this op
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 namespace ctg::op {

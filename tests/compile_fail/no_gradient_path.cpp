@@ -3,6 +3,7 @@
 // must not compile (it would be all zeros forever). The corrected twin asks only for
 // the parameters the loss reaches.
 // expect-error: ctg: no gradient path
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 using X = ctg::input<"x", ctg::f32, ctg::dyn, 8>;

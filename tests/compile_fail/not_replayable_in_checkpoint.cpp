@@ -3,6 +3,7 @@
 // checkpoint region: the recompute in backward would not see what the forward
 // saw. The corrected twin keeps it outside the region.
 // expect-error: ctg: not replayable inside checkpoint
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 using X = ctg::input<"x", ctg::f32, ctg::dyn, 16>;

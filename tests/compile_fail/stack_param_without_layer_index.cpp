@@ -2,6 +2,7 @@
 // by every layer without anyone asking for it: it does not compile.
 // The corrected twin names the parameter per layer.
 // expect-error: ctg: a stacked block's parameter names must contain \{i\}
+// expect-error-count: 1
 #include <ctg/ctg.hpp>
 
 template <ctg::fixed_string Prefix>

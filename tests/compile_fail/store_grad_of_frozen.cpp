@@ -3,6 +3,7 @@
 // must not: a frozen leaf has no gradient buffer. The corrected twin reads the
 // trainable head's gradient.
 // expect-error: ctg: frozen parameter
+// expect-error-count: 1
 #include <span>
 
 #include <ctg/ctg.hpp>

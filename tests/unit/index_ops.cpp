@@ -106,7 +106,7 @@ TEST_CASE("gather of a bf16 table: the scatter-add accumulates in f32 and rounds
 TEST_CASE("one_hot and index_valid give the picked log-probability of a target (cross-entropy)") {
   using Z = ctg::param<"z", ctg::f64, 2, 3, 4>;
   using T = ctg::input<"t", i32, 2, 3>;
-  auto oh = ctg::one_hot<4>(T{});
+  auto oh = ctg::one_hot<4, -1>(T{});  // -1: the ignored target (a zero row)
   static_assert(std::is_same_v<ctg::shape_t<decltype(oh)>, ctg::shape<2, 3, 4>>);
   static_assert(std::is_same_v<ctg::dtype_t<decltype(oh)>, ctg::f32>);
   static_assert(!ctg::requires_grad_v<decltype(oh)>);
@@ -135,13 +135,21 @@ TEST_CASE("one_hot and index_valid give the picked log-probability of a target (
   const auto g = gc::check_grad<Z>(step, st, gc::f64_tol, ctg::feed<T>(t));
   for (std::size_t j = 0; j < 4; ++j) CHECK(g[2 * 4 + j] == 0.0);  // an ignored row gets no gradient
 
-  // one_hot alone, as a forward value (an id outside the classes gives a zero row).
+  // one_hot alone, as a forward value: the ignored id gives a zero row; any
+  // other id outside the classes is an error naming the input, position and value.
   auto fwd = ctg::forward(oh);
   auto fs = ctg::make_store(dev, fwd);
-  const std::vector<i32> t2{0, 3, -1, 2, 9, 1};
+  std::vector<i32> t2{0, 3, -1, 2, 1, 1};
   const auto got = gc::run_forward(fwd, fs, ctg::feed<T>(t2));
   for (std::size_t r = 0; r < 6; ++r)
     for (std::size_t j = 0; j < 4; ++j) CHECK(got[r * 4 + j] == (t2[r] == static_cast<i32>(j) ? 1.0 : 0.0));
+  t2[4] = 9;
+  CHECK_THROWS_WITH_AS(gc::run_forward(fwd, fs, ctg::feed<T>(t2)),
+                       doctest::Contains("index 9 at position 4 of input 't' is outside the 4 classes"), ctg::error);
+  auto strict = ctg::forward(ctg::one_hot<4>(T{}));  // no ignored index: -1 is outside too
+  auto ss = ctg::make_store(dev, strict);
+  CHECK_THROWS_WITH_AS(gc::run_forward(strict, ss, ctg::feed<T>(t)),
+                       doctest::Contains("index -1 at position 2 of input 't'"), ctg::error);
 }
 
 TEST_CASE("causal_mask: -inf above the diagonal; softmax attends to the past only; gradient") {

@@ -45,6 +45,34 @@ consteval bool stored_leaf() {
   else return false;
 }
 
+// The feeds of one step, by type: every input the step reads fed exactly
+// once, and nothing else. Each mistake is reported once, in a function
+// templated on the input, so the compiler's note names it.
+template <class L, class... Fed>
+consteval bool check_fed_once() {
+  constexpr std::size_t count = (std::size_t(0) + ... + std::is_same_v<Fed, L>);
+  static_assert(count != 0, "ctg: missing feed for an input this step reads (L in the note above): "
+                            "pass ctg::feed<L>(data, sizes...)");
+  static_assert(count < 2, "ctg: an input is fed twice (L in the note above)");
+  return count == 1;
+}
+template <class Inputs, class F>
+consteval bool check_feed_read() {
+  static_assert(tl::contains_v<F, Inputs>, "ctg: a feed for an input this step does not read (F in the note above)");
+  return tl::contains_v<F, Inputs>;
+}
+template <class Inputs, class... Fed>
+consteval bool check_feeds() {
+  constexpr bool each_once = []<class... Ls>(tl::list<Ls...>) {
+    return (check_fed_once<Ls, Fed...>() & ... & true);
+  }(Inputs{});
+  return (check_feed_read<Inputs, Fed>() & ... & each_once);
+}
+// The inputs a step reads (its fed leaves), in order.
+template <class... Ns>
+auto fed_leaves(tl::list<Ns...>)
+    -> tl::concat_t<std::conditional_t<stored_leaf<Ns>() || !is_leaf_v<Ns>, tl::list<>, tl::list<Ns>>...>;
+
 // The bytes of node Node's buffer for `numel` elements of its value: a stack
 // keeps every layer's input, a stack's backward the stacked leaves' gradients
 // before the input's, a quantized tensor its side data. One spare byte keeps
@@ -71,6 +99,7 @@ class step_buffers {
   static constexpr const auto& prog = program<Key>::table;
   static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
   using arena = typename Backend::arena;
+  using inputs = decltype(detail::fed_leaves(nodes{}));  // what a run is fed
 
   // Stored leaves at fixed offsets in one arena, their gradients (for the wrt
   // leaves) in another.
@@ -153,37 +182,26 @@ class step_buffers {
 
  private:
   // ------------------------------------------------------------ feeds ----
-  // (Runtime code iterates over node indices, never over node types: see step_key.)
+  // Which inputs are fed is known from the feeds' types: the store's doors
+  // check it at compile time (detail::check_feeds, over `inputs`). Only sizes
+  // and data are checked here, at run time (bind_input). (Runtime code
+  // iterates over node indices, never over node types: see step_key.)
   template <class... Feeds>
   void bind_feeds(const Feeds&... feeds) {
-    (check_feed_used<typename Feeds::leaf>(), ...);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (bind_one<I>(feeds...), ...);
     }(std::make_index_sequence<N>{});
   }
-  template <class L>
-  static void check_feed_used() {
-    if constexpr (!tl::contains_v<L, nodes>)
-      throw error(std::string("ctg: feed for input '") + L::name.c_str() + "', which this step does not read");
-  }
   template <std::size_t I, class... Feeds>
   void bind_one(const Feeds&... feeds) {
-    if constexpr (tl::at_t<I, nodes>::kind == node_kind::leaf) {
+    if constexpr (detail::stored_leaf<tl::at_t<I, nodes>>()) {
+      b_.buf[I] = param_bytes(I);
+    } else if constexpr (is_leaf_v<tl::at_t<I, nodes>>) {
       using L = tl::at_t<I, nodes>;
-      if constexpr (L::fed) {
-        constexpr std::size_t count = (std::size_t(0) + ... + std::is_same_v<typename Feeds::leaf, L>);
-        if constexpr (count == 0) {
-          throw error(std::string("ctg: missing feed for input '") + L::name.c_str() + "'");
-        } else {
-          if (count > 1) throw error(std::string("ctg: input '") + L::name.c_str() + "' is fed twice");
-          auto take = [&](const auto& f) {
-            if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::leaf, L>) bind_input<L>(I, f);
-          };
-          (take(feeds), ...);
-        }
-      } else {
-        b_.buf[I] = param_bytes(I);
-      }
+      auto take = [&](const auto& f) {
+        if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::leaf, L>) bind_input<L>(I, f);
+      };
+      (take(feeds), ...);
     }
   }
   template <class L>

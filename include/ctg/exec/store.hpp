@@ -32,6 +32,7 @@
 
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/fp8_state.hpp>
+#include <ctg/exec/index_checks.hpp>
 #include <ctg/exec/stack_runner.hpp>
 #include <ctg/graph/autodiff.hpp>
 
@@ -71,16 +72,17 @@ class basic_store {
   template <class L>
   std::span<typename L::dtype> param() {
     static_assert(tl::contains_v<L, nodes>, "ctg: this leaf is not part of the step's graph");
-    static_assert(detail::stored_leaf<L>(), "ctg: inputs are fed, not stored: use ctg::feed<X>");
+    static_assert(!tl::contains_v<L, nodes> || detail::stored_leaf<L>(),
+                  "ctg: inputs are fed, not stored: use ctg::feed<X>");
     return {reinterpret_cast<typename L::dtype*>(mem_.param_bytes(tl::index_of_v<L, nodes>)), L::dims::static_numel};
   }
 
   // The gradient of L from the last successful step.
   template <class L>
   std::span<const typename L::dtype> grad() {
-    static_assert(!detail::stored_leaf<L>() || L::role != leaf_role::frozen,
-                  "ctg: frozen parameter: a frozen leaf has no gradient");
-    static_assert(tl::contains_v<L, typename Step::wrt>,
+    constexpr bool frozen = detail::stored_leaf<L>() && L::role == leaf_role::frozen;
+    static_assert(!frozen, "ctg: frozen parameter: a frozen leaf has no gradient");
+    static_assert(frozen || tl::contains_v<L, typename Step::wrt>,
                   "ctg: no gradient path: this leaf is not in the step's wrt<...>");
     return {reinterpret_cast<const typename L::dtype*>(mem_.grad_bytes(tl::index_of_v<L, nodes>)),
             L::dims::static_numel};
@@ -131,9 +133,13 @@ class basic_store {
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
   void check_finite(bool on) { check_finite_ = on; }
 
-  // Run one step: validate feeds, resolve shapes, run every group, then commit.
+  // Run one step: check the feeds (which at compile time; their sizes and
+  // index values at run time), resolve shapes, run every group, then commit.
   template <class... Feeds>
   CTG_NOINLINE float run(const Feeds&... feeds) {
+    [[maybe_unused]] constexpr bool fed =
+        detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
+    detail::check_ids<Key>(feeds...);
     prepare(nullptr, feeds...);
     run_positions<0, prog.len>();
     return commit();
@@ -148,6 +154,8 @@ class basic_store {
   // Place every buffer for these feeds without running: returns kept_bytes().
   template <class... Feeds>
   std::size_t plan(const Feeds&... feeds) {
+    [[maybe_unused]] constexpr bool fed =
+        detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     prepare(nullptr, feeds...);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {

@@ -112,35 +112,73 @@ consteval auto gradient_of() {
 // ------------------------------------------------------- value_and_grad ----
 
 namespace detail {
+// The checks on one wrt leaf: the first that fails is reported alone.
 template <class Loss, class L>
 consteval bool check_wrt_leaf() {
-  static_assert(expr<L> && is_leaf_v<L>, "ctg: wrt<...> takes leaves (ctg::param types)");
-  static_assert(L::role != leaf_role::frozen,
-                "ctg: frozen parameter: a frozen leaf never has a gradient; remove it from wrt<...>");
-  static_assert(L::role != leaf_role::input, "ctg: no gradient path: inputs do not get gradients");
-  static_assert(L::role != leaf_role::param || has_grad_path_v<Loss, L>,
-                "ctg: no gradient path from the loss to this parameter (unused, or reached only through no_grad)");
-  return L::role == leaf_role::param && has_grad_path_v<Loss, L>;
+  constexpr bool leaf = [] {
+    if constexpr (expr<L>) return is_leaf_v<L>;
+    else return false;
+  }();
+  if constexpr (!leaf) {
+    static_assert(leaf, "ctg: wrt<...> takes leaves (ctg::param types)");
+    return false;
+  } else if constexpr (L::role == leaf_role::frozen) {
+    static_assert(L::role != leaf_role::frozen,
+                  "ctg: frozen parameter: a frozen leaf never has a gradient; remove it from wrt<...>");
+    return false;
+  } else if constexpr (L::role != leaf_role::param) {
+    static_assert(L::role == leaf_role::param,
+                  "ctg: no gradient path: only trainable parameters (ctg::param) get gradients, not inputs or state");
+    return false;
+  } else {
+    static_assert(has_grad_path_v<Loss, L>,
+                  "ctg: no gradient path from the loss to this parameter (unused, or reached only through no_grad)");
+    return has_grad_path_v<Loss, L>;
+  }
+}
+
+// value_and_grad(loss) differentiates every trainable parameter the loss
+// reads; one it reads only through no_grad would be left out without a word
+// (B5 again), so it is the error the explicit wrt<P> gives.
+template <class Loss, class P>
+consteval bool check_param_reached() {
+  static_assert(has_grad_path_v<Loss, P>,
+                "ctg: no gradient path: this trainable parameter (P in the note above) reaches the loss only "
+                "through no_grad, so value_and_grad(loss) would leave it out: freeze it (ctg::frozen) if it "
+                "must not train, or drop the no_grad");
+  return has_grad_path_v<Loss, P>;
+}
+template <class Loss, class... Leaves>
+consteval bool check_params_reached(tl::list<Leaves...>) {
+  auto one = []<class L>(std::type_identity<L>) {
+    if constexpr (L::role == leaf_role::param) return check_param_reached<Loss, L>();
+    else return true;
+  };
+  return (one(std::type_identity<Leaves>{}) & ... & true);
 }
 }  // namespace detail
 
 // value_and_grad(loss, wrt<W...>): a step computing the loss and the gradient
-// of each W. All checks happen here, at compile time.
+// of each W. All checks happen here, at compile time; the first mistake is
+// reported alone.
 template <expr Loss, class... Leaves>
 constexpr auto value_and_grad(Loss, wrt_t<Leaves...>) {
-  static_assert(Loss::requires_grad,
-                "ctg: loss does not require grad: no trainable parameter reaches it "
-                "(frozen leaves, inputs and no_grad carry no gradient)");
-  static_assert(Loss::dims::rank == 0, "ctg: loss must be a scalar (reduce it with ctg::sum or ctg::mean)");
-  static_assert(sizeof...(Leaves) > 0, "ctg: value_and_grad needs at least one leaf in wrt<...>");
-  if constexpr (Loss::requires_grad && Loss::dims::rank == 0 && sizeof...(Leaves) > 0) {
-    constexpr bool ok = (detail::check_wrt_leaf<Loss, Leaves>() && ...);
-    if constexpr (ok) {
-      using fwd = topo_t<tl::list<Loss>>;
-      return graph_step<tl::list<Loss, gradient_t<Loss, fwd, Leaves>...>, tl::list<Leaves...>>{};
-    } else {
-      return invalid_step{};
-    }
+  if constexpr (detail::holds_failed(topo_t<tl::list<Loss>>{})) {
+    return invalid_step{};  // an op already reported a mistake
+  } else if constexpr (!Loss::requires_grad) {
+    static_assert(Loss::requires_grad,
+                  "ctg: loss does not require grad: no trainable parameter reaches it "
+                  "(frozen leaves, inputs and no_grad carry no gradient)");
+    return invalid_step{};
+  } else if constexpr (Loss::dims::rank != 0) {
+    static_assert(Loss::dims::rank == 0, "ctg: loss must be a scalar (reduce it with ctg::sum or ctg::mean)");
+    return invalid_step{};
+  } else if constexpr (sizeof...(Leaves) == 0) {
+    static_assert(sizeof...(Leaves) > 0, "ctg: value_and_grad needs at least one leaf in wrt<...>");
+    return invalid_step{};
+  } else if constexpr ((detail::check_wrt_leaf<Loss, Leaves>() & ...)) {
+    using fwd = topo_t<tl::list<Loss>>;
+    return graph_step<tl::list<Loss, gradient_t<Loss, fwd, Leaves>...>, tl::list<Leaves...>>{};
   } else {
     return invalid_step{};
   }
@@ -149,7 +187,10 @@ constexpr auto value_and_grad(Loss, wrt_t<Leaves...>) {
 // value_and_grad(loss): with respect to every trainable parameter the loss reaches.
 template <expr Loss>
 constexpr auto value_and_grad(Loss loss) {
-  return []<class... Ps>(Loss l, tl::list<Ps...>) { return value_and_grad(l, wrt<Ps...>); }(loss, params_t<Loss>{});
+  using fwd = topo_t<tl::list<Loss>>;
+  if constexpr (detail::holds_failed(fwd{})) return invalid_step{};  // an op already reported a mistake
+  else if constexpr (!detail::check_params_reached<Loss>(leaves_t<fwd>{})) return invalid_step{};
+  else return []<class... Ps>(Loss l, tl::list<Ps...>) { return value_and_grad(l, wrt<Ps...>); }(loss, params_t<Loss>{});
 }
 
 }  // namespace ctg

@@ -120,11 +120,17 @@ struct broadcast {
 // and `row` the index along the one before it (the CPU loops and the CUDA
 // kernels both provide them).
 //
-// one_hot<S>: 1 where the column equals the index value (an i32 child, last dim 1).
-template <class S>
+// one_hot<S, Ignore...>: 1 where the column equals the index value (an i32
+// child, last dim 1). Its ids must be in [0, classes) or equal the optional
+// Ignore (a zero row); the store checks them (exec/index_checks.hpp).
+template <class S, int... Ignore>
 struct one_hot {
+  static_assert(sizeof...(Ignore) <= 1, "ctg: one_hot takes at most one ignored index");
   static constexpr grad gradient = grad::none;
   static constexpr bool index_aware = true;
+  static constexpr dim_t id_count = S::dims[S::rank - 1];
+  static constexpr bool has_ignore = sizeof...(Ignore) == 1;
+  static constexpr int ignore = (0 + ... + Ignore);
   using result_dtype = f32;
   using result_shape = S;
   template <class C>

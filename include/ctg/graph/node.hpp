@@ -34,6 +34,7 @@ enum class node_kind {
   quantize,        // an fp8 payload and its per-tensor scale (graph/fp8.hpp)
   dequantize,      // an fp8 payload times its scale_inv
   fp8_matmul,      // a matmul of fp8 payloads, f32 accumulation, scaled once
+  failed,          // what an op returned after reporting a mistake (failed_node): never lowered
 };
 
 // carry: internal to ctg::nn::stack: the block's input, fed per layer, with a gradient.
@@ -354,6 +355,23 @@ struct scatter_add_node {
   using children = tl::list<G, Ids>;
   static constexpr node_kind kind = node_kind::scatter_add;
   static constexpr bool requires_grad = G::requires_grad;
+};
+
+// --------------------------------------------------------------- failed ----
+
+// What an op returns after its static_assert has reported a mistake: a node of
+// the shape and dtype the op meant to give, over the same children (so
+// params_t still sees every leaf). The user's next lines then add no errors of
+// their own, and value_and_grad / forward turn a graph holding one into
+// invalid_step without a word (graph/step.hpp).
+template <class Dims, class T, class... Xs>
+struct failed_node {
+  using ctg_node = void;
+  using dtype = T;
+  using dims = Dims;
+  using children = tl::list<Xs...>;
+  static constexpr node_kind kind = node_kind::failed;
+  static constexpr bool requires_grad = detail::any_requires_grad<Xs...>;
 };
 
 }  // namespace ctg

@@ -11,8 +11,32 @@ template <class Op, class... Xs>
 constexpr auto make_ew() {
   return elementwise_node<Op, Xs...>{};
 }
+// The check behind a binary op, on the two shapes alone, so that the
+// compiler's note names them: "[with char Op = '+'; A = ctg::shape<-1, 16>;
+// B = ctg::shape<8>]".
+template <char Op, class A, class B>
+consteval bool fits() {
+  static_assert(broadcastable_v<A, B>,
+                "ctg: shape mismatch: the operands do not broadcast (the note above names the operator "
+                "and both shapes: [with char Op = ...; A = ...; B = ...])");
+  return broadcastable_v<A, B>;
+}
+// What a binary op gives after a reported mismatch: the larger operand's shape.
 template <class A, class B>
-inline constexpr bool fits_v = broadcastable_v<typename A::dims, typename B::dims>;
+using failed_binary_t =
+    failed_node<std::conditional_t<(B::dims::rank > A::dims::rank), typename B::dims, typename A::dims>,
+                promote_t<typename A::dtype, typename B::dtype>, A, B>;
+
+// A plain C++ number where a ctg expression is expected (x * 0.5f). The
+// constant belongs in the type: ctg::lit<0.5>.
+template <class S>
+concept plain_number = std::is_arithmetic_v<S>;
+template <class S>
+consteval void report_plain_number() {
+  static_assert(sizeof(S) == 0,
+                "ctg: a plain number in an expression: constants are compile-time literals, write ctg::lit<0.5> "
+                "(e.g. x * ctg::lit<0.5>, h + ctg::lit<1e-6>)");
+}
 
 template <class S, int Axis>
 consteval std::size_t normalize_axis() {
@@ -32,20 +56,30 @@ using keep_axis_t = shape_from<keep_axis_value<S, Axis>()>;
 
 // ------------------------------------------------- elementwise arithmetic ----
 
-#define CTG_BINARY_OPERATOR(SYM, OP)                                                                   \
-  template <expr A, expr B>                                                                            \
-  constexpr auto operator SYM(A, B) {                                                                  \
-    static_assert(detail::fits_v<A, B>, "ctg: shape mismatch: operands of '" #SYM "' do not broadcast"); \
-    if constexpr (detail::fits_v<A, B>) return detail::make_ew<op::OP, A, B>();                        \
-    else return A{}; /* already reported: stop further errors */                                       \
-  }                                                                                                    \
-  template <expr A, double V>                                                                          \
-  constexpr auto operator SYM(A, literal<V>) {                                                         \
-    return detail::make_ew<op::OP, A, constant_node<V, typename A::dtype>>();                          \
-  }                                                                                                    \
-  template <double V, expr B>                                                                          \
-  constexpr auto operator SYM(literal<V>, B) {                                                         \
-    return detail::make_ew<op::OP, constant_node<V, typename B::dtype>, B>();                          \
+#define CTG_BINARY_OPERATOR(SYM, OP)                                                               \
+  template <expr A, expr B>                                                                        \
+  constexpr auto operator SYM(A, B) {                                                              \
+    if constexpr (detail::fits<#SYM[0], typename A::dims, typename B::dims>())                     \
+      return detail::make_ew<op::OP, A, B>();                                                      \
+    else return detail::failed_binary_t<A, B>{};                                                   \
+  }                                                                                                \
+  template <expr A, double V>                                                                      \
+  constexpr auto operator SYM(A, literal<V>) {                                                     \
+    return detail::make_ew<op::OP, A, constant_node<V, typename A::dtype>>();                      \
+  }                                                                                                \
+  template <double V, expr B>                                                                      \
+  constexpr auto operator SYM(literal<V>, B) {                                                     \
+    return detail::make_ew<op::OP, constant_node<V, typename B::dtype>, B>();                      \
+  }                                                                                                \
+  template <expr A, detail::plain_number S>                                                        \
+  constexpr auto operator SYM(A, S) {                                                              \
+    detail::report_plain_number<S>();                                                              \
+    return failed_node<typename A::dims, typename A::dtype, A>{};                                  \
+  }                                                                                                \
+  template <detail::plain_number S, expr B>                                                        \
+  constexpr auto operator SYM(S, B) {                                                              \
+    detail::report_plain_number<S>();                                                              \
+    return failed_node<typename B::dims, typename B::dtype, B>{};                                  \
   }
 CTG_BINARY_OPERATOR(+, add)
 CTG_BINARY_OPERATOR(-, sub)
@@ -81,11 +115,13 @@ CTG_UNARY_FUNCTION(tanh)
 template <class T, expr X>
 constexpr auto cast(X) {
   static_assert(element_type<T>, "ctg: cast target must be an element type");
-  static_assert(!is_fp8_v<T> || std::is_same_v<T, typename X::dtype>,
-                "ctg: fp8 needs a scale: cast<e4m3/e5m2> would drop it; use ctg::quantize<Fmt, Scaling>(x)");
-  static_assert(!is_fp8_v<typename X::dtype> || std::is_same_v<T, typename X::dtype>,
-                "ctg: fp8 needs a scale: cast from e4m3/e5m2 would ignore it; use ctg::dequantize<T>(q)");
+  constexpr bool to_fp8 = is_fp8_v<T> && !std::is_same_v<T, typename X::dtype>;
+  constexpr bool from_fp8 = is_fp8_v<typename X::dtype> && !std::is_same_v<T, typename X::dtype> &&
+                            X::kind != node_kind::failed;  // (a failed cast<e4m3> was reported already)
+  static_assert(!to_fp8, "ctg: fp8 needs a scale: cast<e4m3/e5m2> would drop it; use ctg::quantize<Fmt, Scaling>(x)");
+  static_assert(!from_fp8, "ctg: fp8 needs a scale: cast from e4m3/e5m2 would ignore it; use ctg::dequantize<T>(q)");
   if constexpr (std::is_same_v<T, typename X::dtype>) return X{};
+  else if constexpr (to_fp8 || from_fp8) return failed_node<typename X::dims, T, X>{};
   else return detail::make_ew<op::cast<T>, X>();
 }
 
@@ -179,13 +215,36 @@ constexpr auto log_softmax(X x) {
 
 // ---------------------------------------------------------------- matmul ----
 
+namespace detail {
+// matmul's checks, on the two shapes alone (the note names them, as fits does).
+template <class A, class B>
+consteval bool matmul_fits() {
+  constexpr bool ranks = A::rank >= 2 && B::rank >= 2;
+  static_assert(ranks, "ctg: matmul needs operands of rank 2 or more");
+  if constexpr (ranks) {
+    static_assert(matmul_shape_of(value_of<A>(), value_of<B>()).ok,
+                  "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree (the note above names "
+                  "both shapes: [with A = ...; B = ...])");
+    return matmul_shape_of(value_of<A>(), value_of<B>()).ok;
+  }
+  return false;
+}
+// What matmul gives after a reported mismatch: A's shape with B's columns.
+template <class A, class B>
+consteval shape_value failed_matmul_shape() {
+  shape_value v = value_of<typename A::dims>();
+  if (v.rank == 0) v.rank = 1;
+  v.d[v.rank - 1] = B::dims::rank ? B::dims::dims[B::dims::rank - 1] : 1;
+  return v;
+}
+}  // namespace detail
+
 template <expr A, expr B>
 constexpr auto matmul(A, B) {
-  static_assert(A::dims::rank >= 2 && B::dims::rank >= 2, "ctg: matmul needs operands of rank 2 or more");
-  static_assert(detail::matmul_shape<A, B>().ok,
-                "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
-  if constexpr (detail::matmul_shape<A, B>().ok) return matmul_node<A, B>{};
-  else return A{};  // already reported: stop further errors
+  if constexpr (detail::matmul_fits<typename A::dims, typename B::dims>()) return matmul_node<A, B>{};
+  else
+    return failed_node<shape_from<detail::failed_matmul_shape<A, B>()>, promote_t<typename A::dtype, typename B::dtype>,
+                       A, B>{};
 }
 
 // transpose(x): swap the last two dims.
@@ -267,13 +326,16 @@ constexpr auto gather(Table, Ids) {
   return gather_node<Table, Ids>{};
 }
 
-// one_hot<Classes>(ids): f32 [ids..., Classes], 1 at each id's column. Ids outside [0, Classes) give a zero row.
-template <dim_t Classes, expr Ids>
+// one_hot<Classes>(ids): f32 [ids..., Classes], 1 at each id's column.
+// one_hot<Classes, Ignore>(ids): the same, with a zero row where the id is
+// Ignore. Any other id outside [0, Classes) is a run-time ctg::error.
+template <dim_t Classes, int... Ignore, expr Ids>
 constexpr auto one_hot(Ids ids) {
   static_assert(index_type<typename Ids::dtype>, "ctg: one_hot takes an i32 tensor");
   static_assert(Classes >= 2, "ctg: one_hot needs at least 2 classes");
   using col = decltype(unsqueeze<-1>(ids));
-  return detail::make_ew<op::one_hot<shape_from<detail::with_last_dim<typename col::dims, Classes>()>>, col>();
+  return detail::make_ew<op::one_hot<shape_from<detail::with_last_dim<typename col::dims, Classes>()>, Ignore...>,
+                         col>();
 }
 
 // index_valid<Ignore>(ids): f32, 0 where the id equals Ignore and 1 elsewhere.

@@ -36,17 +36,29 @@ struct graph_step {
   // then one gradient per wrt leaf, in wrt order).
   template <class L>
   static constexpr std::size_t grad_output = 1 + tl::index_of_v<L, Wrt>;
-  static_assert(leaf_names_unique_v<nodes>, "ctg: two different leaves share one name");
+  static_assert(detail::check_leaf_names<nodes>());  // (reports a clash itself, naming both leaves)
 
+  // A store runs the step it was made for and no other: another step on it
+  // (an evaluation step, unfused(step), a step of another model) would run
+  // the store's own step, or read buffers laid out for another graph.
   template <class Store, class... Feeds>
   float operator()(Store& store, const Feeds&... feeds) const {
-    return store.run(feeds...);
+    constexpr bool own = std::is_same_v<typename Store::step_type, graph_step>;
+    static_assert(own,
+                  "ctg: this step does not run on this store: a store runs only the step it was made for "
+                  "(make a store per step: ctg::make_store(dev, step); unfused(step) is another step)");
+    if constexpr (own) return store.run(feeds...);
+    else return 0.0f;
   }
 };
 
-// What value_and_grad returns when a check failed: the static_assert already
-// said why; this keeps the user's next lines from adding errors of their own.
+// What value_and_grad and forward return when a check failed: the
+// static_assert already said why. It runs on the store make_store gives for
+// it (exec/invalid_store.hpp), so the user's next lines add no errors.
 struct invalid_step {
+  using nodes = tl::list<>;
+  using outputs = tl::list<>;
+  using wrt = tl::list<>;
   template <class... Args>
   float operator()(Args&&...) const {
     return 0.0f;
@@ -81,6 +93,14 @@ struct step_of_key<K> {
 template <class KeyOrStep>
 using step_of = typename detail::step_of_key<KeyOrStep>::type;
 
+namespace detail {
+// Does the graph hold a node an op returned after reporting a mistake?
+template <class... Ns>
+consteval bool holds_failed(tl::list<Ns...>) {
+  return ((Ns::kind == node_kind::failed) || ...);
+}
+}  // namespace detail
+
 // What runs a step on some backend (exec/store.hpp's basic_store is the one
 // implementation). nn::init_params, optim::adamw and the checkpoint files are
 // written against it, so every backend gets them. Besides what the concept
@@ -109,7 +129,8 @@ constexpr auto unfused(graph_step<Outputs, Wrt, Fuse, ForwardRoot>) {
 // forward(e): a step that only evaluates e (any shape); read it with store.value().
 template <expr E>
 constexpr auto forward(E) {
-  return graph_step<tl::list<E>, tl::list<>>{};
+  if constexpr (detail::holds_failed(topo_t<tl::list<E>>{})) return invalid_step{};  // already reported
+  else return graph_step<tl::list<E>, tl::list<>>{};
 }
 
 }  // namespace ctg

@@ -117,16 +117,30 @@ consteval bool same_name_different_leaf() {
   if constexpr (std::is_same_v<A, B>) return false;
   else return A::name == B::name;
 }
-template <class Leaves>
-struct unique_names;
-template <class... Ls>
-struct unique_names<tl::list<Ls...>> {
-  template <class A>
-  static consteval bool clashes() {
-    return (same_name_different_leaf<A, Ls>() || ...);
-  }
-  static constexpr bool value = !(clashes<Ls>() || ...);
+// The first pair (i, j), i < j, of leaves with one name (i = j = n: none).
+struct leaf_pair {
+  std::size_t a, b;
 };
+template <class... Ls>
+consteval leaf_pair first_name_clash(tl::list<Ls...>) {
+  constexpr std::size_t n = sizeof...(Ls);
+  leaf_pair p{n, n};
+  std::size_t i = 0;
+  auto row = [&]<class A>(std::type_identity<A>) {
+    std::size_t j = 0;
+    ((p.a == n && j > i && same_name_different_leaf<A, Ls>() ? (p = {i, j}, 0) : 0, ++j), ...);
+    ++i;
+  };
+  (row(std::type_identity<Ls>{}), ...);
+  return p;
+}
+// A clash, reported in a function templated on both leaves, so that the
+// compiler's note names them.
+template <class A, class B>
+consteval void report_name_clash() {
+  static_assert(!same_name_different_leaf<A, B>(),
+                "ctg: two different leaves share one name (the note above names both: [with A = ...; B = ...])");
+}
 }  // namespace detail
 
 // The leaves among Nodes, in order.
@@ -135,6 +149,18 @@ using leaves_t = typename detail::leaves_of<Nodes>::type;
 
 // False when two different leaves of the graph share a name.
 template <class Nodes>
-inline constexpr bool leaf_names_unique_v = detail::unique_names<leaves_t<Nodes>>::value;
+inline constexpr bool leaf_names_unique_v = detail::first_name_clash(leaves_t<Nodes>{}).a == leaves_t<Nodes>::size;
+
+namespace detail {
+// Reports the first two leaves of Nodes that share a name, if any; always
+// true, so that a static_assert over it adds no error of its own.
+template <class Nodes>
+consteval bool check_leaf_names() {
+  constexpr leaf_pair p = first_name_clash(leaves_t<Nodes>{});
+  if constexpr (p.a < leaves_t<Nodes>::size)
+    report_name_clash<tl::at_t<p.a, leaves_t<Nodes>>, tl::at_t<p.b, leaves_t<Nodes>>>();
+  return true;
+}
+}  // namespace detail
 
 }  // namespace ctg

@@ -45,6 +45,7 @@ constexpr kind_info kind_info_of(node_kind k) {
     case node_kind::stack_grad: i.reads_buffers = i.runs_alone = true; i.group = group_kind::stack; break;
     case node_kind::quantize:
     case node_kind::dequantize: i.reads_buffers = i.runs_alone = true; i.group = group_kind::fp8; break;
+    case node_kind::failed: break;  // never reaches a table: no step holds one
   }
   return i;
 }

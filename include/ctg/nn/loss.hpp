@@ -3,7 +3,8 @@
 // targets that are not Ignore of -log_softmax(logits)[target], in the stats
 // type (f32 for narrow logits), fused with the log-softmax: one row pass.
 // As PyTorch's F.cross_entropy(..., ignore_index=Ignore, reduction="mean"):
-// when every target is ignored the loss is 0/0 (NaN).
+// when every target is ignored the loss is 0/0 (NaN). A target outside
+// [0, classes) that is not Ignore is a run-time ctg::error.
 #include <ctg/precision/policy.hpp>
 
 namespace ctg::nn {
@@ -16,7 +17,7 @@ constexpr auto cross_entropy(Logits logits, Targets targets) {
   using S = std::conditional_t<std::is_same_v<typename Logits::dtype, f64>, f64, f32>;
   constexpr dim_t classes = Logits::dims::dims[Logits::dims::rank - 1];
   static_assert(classes != dyn, "ctg: cross_entropy needs a static number of classes");
-  auto picked = sum<-1>(log_softmax(cast<S>(logits)) * cast<S>(one_hot<classes>(targets)));
+  auto picked = sum<-1>(log_softmax(cast<S>(logits)) * cast<S>(one_hot<classes, Ignore>(targets)));
   auto valid = cast<S>(index_valid<Ignore>(unsqueeze<-1>(targets)));
   return -sum(picked * valid) / sum(valid);
 }

@@ -215,7 +215,8 @@ class adamw {
 
   // Takes the masters from the store's current parameters: initialise them first.
   explicit adamw(Store& s, adamw_config cfg = {}) : cfg_(cfg), state_(layout.total) {
-    static_assert(trainable::size > 0, "ctg: adamw needs a step with trainable leaves (value_and_grad)");
+    static_assert(trainable::size > 0 || std::is_same_v<step_type, invalid_step>,  // (invalid: already reported)
+                  "ctg: adamw needs a step with trainable leaves (value_and_grad)");
     cfg_.validate();
     sync_masters(s);
   }

@@ -16,6 +16,7 @@
 #include <ctg/exec/cpu/matmul.hpp>
 #include <ctg/exec/cpu/quantize.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
+#include <ctg/exec/invalid_store.hpp>
 #include <ctg/exec/store.hpp>
 
 namespace ctg {
@@ -95,7 +96,7 @@ template <class Outputs, class Wrt, bool Fuse>
 cpu::store<graph_step<Outputs, Wrt, Fuse>> make_store(cpu::device, graph_step<Outputs, Wrt, Fuse>) {
   return {};
 }
-// After a failed value_and_grad check (already reported), add no errors of its own.
-inline invalid_step make_store(cpu::device, invalid_step) { return {}; }
+// After a failed check (already reported), add no errors of its own.
+inline invalid_store make_store(cpu::device, invalid_step) { return {}; }
 
 }  // namespace ctg

@@ -1,0 +1,44 @@
+#pragma once
+// What make_store gives for an invalid_step (a value_and_grad or forward
+// whose check failed, already reported): a store that takes every use a real
+// one does (exec/store.hpp) and does nothing, so the user's next lines (param,
+// grad, the step, init_params, the optimizer, save) add no errors to the one
+// that matters.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <ctg/graph/step.hpp>
+
+namespace ctg {
+
+struct invalid_store {
+  using step_type = invalid_step;
+  using backend_type = void;
+  template <class L>
+  std::span<typename L::dtype> param() { return {}; }
+  template <class L>
+  std::span<const typename L::dtype> grad() { return {}; }
+  template <class L>
+  std::span<typename L::dtype> param(L) { return {}; }
+  template <class L>
+  std::span<const typename L::dtype> grad(L) { return {}; }
+  template <class L, class Host>
+  void upload(L, const Host&) {}
+  template <class L, class Host>
+  void download(L, Host&&) {}
+  std::span<const float> value() const { return {}; }
+  void seed(std::uint64_t) {}
+  std::uint64_t seed() const { return 0; }
+  std::uint32_t steps_run() const { return 0; }
+  void set_steps_run(std::uint32_t) {}
+  void check_finite(bool) {}
+  template <class... Feeds>
+  float run(const Feeds&...) { return 0.0f; }
+  template <class... Feeds>
+  std::size_t plan(const Feeds&...) { return 0; }
+  std::size_t kept_bytes() const { return 0; }
+  std::size_t scratch_bytes() const { return 0; }
+};
+
+}  // namespace ctg
