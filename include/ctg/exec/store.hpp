@@ -229,7 +229,10 @@ class basic_store {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
         if constexpr (tl::at_t<J, nodes>::kind == node_kind::runtime_scalar) {
           using T = typename tl::at_t<J, nodes>::dtype;
-          constexpr std::size_t big = table.child(J, 0), small = table.child(J, 1);
+          // (its children give shapes only: they are not in the table's edges)
+          using children = typename tl::at_t<J, nodes>::children;
+          constexpr std::size_t big = tl::index_of_v<tl::at_t<0, children>, nodes>;
+          constexpr std::size_t small = tl::index_of_v<tl::at_t<1, children>, nodes>;
           const auto& shape = mem_.bound().shape;
           const double ratio = static_cast<double>(shape[small].numel()) / static_cast<double>(shape[big].numel());
           const T v = store_as<T>(ratio);
