@@ -6,6 +6,7 @@
 // nothing written. (A file written by another implementation, and the first loss
 // against PyTorch's: tests/oracle/check_safetensors.py.)
 #include "error_message.hpp"
+#include "temp_files.hpp"
 #include "leaf_store.hpp"
 #include <doctest/doctest.h>
 
@@ -63,27 +64,10 @@ void fill(S& s, std::uint32_t seed) {
              s.values);
 }
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() / ("ctg_safetensors_test_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const char* name) const { return path / name; }
+struct temp_dir : test_util::temp_dir {
+  temp_dir() : test_util::temp_dir("ctg_safetensors_test_") {}
 };
-
-std::vector<unsigned char> read_all(const fs::path& p) {
-  std::vector<unsigned char> out(fs::file_size(p));
-  std::FILE* f = std::fopen(p.string().c_str(), "rb");
-  REQUIRE(f);
-  REQUIRE(std::fread(out.data(), 1, out.size(), f) == out.size());
-  std::fclose(f);
-  return out;
-}
+using test_util::read_all;
 void write_all(const fs::path& p, const std::vector<unsigned char>& bytes) {
   std::FILE* f = std::fopen(p.string().c_str(), "wb");
   REQUIRE(f);

@@ -3,6 +3,7 @@
 // and every kind of bad file (each prefix, each flipped byte, wrong dtype,
 // dims, names) rejected with ctg::error and nothing written.
 #include "error_message.hpp"
+#include "temp_files.hpp"
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -123,27 +124,10 @@ image full_image(store_a& s, const opt_a& o) {
 
 using test_util::message_of;
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() / ("ctg_state_file_test_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path operator/(const char* name) const { return path / name; }
+struct temp_dir : test_util::temp_dir {
+  temp_dir() : test_util::temp_dir("ctg_state_file_test_") {}
 };
-
-std::vector<unsigned char> read_all(const fs::path& p) {
-  std::vector<unsigned char> out(fs::file_size(p));
-  std::FILE* f = std::fopen(p.string().c_str(), "rb");
-  REQUIRE(f);
-  REQUIRE(std::fread(out.data(), 1, out.size(), f) == out.size());
-  std::fclose(f);
-  return out;
-}
+using test_util::read_all;
 void write_all(const fs::path& p, const unsigned char* data, std::size_t n) {
   std::FILE* f = std::fopen(p.string().c_str(), "wb");
   REQUIRE(f);

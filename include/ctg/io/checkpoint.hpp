@@ -266,15 +266,23 @@ void validate_loaded(const Optimizer& opt, const std::string& where) {
   }
 }
 
+// The records a checkpoint of the store (and the optimizers) holds; the
+// store's seed and step count are read from (and loaded into) `key`.
+template <class Store, class... Optimizer>
+record_list checkpoint_records(Store& store, store_key<Store>& key, Optimizer&... opt) {
+  (check_optimizer<std::remove_const_t<Optimizer>, Store>(), ...);  // (const when saving: records to read)
+  record_list recs;
+  param_records(recs, store);
+  key.add_to(recs);
+  (opt.state_records(recs), ...);
+  return recs;
+}
+
 // save and load, with no optimizer or one.
 template <class Store, class... Optimizer>
 void save_checkpoint(const std::filesystem::path& path, Store& store, const Optimizer&... opt) {
-  (check_optimizer<Optimizer, Store>(), ...);
-  record_list recs;
-  param_records(recs, store);
   auto key = store_key<Store>::of(store);
-  key.add_to(recs);
-  (opt.state_records(recs), ...);
+  const record_list recs = checkpoint_records(store, key, opt...);
   std::vector<state_file::record> out;
   for (const wanted_record& w : recs.records) out.push_back(w.rec);
   state_file::write(path, out);
@@ -282,12 +290,8 @@ void save_checkpoint(const std::filesystem::path& path, Store& store, const Opti
 
 template <class Store, class... Optimizer>
 void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&... opt) {
-  (check_optimizer<Optimizer, Store>(), ...);
-  record_list recs;
-  param_records(recs, store);
   auto key = store_key<Store>::of(store);
-  key.add_to(recs);
-  (opt.state_records(recs), ...);
+  record_list recs = checkpoint_records(store, key, opt...);
   load_records(path, recs.records, sizeof...(Optimizer) > 0, [&](const std::string& where) {
     key.check(where);
     (validate_loaded(opt, where), ...);
