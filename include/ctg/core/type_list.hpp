@@ -18,39 +18,47 @@ template <class T, class... Ts>
 inline constexpr bool contains_v<T, list<Ts...>> = (std::is_same_v<T, Ts> || ...);
 
 // Indexing in O(1) instantiations: overload resolution over an inheritance set.
-namespace detail {
+}  // namespace ctg::tl
+
+namespace ctg::detail {
 template <std::size_t I, class T>
-struct slot {};
+struct type_slot {};
 template <class Seq, class... Ts>
-struct slots;
+struct type_slots;
 template <std::size_t... I, class... Ts>
-struct slots<std::index_sequence<I...>, Ts...> : slot<I, Ts>... {};
+struct type_slots<std::index_sequence<I...>, Ts...> : type_slot<I, Ts>... {};
 
 template <std::size_t I, class T>
-std::type_identity<T> at_impl(slot<I, T>);
-}  // namespace detail
+std::type_identity<T> at_impl(type_slot<I, T>);
+}  // namespace ctg::detail
+
+namespace ctg::tl {
 
 template <class List>
 struct indexed;
 template <class... Ts>
-struct indexed<list<Ts...>> : detail::slots<std::index_sequence_for<Ts...>, Ts...> {};
+struct indexed<list<Ts...>> : ::ctg::detail::type_slots<std::index_sequence_for<Ts...>, Ts...> {};
 
 template <std::size_t I, class List>
-using at_t = typename decltype(detail::at_impl<I>(indexed<List>{}))::type;
+using at_t = typename decltype(::ctg::detail::at_impl<I>(indexed<List>{}))::type;
 
 // Position of T in a list whose elements are unique (a fold, not deduction:
 // g++ 12 crashes deducing through class-type template arguments).
-namespace detail {
+}  // namespace ctg::tl
+
+namespace ctg::detail {
 template <class T, class... Ts>
-consteval std::size_t find(list<Ts...>) {
+consteval std::size_t find(tl::list<Ts...>) {
   constexpr bool hit[] = {std::is_same_v<T, Ts>..., false};
   std::size_t i = 0;
   while (i < sizeof...(Ts) && !hit[i]) ++i;
   return i;
 }
-}  // namespace detail
+}  // namespace ctg::detail
+
+namespace ctg::tl {
 template <class T, class List>
-inline constexpr std::size_t index_of_v = detail::find<T>(List{});
+inline constexpr std::size_t index_of_v = ::ctg::detail::find<T>(List{});
 
 template <class List, class T>
 struct push_back;
