@@ -60,14 +60,15 @@ CTG_HD CTG_FORCEINLINE float sqrt(float x) { return ::sqrtf(x); }
 CTG_HD CTG_FORCEINLINE float sqrt(float x) { return std::sqrt(x); }
 #endif
 
-namespace detail {
+}  // namespace ctg::math
+
+// The pieces of the math functions below (ctg's one internal namespace).
+namespace ctg::detail {
 using u32 = std::uint32_t;
 using i32 = std::int32_t;
-using ctg::detail::f32_bits;
-using ctg::detail::f32_from_bits;
 
 // A rounded product that is never fused with a following add.
-CTG_HD CTG_FORCEINLINE float mul(float a, float b) {
+CTG_HD CTG_FORCEINLINE float mul_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);
 #else
@@ -84,7 +85,7 @@ CTG_HD CTG_FORCEINLINE float with_sign_of(float mag, float x) {
 // FP operations there may trap (-ftrapping-math is the default), so
 // if-conversion gives up and the loop does not vectorize unless the target
 // has masked arithmetic (AVX-512). Data-dependent choices all go through here.
-CTG_HD CTG_FORCEINLINE float select(bool c, float a, float b) {
+CTG_HD CTG_FORCEINLINE float select_f(bool c, float a, float b) {
   const u32 m = 0u - static_cast<u32>(c);
   return f32_from_bits((f32_bits(a) & m) | (f32_bits(b) & ~m));
 }
@@ -107,22 +108,22 @@ struct reduced {
   i32 n;
 };
 CTG_HD CTG_FORCEINLINE reduced reduce_ln2(float x) {
-  const float t = mul(x, log2e) + round_shift;  // n + 1.5*2^23: n in the low mantissa bits
+  const float t = mul_rn(x, log2e) + round_shift;  // n + 1.5*2^23: n in the low mantissa bits
   const float nf = t - round_shift;             // exact
   const i32 n = static_cast<i32>(f32_bits(t) - f32_bits(round_shift));  // modular: no overflow
-  const float hi = x - mul(nf, ln2_hi);         // exact
-  return {hi - mul(nf, ln2_lo), n};
+  const float hi = x - mul_rn(nf, ln2_hi);         // exact
+  return {hi - mul_rn(nf, ln2_lo), n};
 }
 
 // exp(r) - 1 = r + r^2 P(r) for |r| <= ln2/2 + 2^-20, P minimax (relative
 // error of exp(r) <= 3.1e-9).
 CTG_HD CTG_FORCEINLINE float expm1_reduced(float r) {
   float p = 0x1.6a2404p-10f;
-  p = mul(p, r) + 0x1.123ap-7f;
-  p = mul(p, r) + 0x1.5558f2p-5f;
-  p = mul(p, r) + 0x1.555492p-3f;
-  p = mul(p, r) + 0x1.fffffcp-2f;
-  return mul(mul(r, r), p) + r;
+  p = mul_rn(p, r) + 0x1.123ap-7f;
+  p = mul_rn(p, r) + 0x1.5558f2p-5f;
+  p = mul_rn(p, r) + 0x1.555492p-3f;
+  p = mul_rn(p, r) + 0x1.fffffcp-2f;
+  return mul_rn(mul_rn(r, r), p) + r;
 }
 
 // e^x; NaN in gives a NaN.
@@ -130,8 +131,8 @@ CTG_HD CTG_FORCEINLINE float exp_core(float x) {
   // exp(x) overflows from 88.7228 on and is below half the least subnormal
   // under -103.973: clamping there gives the same results and keeps the
   // reduction's n in [-150, 128]. NaN passes the clamps.
-  x = select(x > 89.0f, 89.0f, x);
-  x = select(x < -104.0f, -104.0f, x);
+  x = select_f(x > 89.0f, 89.0f, x);
+  x = select_f(x < -104.0f, -104.0f, x);
   const reduced k = reduce_ln2(x);
   const float m = 1.0f + expm1_reduced(k.r);  // in [0.70, 1.42]
   // m 2^n in two products, each by a normal power of two for n in [-150, 128]:
@@ -139,9 +140,11 @@ CTG_HD CTG_FORCEINLINE float exp_core(float x) {
   // to inf). (Not an integer add to m's exponent: that would turn a NaN m
   // into a number.)
   const i32 n1 = k.n >> 1;
-  return mul(m * pow2i(n1), pow2i(k.n - n1));  // mul: a caller's 1 + e^x must not fuse with it
+  return mul_rn(m * pow2i(n1), pow2i(k.n - n1));  // mul: a caller's 1 + e^x must not fuse with it
 }
-}  // namespace detail
+}  // namespace ctg::detail
+
+namespace ctg::math {
 
 // e^x.
 CTG_HD CTG_FORCEINLINE float exp(float x) { return detail::exp_core(x); }
@@ -150,9 +153,10 @@ CTG_HD CTG_FORCEINLINE float exp(float x) { return detail::exp_core(x); }
 // log(1 + f) = 2 atanh(s), s = f / (2 + f), written as f - f^2/2 + s (f^2/2 + R(s^2))
 // with R a minimax polynomial (relative error of log(1+f) <= 1.4e-9).
 CTG_HD CTG_FORCEINLINE float log(float x) {
-  using namespace detail;
+  using detail::f32_bits, detail::f32_from_bits, detail::i32, detail::ln2_hi, detail::ln2_lo, detail::mul_rn,
+      detail::select_f, detail::u32;
   const bool sub = x < 0x1p-126f;  // subnormal (or <= 0, dealt with below): scale up by 2^23
-  u32 ix = f32_bits(select(sub, mul(x, 0x1p23f), x));
+  u32 ix = f32_bits(select_f(sub, mul_rn(x, 0x1p23f), x));
   i32 k = -23 & -static_cast<i32>(sub);
   // Shift the mantissa range to [sqrt(2)/2, sqrt(2)): k counts the carry.
   ix += 0x3F800000u - 0x3F3504F3u;
@@ -160,20 +164,20 @@ CTG_HD CTG_FORCEINLINE float log(float x) {
   ix = (ix & 0x007FFFFFu) + 0x3F3504F3u;
   const float f = f32_from_bits(ix) - 1.0f;  // exact
   const float s = f / (2.0f + f);
-  const float z = mul(s, s);
+  const float z = mul_rn(s, s);
   float R = 0x1.327374p-2f;
-  R = mul(R, z) + 0x1.995ac6p-2f;
-  R = mul(R, z) + 0x1.55557ap-1f;
-  R = mul(R, z);
-  const float hfsq = mul(mul(0.5f, f), f);
+  R = mul_rn(R, z) + 0x1.995ac6p-2f;
+  R = mul_rn(R, z) + 0x1.55557ap-1f;
+  R = mul_rn(R, z);
+  const float hfsq = mul_rn(mul_rn(0.5f, f), f);
   const float dk = static_cast<float>(k);
-  const float lo = ((mul(s, hfsq + R) + mul(dk, ln2_lo)) - hfsq) + f;
-  const float r = lo + mul(dk, ln2_hi);  // dk * ln2_hi exact
+  const float lo = ((mul_rn(s, hfsq + R) + mul_rn(dk, ln2_lo)) - hfsq) + f;
+  const float r = lo + mul_rn(dk, ln2_hi);  // dk * ln2_hi exact
   // 0 -> -inf; < 0 -> NaN; +inf and NaN -> themselves.
   const float special =
-      select(x == 0.0f, f32_from_bits(0xFF800000u), select(x < 0.0f, f32_from_bits(0x7FC00000u), x));
+      select_f(x == 0.0f, f32_from_bits(0xFF800000u), select_f(x < 0.0f, f32_from_bits(0x7FC00000u), x));
   // x positive and finite: one unsigned compare of the bits (no && to branch on)
-  return select(f32_bits(x) - 1u < 0x7F7FFFFFu, r, special);
+  return select_f(f32_bits(x) - 1u < 0x7F7FFFFFu, r, special);
 }
 
 // tanh, odd by construction (tanh(-0) = -0). |x| < ln(3)/2: x + x^3 P(x^2), P
@@ -181,46 +185,47 @@ CTG_HD CTG_FORCEINLINE float log(float x) {
 // rounding errors shrink as the result nears 1; |x| is clamped at 9.5, where
 // that rounds to 1 (it does from 9.02 on).
 CTG_HD CTG_FORCEINLINE float tanh(float x) {
-  using namespace detail;
+  using detail::abs_f, detail::expm1_reduced, detail::mul_rn, detail::pow2i, detail::reduce_ln2, detail::reduced,
+      detail::select_f, detail::with_sign_of;
   const float a = abs_f(x);
-  const float u = mul(a, a);
+  const float u = mul_rn(a, a);
   float p = -0x1.9b4298p-8f;
-  p = mul(p, u) + 0x1.594012p-6f;
-  p = mul(p, u) - 0x1.b928d2p-5f;
-  p = mul(p, u) + 0x1.110d28p-3f;
-  p = mul(p, u) - 0x1.55554ap-2f;
-  const float small = mul(mul(a, u), p) + a;
-  const float c = select(a > 9.5f, 9.5f, a);  // NaN passes
+  p = mul_rn(p, u) + 0x1.594012p-6f;
+  p = mul_rn(p, u) - 0x1.b928d2p-5f;
+  p = mul_rn(p, u) + 0x1.110d28p-3f;
+  p = mul_rn(p, u) - 0x1.55554ap-2f;
+  const float small = mul_rn(mul_rn(a, u), p) + a;
+  const float c = select_f(a > 9.5f, 9.5f, a);  // NaN passes
   const reduced k = reduce_ln2(c + c);        // n in [0, 27]
   const float e = pow2i(k.n);                 // e^(2c) = e (1 + s); e + 1 exact up to n = 23
-  const float large = 1.0f - 2.0f / (mul(e, expm1_reduced(k.r)) + (e + 1.0f));
-  return with_sign_of(select(a < 0.5493061443f, small, large), x);
+  const float large = 1.0f - 2.0f / (mul_rn(e, expm1_reduced(k.r)) + (e + 1.0f));
+  return with_sign_of(select_f(a < 0.5493061443f, small, large), x);
 }
 
 // erf, odd. |x| < 1: x + x (P(x^2) - 1). |x| >= 1: 1 - exp(Q(|x| - 1)), Q a polynomial for
 // log(erfc), fitted for relative error in erf; 1 above 4 (erf rounds to 1 from 3.92).
 CTG_HD CTG_FORCEINLINE float erf(float x) {
-  using namespace detail;
+  using detail::abs_f, detail::exp_core, detail::mul_rn, detail::select_f, detail::with_sign_of;
   const float a = abs_f(x);
-  const float u = mul(a, a);
+  const float u = mul_rn(a, a);
   float p = 0x1.4922dcp-14f;  // erf(x)/x on [0, 1], relative error <= 1.3e-9
-  p = mul(p, u) - 0x1.a3de3p-11f;
-  p = mul(p, u) + 0x1.54027ap-8f;
-  p = mul(p, u) - 0x1.b7f8acp-6f;
-  p = mul(p, u) + 0x1.ce2cf2p-4f;
-  p = mul(p, u) - 0x1.81273ep-2f;
-  p = mul(p, u) + 0x1.06eba8p-3f;  // 2/sqrt(pi) - 1, so the last rounding is the sum's
-  const float small = a + mul(a, p);
+  p = mul_rn(p, u) - 0x1.a3de3p-11f;
+  p = mul_rn(p, u) + 0x1.54027ap-8f;
+  p = mul_rn(p, u) - 0x1.b7f8acp-6f;
+  p = mul_rn(p, u) + 0x1.ce2cf2p-4f;
+  p = mul_rn(p, u) - 0x1.81273ep-2f;
+  p = mul_rn(p, u) + 0x1.06eba8p-3f;  // 2/sqrt(pi) - 1, so the last rounding is the sum's
+  const float small = a + mul_rn(a, p);
   const float t = a - 1.0f;
   float q = 0x1.86dd8ep-13f;  // log(erfc(1 + t)) on t in [0, 3], erf error <= 1.1e-9
-  q = mul(q, t) - 0x1.df8fd2p-10f;
-  q = mul(q, t) + 0x1.444124p-7f;
-  q = mul(q, t) - 0x1.53ff24p-5f;
-  q = mul(q, t) - 0x1.afad1cp-1f;
-  q = mul(q, t) - 0x1.51c9aap+1f;
-  q = mul(q, t) - 0x1.d97fcp+0f;
+  q = mul_rn(q, t) - 0x1.df8fd2p-10f;
+  q = mul_rn(q, t) + 0x1.444124p-7f;
+  q = mul_rn(q, t) - 0x1.53ff24p-5f;
+  q = mul_rn(q, t) - 0x1.afad1cp-1f;
+  q = mul_rn(q, t) - 0x1.51c9aap+1f;
+  q = mul_rn(q, t) - 0x1.d97fcp+0f;
   const float large = 1.0f - exp_core(q);
-  const float r = select(a < 1.0f, small, select(a > 4.0f, 1.0f, large));
+  const float r = select_f(a < 1.0f, small, select_f(a > 4.0f, 1.0f, large));
   return with_sign_of(r, x);
 }
 
