@@ -33,7 +33,14 @@
 
 namespace ctg::io {
 
-namespace detail {
+}  // namespace ctg::io
+
+namespace ctg::detail {
+using io::st_dtype;
+using io::st_dtype_of;
+using io::layout;
+using io::tensor_map;
+using io::name_of;
 
 // One leaf, or one layer's slice of a stacked leaf, and the tensor that holds it.
 struct st_target {
@@ -99,7 +106,9 @@ inline std::string shape_text(st_dtype d, const rt_shape& s) {
   return std::string(name_of(d)) + " " + ctg::detail::dims_text(s);
 }
 
-}  // namespace detail
+}  // namespace ctg::detail
+
+namespace ctg::io {
 
 template <class Store>
 void load_safetensors(const std::filesystem::path& path, Store& store, const tensor_map& map = {}) {

@@ -51,7 +51,10 @@ namespace ctg::io {
 // The format's dtypes, with their names in the header and element sizes.
 enum class st_dtype : std::uint8_t { BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64 };
 
-namespace detail {
+}  // namespace ctg::io
+
+namespace ctg::detail {
+using io::st_dtype;
 struct st_dtype_row {
   st_dtype code;
   std::string_view name;
@@ -63,7 +66,9 @@ inline constexpr st_dtype_row st_dtypes[] = {
     {st_dtype::U16, "U16", 2},         {st_dtype::F16, "F16", 2},   {st_dtype::BF16, "BF16", 2},
     {st_dtype::I32, "I32", 4},         {st_dtype::U32, "U32", 4},   {st_dtype::F32, "F32", 4},
     {st_dtype::F64, "F64", 8},         {st_dtype::I64, "I64", 8},   {st_dtype::U64, "U64", 8}};
-}  // namespace detail
+}  // namespace ctg::detail
+
+namespace ctg::io {
 
 constexpr std::string_view name_of(st_dtype d) { return detail::st_dtypes[static_cast<std::size_t>(d)].name; }
 constexpr std::size_t size_of(st_dtype d) { return detail::st_dtypes[static_cast<std::size_t>(d)].size; }
@@ -101,7 +106,14 @@ struct safetensors_out {
 
 using safetensors_metadata = std::vector<std::pair<std::string, std::string>>;
 
-namespace detail {
+}  // namespace ctg::io
+
+namespace ctg::detail {
+using io::st_dtype;
+using io::safetensors_tensor;
+using io::safetensors_metadata;
+using io::name_of;
+using io::size_of;
 
 // A JSON reader for the header's subset: objects, arrays, strings, non-negative integers.
 class st_json {
@@ -399,7 +411,9 @@ inline void parse_safetensors(std::span<const std::byte> file, const std::string
                 std::to_string(data.size()) + " after the header");
 }
 
-}  // namespace detail
+}  // namespace ctg::detail
+
+namespace ctg::io {
 
 // A safetensors file read into memory and checked (see the top of this header).
 class safetensors_file {

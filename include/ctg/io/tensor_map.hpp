@@ -79,7 +79,12 @@ class tensor_map {
   std::vector<entry> entries_;
 };
 
-namespace detail {
+}  // namespace ctg::io
+
+namespace ctg::detail {
+using io::as_is;
+using io::layout;
+using io::tensor_map;
 // "torch_heads_in", or "torch_heads_in, part 1 of 3" for a fused one.
 inline std::string layout_text(const layout& l) {
   constexpr const char* names[] = {"as_is", "torch_linear", "torch_heads_in", "torch_heads_out"};
@@ -143,6 +148,8 @@ inline void layout_copy(const layout& l, const rt_shape& s, std::byte* ctg, std:
       break;
   }
 }
-}  // namespace detail
+}  // namespace ctg::detail
+
+namespace ctg::io {
 
 }  // namespace ctg::io
