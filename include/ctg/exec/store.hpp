@@ -7,7 +7,7 @@
 //
 //   struct Backend {
 //     using arena = ...;      // reserve(bytes) (zero-filled), data(), size()
-//     using workspace = ...;  // scratch the runners reuse
+//     using workspace = ...;  // scratch the runners reuse; reserve_for(axis_reduce_elements)
 //     static void copy(std::byte* dst, const std::byte* src, std::size_t bytes);  // within its memory
 //     static void upload(std::byte* dst, const void* src, std::size_t bytes);    // host -> its memory
 //     static void download(void* dst, const std::byte* src, std::size_t bytes);  // its memory -> host
@@ -219,6 +219,7 @@ class basic_store {
   template <class... Feeds>
   void prepare(std::byte* kept_area, const Feeds&... feeds) {
     mem_.prepare(kept_area, feeds...);
+    ws_.reserve_for(mem_.max_axis_reduce_elements());
     mem_.bound().key = key_;
     fill_runtime_scalars();
   }

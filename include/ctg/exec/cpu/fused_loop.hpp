@@ -120,7 +120,7 @@ void run_axis_reduce(const bindings<step_of<Step>::nodes::size>& b, workspace& w
   dim_t out_stride[max_rank]{};
   kernel::broadcast_strides(b.shape[R].rank, b.shape[R].d, it.rank, out_stride);
   const dim_t out_count = b.shape[R].numel();
-  if (ws.axis_acc.size() < static_cast<std::size_t>(out_count)) ws.axis_acc.resize(out_count);
+  ws.reserve_for(static_cast<std::size_t>(out_count));  // (a store has reserved it already)
   double* acc = ws.axis_acc.data();
   std::fill(acc, acc + out_count, Op::template identity<double>());
   for (dim_t row = 0; row < rows; ++row) {
