@@ -76,7 +76,7 @@ template <class Loss, class Fwd, class N, std::size_t CI, std::size_t K>
 consteval auto contribution() {
   using C = tl::at_t<CI, Fwd>;
   using G = gradient_t<Loss, Fwd, C>;
-  if constexpr (std::is_same_v<G, no_gradient>) {
+  if constexpr (CTG_SAME(G, no_gradient)) {
     return tl::list<>{};
   } else {
     using raw = decltype(rule<K>(C{}, G{}));
@@ -93,7 +93,7 @@ constexpr auto sum_contributions(tl::list<Cs...>) {
 
 template <class Loss, class Fwd, class N>
 consteval auto gradient_of() {
-  if constexpr (std::is_same_v<N, Loss>) {
+  if constexpr (CTG_SAME(N, Loss)) {
     return std::type_identity<constant_node<1.0, typename Loss::dtype>>{};
   } else if constexpr (!N::requires_grad) {
     return std::type_identity<no_gradient>{};

@@ -114,20 +114,20 @@ struct fp8_matmul_node {
 // quantize<Fmt, Scaling>(x): x as an fp8 tensor (see the top of this file).
 template <class Fmt, class Scaling, expr X>
 constexpr auto quantize(X) {
-  return quantize_node<Fmt, X, Scaling>{};
+  return node_t<quantize_node<Fmt, node_t<X>, Scaling>>{};
 }
 // dequantize<T>(q): the real values of fp8 tensor q, as T.
 template <class T, expr Q>
 constexpr auto dequantize(Q) {
   static_assert(Q::kind == node_kind::quantize, "ctg: dequantize takes a quantized tensor (ctg::quantize)");
-  return dequantize_node<T, Q>{};
+  return node_t<dequantize_node<T, node_t<Q>>>{};
 }
 // fp8_matmul<Out, GradScaling>(a, b): a @ b for quantized a and b, the result in Out.
 template <class Out, class GradScaling, expr A, expr B>
 constexpr auto fp8_matmul(A, B) {
   static_assert(detail::fp8_matmul_shape<A, B, false, false>().ok,
                 "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
-  return fp8_matmul_node<A, B, false, false, Out, GradScaling>{};
+  return node_t<fp8_matmul_node<node_t<A>, node_t<B>, false, false, Out, GradScaling>>{};
 }
 
 }  // namespace ctg

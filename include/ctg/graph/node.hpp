@@ -88,6 +88,57 @@ template <class... Cs>
 struct any_rg<tl::list<Cs...>> : std::bool_constant<any_requires_grad<Cs...>> {};
 }  // namespace detail
 
+// -------------------------------------------------------------- vertices ----
+//
+// A node's type names its children. Were the children the node types
+// themselves, a node's printed name would spell its whole subtree: a DAG
+// spelled as a tree, exponential in the depth of residual connections. A
+// compiler prints that name for every entity instantiated on the node, in
+// its debug information and diagnostics (a transformer's forward alone took
+// g++ -g past 10 GB). So the graph's vertices are:
+//   - childless nodes (leaves, constants, literals), as they are;
+//   - every other node as node_ref<K>: a class derived from the node's
+//     definition (so it has all its members), where K is the closure type of
+//     a lambda made for that definition. Compilers print K as
+//     "<lambda(auto:1)>", so a vertex's name has constant size, and so has a
+//     definition's, whose children are vertices too.
+// node_t<N> is N's vertex (node_t of a vertex is itself). Equal definitions
+// give one K, so equal expressions are still one node. Every op returns a
+// vertex and takes any expression.
+namespace detail {
+template <class Def>
+inline constexpr auto node_key = [](auto) { return std::type_identity<Def>{}; };
+template <class K>
+using definition_of = typename decltype(K{}(0))::type;
+}  // namespace detail
+
+template <class K>
+struct node_ref : detail::definition_of<K> {};
+
+namespace detail {
+template <class N>
+inline constexpr bool is_vertex = N::children::size == 0;
+template <class K>
+inline constexpr bool is_vertex<node_ref<K>> = true;
+template <class... Cs>
+consteval bool all_vertices(tl::list<Cs...>) {
+  return (is_vertex<Cs> && ...);
+}
+template <class N, bool = is_vertex<N>>
+struct vertex_of {
+  using type = N;
+};
+template <class N>
+struct vertex_of<N, false> {
+  static_assert(all_vertices(typename N::children{}),
+                "ctg: internal: a node's children must be graph vertices (build them with node_t<...>)");
+  using type = node_ref<std::remove_const_t<decltype(node_key<N>)>>;
+};
+}  // namespace detail
+
+template <class N>
+using node_t = typename detail::vertex_of<N>::type;
+
 // ---------------------------------------------------------------- leaves ----
 
 template <fixed_string Name, class T, leaf_role Role, dim_t... Dims>

@@ -9,7 +9,7 @@ namespace ctg {
 namespace detail {
 template <class Op, class... Xs>
 constexpr auto make_ew() {
-  return elementwise_node<Op, Xs...>{};
+  return node_t<elementwise_node<Op, node_t<Xs>...>>{};
 }
 // The check behind a binary op, on the two shapes alone, so that the
 // compiler's note names them: "[with char Op = '+'; A = ctg::shape<-1, 16>;
@@ -24,8 +24,8 @@ consteval bool fits() {
 // What a binary op gives after a reported mismatch: the larger operand's shape.
 template <class A, class B>
 using failed_binary_t =
-    failed_node<std::conditional_t<(B::dims::rank > A::dims::rank), typename B::dims, typename A::dims>,
-                promote_t<typename A::dtype, typename B::dtype>, A, B>;
+    node_t<failed_node<std::conditional_t<(B::dims::rank > A::dims::rank), typename B::dims, typename A::dims>,
+                       promote_t<typename A::dtype, typename B::dtype>, node_t<A>, node_t<B>>>;
 
 // A plain C++ number where a ctg expression is expected (x * 0.5f). The
 // constant belongs in the type: ctg::lit<0.5>.
@@ -74,12 +74,12 @@ using keep_axis_t = shape_from<keep_axis_value<S, Axis>()>;
   template <expr A, detail::plain_number S>                                                        \
   constexpr auto operator SYM(A, S) {                                                              \
     detail::report_plain_number<S>();                                                              \
-    return failed_node<typename A::dims, typename A::dtype, A>{};                                  \
+    return node_t<failed_node<typename A::dims, typename A::dtype, node_t<A>>>{};                  \
   }                                                                                                \
   template <detail::plain_number S, expr B>                                                        \
   constexpr auto operator SYM(S, B) {                                                              \
     detail::report_plain_number<S>();                                                              \
-    return failed_node<typename B::dims, typename B::dtype, B>{};                                  \
+    return node_t<failed_node<typename B::dims, typename B::dtype, node_t<B>>>{};                  \
   }
 CTG_BINARY_OPERATOR(+, add)
 CTG_BINARY_OPERATOR(-, sub)
@@ -121,7 +121,7 @@ constexpr auto cast(X) {
   static_assert(!to_fp8, "ctg: fp8 needs a scale: cast<e4m3/e5m2> would drop it; use ctg::quantize<Fmt, Scaling>(x)");
   static_assert(!from_fp8, "ctg: fp8 needs a scale: cast from e4m3/e5m2 would ignore it; use ctg::dequantize<T>(q)");
   if constexpr (std::is_same_v<T, typename X::dtype>) return X{};
-  else if constexpr (to_fp8 || from_fp8) return failed_node<typename X::dims, T, X>{};
+  else if constexpr (to_fp8 || from_fp8) return node_t<failed_node<typename X::dims, T, node_t<X>>>{};
   else return detail::make_ew<op::cast<T>, X>();
 }
 
@@ -152,7 +152,7 @@ constexpr auto checkpoint(X) {
 template <fixed_string Name, expr X, double P>
 constexpr auto dropout(X x, literal<P>) {
   if constexpr (P == 0.0) return x;
-  else return cast<typename X::dtype>(cast<compute_t<typename X::dtype>>(x) * dropout_mask_node<Name, P, X>{});
+  else return cast<typename X::dtype>(cast<compute_t<typename X::dtype>>(x) * node_t<dropout_mask_node<Name, P, node_t<X>>>{});
 }
 
 // broadcast_to<S>(x): x stretched to shape S.
@@ -177,11 +177,11 @@ constexpr auto broadcast_like(X) {
 #define CTG_REDUCTION(NAME, OP)                                                   \
   template <int Axis, expr X>                                                     \
   constexpr auto NAME(X) {                                                        \
-    return reduce_node<op::OP, detail::keep_axis_t<typename X::dims, Axis>, X>{}; \
-  }                                                                               \
-  template <expr X>                                                               \
-  constexpr auto NAME(X) {                                                        \
-    return reduce_node<op::OP, shape<>, X>{};                                     \
+    return node_t<reduce_node<op::OP, detail::keep_axis_t<typename X::dims, Axis>, node_t<X>>>{}; \
+  }                                                                                               \
+  template <expr X>                                                                               \
+  constexpr auto NAME(X) {                                                                        \
+    return node_t<reduce_node<op::OP, shape<>, node_t<X>>>{};                                     \
   }
 CTG_REDUCTION(sum, sum_r)
 CTG_REDUCTION(mean, mean_r)
@@ -197,7 +197,7 @@ constexpr auto amax(X x) {
 template <class S, expr X>
 constexpr auto sum_to(X) {
   if constexpr (std::is_same_v<S, typename X::dims>) return X{};
-  else return reduce_node<op::sum_r, S, X>{};
+  else return node_t<reduce_node<op::sum_r, S, node_t<X>>>{};
 }
 
 // softmax / log_softmax along an axis. The shift by the max is taken without
@@ -241,17 +241,17 @@ consteval shape_value failed_matmul_shape() {
 
 template <expr A, expr B>
 constexpr auto matmul(A, B) {
-  if constexpr (detail::matmul_fits<typename A::dims, typename B::dims>()) return matmul_node<A, B>{};
+  if constexpr (detail::matmul_fits<typename A::dims, typename B::dims>()) return node_t<matmul_node<node_t<A>, node_t<B>>>{};
   else
-    return failed_node<shape_from<detail::failed_matmul_shape<A, B>()>, promote_t<typename A::dtype, typename B::dtype>,
-                       A, B>{};
+    return node_t<failed_node<shape_from<detail::failed_matmul_shape<A, B>()>,
+                              promote_t<typename A::dtype, typename B::dtype>, node_t<A>, node_t<B>>>{};
 }
 
 // transpose(x): swap the last two dims.
 template <expr X>
 constexpr auto transpose(X) {
   static_assert(X::dims::rank >= 2, "ctg: transpose needs a tensor of rank 2 or more");
-  return transpose_node<X>{};
+  return node_t<transpose_node<node_t<X>>>{};
 }
 
 // ----------------------------------------------------------------- views ----
@@ -305,7 +305,7 @@ constexpr auto reshape(X) {
                 "ctg: shape mismatch: reshape must keep the element count (and the number of ctg::dyn dims)");
   if constexpr (std::is_same_v<S, typename X::dims>) return X{};
   else if constexpr (X::kind == node_kind::view) return reshape<S>(tl::at_t<0, typename X::children>{});  // one view
-  else return reshape_node<S, X>{};
+  else return node_t<reshape_node<S, node_t<X>>>{};
 }
 // unsqueeze<axis>(x): a new dim of size 1 at axis.  squeeze<axis>(x): drop a static dim of 1.
 template <int Axis, expr X>
@@ -323,7 +323,7 @@ constexpr auto squeeze(X x) {
 // Its gradient adds each row's gradient back into the table row (repeated ids add up).
 template <expr Table, expr Ids>
 constexpr auto gather(Table, Ids) {
-  return gather_node<Table, Ids>{};
+  return node_t<gather_node<node_t<Table>, node_t<Ids>>>{};
 }
 
 // one_hot<Classes>(ids): f32 [ids..., Classes], 1 at each id's column.

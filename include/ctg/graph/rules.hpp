@@ -74,9 +74,11 @@ constexpr auto elementwise_rule(Self self, G g, X x, Rest...) {
 }
 }  // namespace detail
 
+// (A vertex reaches these overloads through its definition, its base class:
+// node_t of that definition is the vertex again.)
 template <std::size_t K, class Op, class... Xs, class G>
-constexpr auto rule(elementwise_node<Op, Xs...> self, G g) {
-  return detail::elementwise_rule<K, Op>(self, g, Xs{}...);
+constexpr auto rule(elementwise_node<Op, Xs...>, G g) {
+  return detail::elementwise_rule<K, Op>(node_t<elementwise_node<Op, Xs...>>{}, g, Xs{}...);
 }
 
 template <std::size_t K, class Op, class Out, class X, class G>
@@ -85,7 +87,8 @@ constexpr auto rule(reduce_node<Op, Out, X>, G g) {
     return broadcast_like<X>(g);
   } else if constexpr (std::is_same_v<Op, op::mean_r>) {
     // 1/count in the compute type: a narrow 1/count would underflow (f16) or round twice.
-    return broadcast_like<X>(g) * recip_count_node<X, reduce_node<Op, Out, X>, compute_t<typename G::dtype>>{};
+    return broadcast_like<X>(g) *
+           node_t<recip_count_node<X, node_t<reduce_node<Op, Out, X>>, compute_t<typename G::dtype>>>{};
   } else {
     static_assert(std::is_same_v<Op, op::max_r>, "ctg: no backward rule for this reduction");
     // max: the gradient goes to the elements equal to the max, split evenly among ties.
@@ -116,7 +119,7 @@ template <std::size_t K, class Table, class Ids, class G>
 constexpr auto rule(gather_node<Table, Ids>, G) {
   static_assert(K == 0);
   static_assert(Table::dims::is_static, "ctg: the gradient of gather needs a table with static dims");
-  return scatter_add_node<typename Table::dims, G, Ids>{};
+  return node_t<scatter_add_node<typename Table::dims, node_t<G>, Ids>>{};
 }
 
 // ------------------------------------------------------------------ fp8 ----
@@ -136,13 +139,13 @@ constexpr auto rule(dequantize_node<T, Q>, G g) {
 template <std::size_t K, class A, class B, bool TA, bool TB, class Out, class GS, class G>
 constexpr auto rule(fp8_matmul_node<A, B, TA, TB, Out, GS>, G) {
   static_assert(!std::is_void_v<GS>, "ctg: this fp8_matmul has no gradient scaling (a backward product)");
-  using gq = quantize_node<e5m2, G, GS>;
+  using gq = node_t<quantize_node<e5m2, node_t<G>, GS>>;
   if constexpr (K == 0) {
-    if constexpr (!TA) return fp8_matmul_node<gq, B, false, !TB, Out, void>{};
-    else return fp8_matmul_node<B, gq, TB, true, Out, void>{};
+    if constexpr (!TA) return node_t<fp8_matmul_node<gq, B, false, !TB, Out, void>>{};
+    else return node_t<fp8_matmul_node<B, gq, TB, true, Out, void>>{};
   } else {
-    if constexpr (!TB) return fp8_matmul_node<A, gq, !TA, false, Out, void>{};
-    else return fp8_matmul_node<gq, A, true, TA, Out, void>{};
+    if constexpr (!TB) return node_t<fp8_matmul_node<A, gq, !TA, false, Out, void>>{};
+    else return node_t<fp8_matmul_node<gq, A, true, TA, Out, void>>{};
   }
 }
 
@@ -159,7 +162,7 @@ struct stack_part_node;
 // input (K = 0) or of its K-th stacked leaf.
 template <std::size_t K, std::size_t N, class X, class Out, checkpointing C, class G>
 constexpr auto rule(stack_node<N, X, Out, C>, G) {
-  return stack_part_node<stack_grad_node<stack_node<N, X, Out, C>, G>, K>{};
+  return node_t<stack_part_node<node_t<stack_grad_node<node_t<stack_node<N, X, Out, C>>, node_t<G>>>, K>>{};
 }
 
 }  // namespace ctg

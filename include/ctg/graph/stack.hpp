@@ -43,7 +43,7 @@ struct leaf_with_dims<Name, T, Role, shape<D...>> {
 };
 
 template <class Carry, class... Ls>
-using without_t = tl::concat_t<std::conditional_t<std::is_same_v<Carry, Ls>, tl::list<>, tl::list<Ls>>...>;
+using without_t = tl::concat_t<std::conditional_t<CTG_SAME(Carry, Ls), tl::list<>, tl::list<Ls>>...>;
 
 template <class Carry, class List>
 struct block_leaves;

@@ -74,8 +74,18 @@ struct invalid_step {
 // closure type of a lambda, which compilers print as "<lambda()>" or
 // "(lambda at ...)" and mangle compactly, and whose call returns the step.
 //   using K = step_key_t<Step>;  step_of<K> is Step (and step_of<Step> is Step too).
+//
+// The lambda returns a local class that names the step only in a member
+// typedef: were it to return std::type_identity<Step>, the closure's
+// debug-information entry would describe its call operator, whose return
+// type drags the step's whole type tree in.
 template <class Step>
-inline constexpr auto step_key = [] { return std::type_identity<Step>{}; };
+inline constexpr auto step_key = [] {
+  struct named_step {
+    using type [[maybe_unused]] = Step;  // read through decltype only
+  };
+  return named_step{};
+};
 template <class Step>
 using step_key_t = std::remove_const_t<decltype(step_key<Step>)>;
 

@@ -42,7 +42,7 @@ inline constexpr bool has_grad_path_v = detail::grad_path<E, L>();
 namespace detail {
 template <class E, class L>
 consteval bool grad_path() {
-  if constexpr (std::is_same_v<E, L>) return L::requires_grad;
+  if constexpr (CTG_SAME(E, L)) return L::requires_grad;
   else if constexpr (!E::requires_grad) return false;
   else return []<class... C>(tl::list<C...>) { return (has_grad_path_v<C, L> || ...); }(typename E::children{});
 }
@@ -114,7 +114,7 @@ struct leaves_of<tl::list<Ns...>> {
 
 template <class A, class B>
 consteval bool same_name_different_leaf() {
-  if constexpr (std::is_same_v<A, B>) return false;
+  if constexpr (CTG_SAME(A, B)) return false;
   else return A::name == B::name;
 }
 // The first pair (i, j), i < j, of leaves with one name (i = j = n: none).

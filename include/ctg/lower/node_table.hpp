@@ -145,7 +145,7 @@ consteval auto describe_step() {
     std::size_t i = 0, edge = 0;
     ((describe<nodes, Ns, E>(p, i++, edge,
                              tl::contains_v<Ns, typename Step::outputs> ||
-                                 std::is_same_v<Ns, typename Step::forward_root>)),
+                                 CTG_SAME(Ns, typename Step::forward_root))),
      ...);
   }(nodes{});
   return p;

@@ -18,7 +18,7 @@ template <std::size_t N, template <fixed_string> class Block, checkpointing Ckpt
           expr X>
 constexpr auto stack(X) {
   using out = decltype(Block<"layers.{i}">{}(stack_carry_t<X>{}));
-  return stack_node<N, X, out, Ckpt>{};
+  return node_t<stack_node<N, node_t<X>, out, Ckpt>>{};
 }
 
 }  // namespace nn
