@@ -5,8 +5,9 @@
 
 # The build and the tests need these (the default preset configures tests and benchmarks,
 # so the demo needs them too). python3-torch is the PyTorch the oracle tests compare against
-# (tests/oracle; importable by /usr/bin/python3 only).
-CTG_DEBIAN_PACKAGES=(cmake g++ doctest-dev libbenchmark-dev libeigen3-dev python3-torch)
+# (tests/oracle; importable by /usr/bin/python3 only). graphviz's `dot` draws a step's graph
+# (scripts/demo --graph, and the test graph.dot_render).
+CTG_DEBIAN_PACKAGES=(cmake g++ doctest-dev libbenchmark-dev libeigen3-dev python3-torch graphviz)
 
 ctg_install_missing_deps() {
   local who="${1:-ctg}"
