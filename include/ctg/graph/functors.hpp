@@ -12,6 +12,8 @@
 //               the child's dtype and sums it down to the child's shape);
 //   grad::none  no gradient flows through it: a node of it never requires
 //               grad (derivative zero almost everywhere, or by definition).
+// and its name, `static constexpr const char* name` (the op as a drawing of
+// the graph shows it: lower/describe.hpp). Reduction functors have one too.
 #include <cstdint>
 
 #include <ctg/core/dtypes.hpp>
@@ -45,6 +47,7 @@ namespace op {
 #define CTG_UNARY_OP(NAME, GRAD, EXPR)                          \
   struct NAME {                                                 \
     static constexpr grad gradient = grad::GRAD;                \
+    static constexpr const char* name = #NAME;                  \
     template <class C>                                          \
     CTG_HD static CTG_FORCEINLINE C apply(C x) { return EXPR; } \
   };
@@ -73,6 +76,7 @@ CTG_UNARY_OP(gelu_grad, rule,
 #define CTG_BINARY_OP(NAME, GRAD, EXPR)                                \
   struct NAME {                                                        \
     static constexpr grad gradient = grad::GRAD;                       \
+    static constexpr const char* name = #NAME;                         \
     template <class C>                                                 \
     CTG_HD static CTG_FORCEINLINE C apply(C a, C b) { return EXPR; }   \
   };
@@ -87,6 +91,7 @@ CTG_BINARY_OP(equal, none, a == b ? C(1) : C(0))
 template <class T>
 struct cast {
   static constexpr grad gradient = grad::pass;
+  static constexpr const char* name = "cast";
   using result_dtype = T;
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
@@ -94,12 +99,14 @@ struct cast {
 // no_grad: the value, with no gradient path through it.
 struct no_grad {
   static constexpr grad gradient = grad::none;
+  static constexpr const char* name = "no_grad";
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
 };
 // checkpoint: the value, ending a recompute region (see ctg::checkpoint).
 struct checkpoint {
   static constexpr grad gradient = grad::pass;
+  static constexpr const char* name = "checkpoint";
   static constexpr bool region_end = true;
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply(C x) { return x; }
@@ -110,6 +117,7 @@ template <class S, class Like = void>
 struct broadcast {
   static_assert(!std::is_void_v<Like> || S::is_static, "ctg: broadcast_to needs a static shape");
   static constexpr grad gradient = grad::pass;
+  static constexpr const char* name = "broadcast";
   using result_shape = S;
   using like = Like;
   template <class C>
@@ -127,6 +135,7 @@ template <class S, int... Ignore>
 struct one_hot {
   static_assert(sizeof...(Ignore) <= 1, "ctg: one_hot takes at most one ignored index");
   static constexpr grad gradient = grad::none;
+  static constexpr const char* name = "one_hot";
   static constexpr bool index_aware = true;
   static constexpr dim_t id_count = S::dims[S::rank - 1];
   static constexpr bool has_ignore = sizeof...(Ignore) == 1;
@@ -140,6 +149,7 @@ struct one_hot {
 template <int Ignore>
 struct index_valid {
   static constexpr grad gradient = grad::none;
+  static constexpr const char* name = "index_valid";
   using result_dtype = f32;
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply(C idx) { return idx == C(Ignore) ? C(0) : C(1); }
@@ -148,6 +158,7 @@ struct index_valid {
 template <bool NegInf>
 struct causal_mask {
   static constexpr grad gradient = grad::rule;
+  static constexpr const char* name = "causal_mask";
   static constexpr bool index_aware = true;
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t row, C x) {
@@ -166,16 +177,19 @@ using all_functors =
 
 // ------------------------------------------------------------ reductions ----
 struct sum_r {
+  static constexpr const char* name = "sum";
   template <class C> CTG_HD static constexpr C identity() { return C(0); }
   template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return a + b; }
   template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double) { return a; }
 };
 struct mean_r {
+  static constexpr const char* name = "mean";
   template <class C> CTG_HD static constexpr C identity() { return C(0); }
   template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return a + b; }
   template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double count) { return a / C(count); }
 };
 struct max_r {
+  static constexpr const char* name = "max";
   template <class C> CTG_HD static constexpr C identity() { return -C(1) / C(0); }  // -inf
   template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return b > a || b != b ? b : a; }
   template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double) { return a; }

@@ -228,6 +228,7 @@ struct dropout_mask_node {
   using children = tl::list<Like>;
   static constexpr node_kind kind = node_kind::random;
   static constexpr bool requires_grad = false;
+  static constexpr fixed_string name = Name;
   static constexpr std::uint32_t stream = name_hash(Name.chars, Name.size());
   static constexpr double probability = P;
   CTG_HD static CTG_FORCEINLINE float value(const random_key& k, std::uint64_t index) {
