@@ -1,0 +1,238 @@
+#pragma once
+// A step's graph as data for people to read: every node with its op, dtype,
+// static dims and whether it requires grad, and what the lowering decided
+// for it: its fusion group and that group's loop shape, the forward or
+// backward part, its checkpoint region, whether its value is kept for
+// backward or computed again there. Everything is read off the tables the
+// backends run (schedule.hpp, program.hpp, group.hpp), so a drawing shows
+// their decisions, not a second opinion. As text and as a picture:
+// io/graph_text.hpp (a line per group), io/dot.hpp (Graphviz).
+//
+//   constexpr const auto& d = ctg::description<decltype(step)>::table;
+//   d.node[i].op      "matmul", "mul", "sum", a leaf's role ("param"), ...
+//   d.node[i].dtype   "bf16";  d.node[i].dims (ctg::dyn where known at run time)
+//   d.node[i].group   index into d.group (execution order), or ctg::no_index
+//   d.group[g].kind, .loop, .backward, .recomputed, .region
+//
+// A ctg::nn::stack is one node here; its block's graph (compiled once for
+// all layers) is a step of its own: description<S>::for_each_block.
+#include <array>
+#include <cstddef>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <ctg/lower/group.hpp>
+#include <ctg/lower/program.hpp>
+
+namespace ctg {
+
+// No group (a leaf, a constant, a view: computed by none) or no region.
+inline constexpr std::size_t no_index = static_cast<std::size_t>(-1);
+
+struct node_description {
+  node_kind kind{};
+  std::string_view op;     // "matmul", "mul", "sum", "cast", a leaf's role ("param", "input", ...)
+  std::string_view name;   // a leaf's or a dropout mask's name; else empty
+  std::string_view dtype;  // "f32", "bf16", "e4m3", "i32", ...
+  shape_value dims{};      // static dims, ctg::dyn where known only at run time
+  bool requires_grad = false;
+  leaf_role role{};        // (leaves)
+  double value = 0.0;      // a constant's value, a dropout mask's probability
+  std::size_t layers = 0;  // a stack's layers
+  bool recomputes_layers = false;  // a stack that runs each layer's forward again in backward (checkpointing::every_layer)
+  // What the lowering decided:
+  bool output = false;              // an output of the step (the loss, a gradient)
+  bool backward = false;            // in the backward part (the forward part: the loss and what it reads)
+  std::size_t group = no_index;     // the group that computes it (its root, or fused into it)
+  std::size_t region = no_index;    // the checkpoint node whose region holds it
+  bool checkpoint = false;          // ends a checkpoint region (ctg::checkpoint)
+  bool buffer = false;              // has a buffer of its own (else: a leaf, a view, or fused into its readers' loop)
+  bool kept = false;                // a forward buffer still alive when backward starts
+  bool recomputed = false;          // computed again in backward (its group belongs to a region that runs again)
+};
+
+struct group_description {
+  std::size_t root = 0;           // the node it writes
+  group_kind kind{};
+  loop_kind loop{};               // its loop's shape (elementwise and reduction groups only)
+  bool backward = false;
+  bool recomputed = false;        // run again in backward, before the first group that reads its region
+  std::size_t region = no_index;  // the checkpoint node whose region holds it
+  std::size_t nodes = 0;          // nodes it computes: its root and the nodes fused into it
+};
+
+// N nodes, E value edges (child -> reader), G groups.
+template <std::size_t N, std::size_t E, std::size_t G>
+struct step_description {
+  static constexpr std::size_t size = N, group_count = G;
+  std::array<node_description, N> node{};
+  std::array<group_description, G> group{};
+  std::size_t forward_end = 0;  // nodes [0, forward_end) are the forward part
+  std::size_t first_child[N + 1]{};
+  std::size_t children[E + 1]{};
+
+  // The children a node reads values from (a random mask and a run-time
+  // scalar read only their children's shapes: none here).
+  constexpr std::size_t child_count(std::size_t i) const { return first_child[i + 1] - first_child[i]; }
+  constexpr std::size_t child(std::size_t i, std::size_t k) const { return children[first_child[i] + k]; }
+};
+
+namespace detail {
+
+template <class T>
+consteval std::string_view dtype_name() {
+  if constexpr (index_type<T>) return "i32";
+  else return dtype_traits<T>::name;
+}
+
+consteval std::string_view leaf_role_name(leaf_role r) {
+  switch (r) {
+    case leaf_role::param: return "param";
+    case leaf_role::frozen: return "frozen";
+    case leaf_role::input: return "input";
+    case leaf_role::carry: return "carry";
+    case leaf_role::state: return "state";
+  }
+  return "";
+}
+
+// What the node's type says: op, name, dtype, dims, grad.
+template <class N>
+consteval node_description describe_type() {
+  node_description d;
+  d.kind = N::kind;
+  d.dtype = dtype_name<typename N::dtype>();
+  d.dims = value_of<typename N::dims>();
+  d.requires_grad = N::requires_grad;
+  constexpr node_kind k = N::kind;
+  if constexpr (k == node_kind::leaf) {
+    d.role = N::role;
+    d.op = leaf_role_name(N::role);
+    d.name = {N::name.c_str(), N::name.size()};
+  } else if constexpr (k == node_kind::elementwise || k == node_kind::reduce) {
+    d.op = N::op::name;
+  } else if constexpr (k == node_kind::constant) {
+    d.op = "constant";
+    d.value = N::value;
+  } else if constexpr (k == node_kind::random) {
+    d.op = "dropout_mask";
+    d.name = {N::name.c_str(), N::name.size()};
+    d.value = N::probability;
+  } else if constexpr (k == node_kind::view) {
+    d.op = requires { N::part; } ? "stack_grad_part" : "reshape";
+  } else if constexpr (k == node_kind::stack) {
+    d.op = "stack";
+    d.layers = N::layers;
+    d.recomputes_layers = N::recompute;
+  } else {
+    constexpr std::string_view names[] = {"1/count", "matmul",     "transpose", "gather",   "scatter_add",
+                                          "stack_grad", "quantize", "dequantize", "fp8_matmul"};
+    constexpr node_kind kinds[] = {node_kind::runtime_scalar, node_kind::matmul,     node_kind::transpose,
+                                   node_kind::gather,         node_kind::scatter_add, node_kind::stack_grad,
+                                   node_kind::quantize,       node_kind::dequantize, node_kind::fp8_matmul};
+    for (std::size_t i = 0; i < std::size(kinds); ++i)
+      if (kinds[i] == k) d.op = names[i];
+  }
+  return d;
+}
+
+// The roots of Key's groups, in execution order (the order of their roots).
+template <class Key>
+consteval auto group_roots() {
+  constexpr const auto& t = schedule_table<Key>;
+  std::array<std::size_t, t.group_count> roots{};
+  std::size_t g = 0;
+  for (std::size_t i = 0; i < step_of<Key>::nodes::size; ++i)
+    if (t.is_group_root(i)) roots[g++] = i;
+  return roots;
+}
+
+template <class Key, std::size_t Root>
+consteval loop_kind loop_of() {
+  constexpr group_kind k = kind_info_of(schedule_table<Key>.node[Root].kind).group;
+  if constexpr (k == group_kind::elementwise || k == group_kind::reduction) return group_info<Key, Root>::loop;
+  else return loop_kind::flat;
+}
+
+template <class Key>
+consteval auto make_description() {
+  using nodes = typename step_of<Key>::nodes;
+  constexpr const auto& t = schedule_table<Key>;
+  constexpr const auto& p = program_of<Key>;
+  constexpr std::size_t N = nodes::size, E = t.first_child[N], G = t.group_count;
+  constexpr auto roots = group_roots<Key>();
+  step_description<N, E, G> d;
+  d.forward_end = p.forward_end;
+  for (std::size_t i = 0; i <= N; ++i) d.first_child[i] = t.first_child[i];
+  for (std::size_t e = 0; e < E; ++e) d.children[e] = t.children[e];
+
+  ct_buffer<std::size_t> group_of_root(N);
+  [&]<std::size_t... G_>(std::index_sequence<G_...>) {
+    ((d.group[G_].loop = loop_of<Key, roots[G_]>()), ...);
+  }(std::make_index_sequence<G>{});
+  for (std::size_t g = 0; g < G; ++g) {
+    group_description& gd = d.group[g];
+    gd.root = roots[g];
+    gd.kind = kind_info_of(t.node[gd.root].kind).group;
+    gd.backward = gd.root >= p.forward_end;
+    gd.region = p.region[gd.root] == no_region ? no_index : p.region[gd.root];
+    group_of_root[gd.root] = g;
+  }
+  for (std::size_t q = 0; q < p.len; ++q)
+    if (p.recompute[q]) d.group[group_of_root[p.root[q]]].recomputed = true;
+
+  [&]<class... Ns>(tl::list<Ns...>) {
+    std::size_t i = 0;
+    ((d.node[i++] = describe_type<Ns>()), ...);
+  }(nodes{});
+  for (std::size_t i = 0; i < N; ++i) {
+    node_description& nd = d.node[i];
+    nd.output = t.node[i].output;
+    nd.backward = i >= p.forward_end;
+    nd.checkpoint = t.node[i].region_end;
+    nd.region = p.region[i] == no_region ? no_index : p.region[i];
+    nd.buffer = p.owns[i];
+    nd.kept = p.kept[i];
+    if (t.group[i] != no_group) {
+      nd.group = group_of_root[t.group[i]];
+      nd.recomputed = d.group[nd.group].recomputed;
+      ++d.group[nd.group].nodes;
+    }
+  }
+  return d;
+}
+
+template <class Key>
+inline constexpr auto description_of = make_description<Key>();
+
+}  // namespace detail
+
+// The description of a compiled step (a graph_step, or its key).
+template <class S>
+struct description {
+  using step = step_of<S>;
+  static constexpr const auto& table = detail::description_of<step_key_t<step>>;
+
+  // Calls f(std::integral_constant<std::size_t, R>{}, std::type_identity<Block>{})
+  // for each stack node R, in node order, where Block is the step the stack
+  // runs once per layer: its block's forward part, then its backward part
+  // (graph/stack.hpp's backward_step; exec/stack_runner.hpp runs it).
+  template <class F>
+  static constexpr void for_each_block(F&& f) {
+    constexpr auto stacks = [] {
+      std::array<std::size_t, table.size> at{};
+      std::size_t n = 0;
+      for (std::size_t i = 0; i < table.size; ++i)
+        if (table.node[i].kind == node_kind::stack) at[n++] = i;
+      return std::pair{at, n};
+    }();
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (f(std::integral_constant<std::size_t, stacks.first[K]>{},
+         std::type_identity<typename tl::at_t<stacks.first[K], typename step::nodes>::backward_step>{}),
+       ...);
+    }(std::make_index_sequence<stacks.second>{});
+  }
+};
+
+}  // namespace ctg
