@@ -1,0 +1,155 @@
+#pragma once
+// A step's graph in Graphviz's DOT language, drawn from its description
+// (lower/describe.hpp): what the compiler checked and what the lowering
+// decided, in one picture.
+//
+//   std::ofstream("step.dot") << ctg::io::to_dot(step);    // then: dot -Tsvg step.dot -o step.svg
+//
+// - Every node (id "n<i>"): "#i op [name]", its dtype, static dims (dyn:
+//   known at run time) and "grad" or "no grad", then what happens to its
+//   value: "output", "kept for backward" (bold border), "recomputed in
+//   backward" (dashed border), "ends a checkpoint region".
+// - Leaves by role, as filled ellipses: param green, frozen grey, input and
+//   carry (a stack block's input) blue, state (FP8 scaling) orange.
+// - Clusters: the forward part ("cluster_forward") and the backward part
+//   ("cluster_backward"); in the forward part, each checkpoint region
+//   ("cluster_region_<checkpoint node>"); inside those, one cluster per
+//   fusion group ("cluster_g<g>", labelled with its kind and loop shape, as
+//   in io/graph_text.hpp). Nodes no group computes (leaves, constants,
+//   views, dropout masks, run-time scalars) belong to no group.
+// - A ctg::nn::stack's block: a cluster in the forward part holding the
+//   block's graph drawn the same way, its ids and cluster names prefixed
+//   "s<stack node>_", with dashed edges from the stack's input to the
+//   block's input and from the block's output to the stack node.
+// - Edges: from a value to each node that reads it.
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include <ctg/io/graph_text.hpp>
+
+namespace ctg::detail {
+
+// A DOT string literal of lines (quotes and backslashes escaped, lines joined with \n).
+inline std::string dot_label(std::initializer_list<std::string> lines) {
+  std::string s = "\"";
+  bool first = true;
+  for (const std::string& line : lines) {
+    if (line.empty()) continue;
+    if (!first) s += "\\n";
+    first = false;
+    for (char c : line) {
+      if (c == '"' || c == '\\') s += '\\';
+      s += c;
+    }
+  }
+  return s + "\"";
+}
+
+inline std::string_view leaf_fill(leaf_role r) {
+  switch (r) {
+    case leaf_role::param: return "#c7e9c0";
+    case leaf_role::frozen: return "#d9d9d9";
+    case leaf_role::input:
+    case leaf_role::carry: return "#c6dbef";
+    case leaf_role::state: return "#fdd0a2";
+  }
+  return "white";
+}
+
+// The node statement of node i.
+inline std::string dot_node(const std::string& id, std::size_t i, const node_description& n) {
+  const bool leaf = n.kind == node_kind::leaf;
+  std::string fate;
+  if (n.output) fate = "output";
+  else if (n.kept && !leaf) fate = "kept for backward";
+  if (n.recomputed) fate += std::string(fate.empty() ? "" : ", ") + "recomputed in backward";
+  const std::string label =
+      dot_label({"#" + std::to_string(i) + " " + node_title(n), node_type_text(n), fate,
+                 n.checkpoint ? "ends a checkpoint region" : ""});
+  std::string attrs;
+  if (leaf) attrs = ", shape=ellipse, fillcolor=\"" + std::string(leaf_fill(n.role)) + "\"";
+  if (n.output) attrs += ", peripheries=2";
+  if (n.kept && !leaf && !n.output) attrs += ", penwidth=2";
+  if (n.recomputed) attrs += ", style=\"rounded,filled,dashed\"";
+  return id + " [label=" + label + attrs + "];\n";
+}
+
+template <class Step>
+void append_dot(std::string& out, const std::string& prefix, const std::string& indent) {
+  constexpr const auto& d = description<Step>::table;
+  auto id = [&](std::size_t i) { return prefix + "n" + std::to_string(i); };
+  auto group_cluster = [&](std::size_t g, const std::string& in) {
+    out += in + "subgraph cluster_" + prefix + "g" + std::to_string(g) + " {\n";
+    out += in + "  label=" + dot_label({"g" + std::to_string(g) + " " + group_title(d.group[g])}) +
+           "; style=rounded; color=\"#969696\";\n";
+    for (std::size_t i = 0; i < d.size; ++i)
+      if (d.node[i].group == g) out += in + "  " + dot_node(id(i), i, d.node[i]);
+    out += in + "}\n";
+  };
+
+  for (std::size_t i = 0; i < d.size; ++i)
+    if (d.node[i].kind == node_kind::leaf) out += indent + dot_node(id(i), i, d.node[i]);
+
+  for (const bool backward : {false, true}) {
+    const std::string part = backward ? "backward" : "forward";
+    out += indent + "subgraph cluster_" + prefix + part + " {\n";
+    out += indent + "  label=" + dot_label({part}) + "; style=filled; fillcolor=\"" +
+           (backward ? "#fff5eb" : "#f7fbff") + "\"; color=\"#bdbdbd\";\n";
+    // Checkpoint regions (forward only), each around the groups it recomputes.
+    for (std::size_t c = 0; c < d.size; ++c) {
+      if (!d.node[c].checkpoint || d.node[c].backward != backward) continue;
+      out += indent + "  subgraph cluster_" + prefix + "region_" + std::to_string(c) + " {\n";
+      out += indent + "    label=" + dot_label({"checkpoint region of #" + std::to_string(c)}) +
+             "; style=dashed; color=\"#cb181d\";\n";
+      for (std::size_t g = 0; g < d.group_count; ++g)
+        if (d.group[g].region == c) group_cluster(g, indent + "    ");
+      out += indent + "  }\n";
+    }
+    for (std::size_t g = 0; g < d.group_count; ++g)
+      if (d.group[g].backward == backward && d.group[g].region == no_index) group_cluster(g, indent + "  ");
+    for (std::size_t i = 0; i < d.size; ++i) {
+      const node_description& n = d.node[i];
+      if (n.backward == backward && n.group == no_index && n.kind != node_kind::leaf)
+        out += indent + "  " + dot_node(id(i), i, n);
+    }
+    description<Step>::for_each_block([&]<std::size_t R, class Block>(std::integral_constant<std::size_t, R>,
+                                                                      std::type_identity<Block>) {
+      if (d.node[R].backward != backward) return;
+      const std::string block = prefix + "s" + std::to_string(R) + "_";
+      out += indent + "  subgraph cluster_" + block + "block {\n";
+      out += indent + "    label=" + dot_label({block_title(R, d.node[R])}) + "; style=filled; fillcolor=white;\n";
+      append_dot<Block>(out, block, indent + "    ");
+      out += indent + "  }\n";
+      constexpr const auto& b = description<Block>::table;
+      for (std::size_t i = 0; i < b.size; ++i)
+        if (b.node[i].kind == node_kind::leaf && b.node[i].role == leaf_role::carry)
+          out += indent + "  " + id(d.child(R, 0)) + " -> " + block + "n" + std::to_string(i) + " [style=dashed];\n";
+      out += indent + "  " + block + "n" + std::to_string(b.forward_end - 1) + " -> " + id(R) +
+             " [style=dashed, label=" + dot_label({"x" + std::to_string(d.node[R].layers)}) + "];\n";
+    });
+    out += indent + "}\n";
+  }
+
+  for (std::size_t i = 0; i < d.size; ++i)
+    for (std::size_t k = 0; k < d.child_count(i); ++k) out += indent + id(d.child(i, k)) + " -> " + id(i) + ";\n";
+}
+
+}  // namespace ctg::detail
+
+namespace ctg::io {
+
+// The DOT text of step's graph (see the top of this file).
+template <class Step>
+std::string to_dot(const Step&) {
+  std::string out =
+      "digraph ctg {\n"
+      "  newrank=true;\n"
+      "  graph [fontname=\"Helvetica\", fontsize=11];\n"
+      "  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\", fontsize=10];\n"
+      "  edge [arrowsize=0.6];\n";
+  detail::append_dot<Step>(out, "", "  ");
+  return out + "}\n";
+}
+
+}  // namespace ctg::io

@@ -1,0 +1,130 @@
+#pragma once
+// A step's description (lower/describe.hpp) as text: a title and a type line
+// for each node, a title for each group, and a summary of the groups, one
+// line each, in the order they run (io/dot.hpp draws the same description):
+//
+//   std::fputs(ctg::io::group_summary(step).c_str(), stdout);
+//
+//   g0  forward   matmul               1 node   #2 matmul f32 [dyn, 32]  recomputed in backward (region of #4)
+//   g1  forward   elementwise, flat    2 nodes  #4 checkpoint f32 [dyn, 32]: silu checkpoint
+//   g3  forward   reduction, axis      2 nodes  #8 mean f32 []: square mean
+//
+// A stack's line is followed by its block's groups (the block's graph runs
+// once per layer), indented.
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include <ctg/core/dims_text.hpp>
+#include <ctg/lower/describe.hpp>
+
+namespace ctg::detail {
+
+inline std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// "mul", "param w1", "constant 0.5", "dropout_mask attn.drop p=0.1", "stack x2".
+inline std::string node_title(const node_description& n) {
+  std::string t(n.op);
+  if (!n.name.empty()) t += " " + std::string(n.name);
+  if (n.kind == node_kind::constant) t += " " + number_text(n.value);
+  if (n.kind == node_kind::random) t += " p=" + number_text(n.value);
+  if (n.kind == node_kind::stack) t += " x" + std::to_string(n.layers);
+  return t;
+}
+
+// "f32 [dyn, 16], grad" or "..., no grad".
+inline std::string node_type_text(const node_description& n) {
+  return std::string(n.dtype) + " " + dims_text(n.dims) + (n.requires_grad ? ", grad" : ", no grad");
+}
+
+constexpr std::string_view group_kind_name(group_kind k) {
+  switch (k) {
+    case group_kind::elementwise: return "elementwise";
+    case group_kind::reduction: return "reduction";
+    case group_kind::matmul: return "matmul";
+    case group_kind::transpose: return "transpose";
+    case group_kind::gather: return "gather";
+    case group_kind::scatter_add: return "scatter_add";
+    case group_kind::stack: return "stack";
+    case group_kind::fp8: return "fp8";
+  }
+  return "";
+}
+
+constexpr std::string_view loop_kind_name(loop_kind k) {
+  switch (k) {
+    case loop_kind::flat: return "flat";
+    case loop_kind::rows: return "rows";
+    case loop_kind::row_reduce: return "row reduce";
+    case loop_kind::axis_reduce: return "axis reduce";
+  }
+  return "";
+}
+
+// "elementwise, rows", "reduction, axis reduce", "matmul".
+inline std::string group_title(const group_description& g) {
+  std::string t(group_kind_name(g.kind));
+  if (g.kind == group_kind::elementwise || g.kind == group_kind::reduction) t += ", " + std::string(loop_kind_name(g.loop));
+  return t;
+}
+
+// "recomputed in backward (region of #4)", "checkpoint region of #4, not recomputed", or "".
+inline std::string recompute_text(const group_description& g) {
+  if (g.region == no_index) return "";
+  const std::string region = "region of #" + std::to_string(g.region);
+  return g.recomputed ? "recomputed in backward (" + region + ")" : "checkpoint " + region + ", not recomputed";
+}
+
+// "block of #5 (stack x2): runs once per layer; each layer's forward runs again in backward".
+inline std::string block_title(std::size_t stack, const node_description& s) {
+  return "block of #" + std::to_string(stack) + " (" + node_title(s) + "): runs once per layer" +
+         (s.recomputes_layers ? "; each layer's forward part runs again in backward" : "; every layer's values kept");
+}
+
+template <class Step>
+void append_group_summary(std::string& out, const std::string& indent) {
+  constexpr const auto& d = description<Step>::table;
+  for (std::size_t g = 0; g < d.group_count; ++g) {
+    const group_description& gr = d.group[g];
+    const node_description& root = d.node[gr.root];
+    char head[96];
+    std::snprintf(head, sizeof head, "g%-3zu %-9s %-24s %3zu node%s  ", g, gr.backward ? "backward" : "forward",
+                  group_title(gr).c_str(), gr.nodes, gr.nodes == 1 ? " " : "s");
+    std::string line = indent + head + "#" + std::to_string(gr.root) + " " + node_title(root) + " " +
+                       std::string(root.dtype) + " " + dims_text(root.dims);
+    if (gr.nodes > 1) {
+      line += ":";
+      for (std::size_t i = 0; i <= gr.root; ++i)
+        if (d.node[i].group == g) line += " " + std::string(d.node[i].op);
+    }
+    const std::string recompute = recompute_text(gr);
+    if (!recompute.empty()) line += "  " + recompute;
+    out += line + "\n";
+    if (root.kind == node_kind::stack)
+      description<Step>::for_each_block([&]<std::size_t R, class Block>(std::integral_constant<std::size_t, R>,
+                                                                        std::type_identity<Block>) {
+        if (R != gr.root) return;
+        out += indent + "    " + block_title(R, root) + ":\n";
+        append_group_summary<Block>(out, indent + "    ");
+      });
+  }
+}
+
+}  // namespace ctg::detail
+
+namespace ctg::io {
+
+// The groups of step, one line each, in the order they run, then each
+// stack's block (see the top of this file).
+template <class Step>
+std::string group_summary(const Step&) {
+  std::string out;
+  detail::append_group_summary<Step>(out, "");
+  return out;
+}
+
+}  // namespace ctg::io
