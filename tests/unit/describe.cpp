@@ -1,0 +1,287 @@
+// A step's description (lower/describe.hpp) and its renderings: the group
+// summary (io/graph_text.hpp) and the DOT graph (io/dot.hpp). Node labels
+// must say what the node types say; groups, regions, kept and recomputed
+// values what the schedule and the program decided.
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <ctg/ctg.hpp>
+#include <ctg/io/dot.hpp>
+
+namespace {
+using ctg::dyn;
+
+std::size_t count(const std::string& text, std::string_view what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The DOT statement of node id (its line, from the id on), or "" when there is none.
+std::string dot_line(const std::string& dot, const std::string& id) {
+  const std::size_t at = dot.find(" " + id + " [label=");
+  if (at == std::string::npos) return "";
+  return dot.substr(at + 1, dot.find('\n', at) - at - 1);
+}
+
+// ---------------------------------------------------------------- a model ----
+// x (bf16 input) times w (f32 param, cast to bf16), plus x times e (frozen),
+// then in f32 plus a bias that broadcasts over rows.
+using X = ctg::input<"x", ctg::bf16, dyn, 16>;
+using W = ctg::param<"w", ctg::f32, 16, 8>;
+using E = ctg::frozen<"e", ctg::bf16, 16, 8>;
+using B = ctg::param<"b", ctg::f32, 8>;
+using Wb = decltype(ctg::cast<ctg::bf16>(W{}));
+using H = decltype(ctg::matmul(X{}, Wb{}));
+using F = decltype(ctg::matmul(X{}, E{}));
+using Y = decltype(ctg::cast<ctg::f32>(H{} + F{}) + B{});
+using Loss = decltype(ctg::mean(ctg::square(Y{})));
+using Step = decltype(ctg::value_and_grad(Loss{}));
+template <class N>
+constexpr std::size_t at = ctg::tl::index_of_v<N, Step::nodes>;
+constexpr const auto& d = ctg::description<Step>::table;
+
+constexpr bool same_dims(const ctg::shape_value& a, std::initializer_list<ctg::dim_t> b) {
+  if (a.rank != b.size()) return false;
+  std::size_t i = 0;
+  for (ctg::dim_t x : b)
+    if (a.d[i++] != x) return false;
+  return true;
+}
+
+// ------------------------------------------------------- a checkpointed one ----
+using X2 = ctg::input<"x", ctg::f32, dyn, 16>;
+using W1 = ctg::param<"w1", ctg::f32, 16, 32>;
+using W2 = ctg::param<"w2", ctg::f32, 32, 16>;
+using M1 = decltype(ctg::matmul(X2{}, W1{}));
+template <bool Ckpt>
+constexpr auto mark(auto e) {
+  if constexpr (Ckpt) return ctg::checkpoint(e);
+  else return e;
+}
+template <bool Ckpt>
+using Inner = decltype(mark<Ckpt>(ctg::silu(M1{})));
+template <bool Ckpt>
+using CStep = decltype(ctg::value_and_grad(ctg::mean(ctg::square(ctg::matmul(Inner<Ckpt>{}, W2{})))));
+
+// ------------------------------------------------------------- a stack ----
+template <ctg::fixed_string Prefix>
+struct mlp_block {
+  template <ctg::expr In>
+  constexpr auto operator()(In x) const {
+    using P = ctg::precision::full<ctg::f32>;
+    return x + ctg::nn::linear<Prefix + ".down", 4, P>(ctg::silu(ctg::nn::linear<Prefix + ".up", 8, P>(x)));
+  }
+};
+using X3 = ctg::input<"x", ctg::f32, dyn, 4>;
+template <ctg::nn::checkpointing C>
+using Stacked = decltype(ctg::nn::stack<2, mlp_block, C>(X3{}));
+template <ctg::nn::checkpointing C>
+using SStep = decltype(ctg::value_and_grad(ctg::mean(ctg::square(Stacked<C>{}))));
+}  // namespace
+
+TEST_CASE("every node's op, name, dtype, static dims and grad requirement come from its type") {
+  static_assert(d.size == Step::nodes::size);
+  static_assert(d.node[at<W>].op == "param" && d.node[at<W>].name == "w" && d.node[at<W>].dtype == "f32");
+  static_assert(same_dims(d.node[at<W>].dims, {16, 8}) && d.node[at<W>].requires_grad);
+  static_assert(d.node[at<E>].op == "frozen" && d.node[at<E>].dtype == "bf16" && !d.node[at<E>].requires_grad);
+  static_assert(d.node[at<X>].op == "input" && same_dims(d.node[at<X>].dims, {dyn, 16}));
+  static_assert(d.node[at<X>].role == ctg::leaf_role::input && d.node[at<B>].role == ctg::leaf_role::param);
+  static_assert(d.node[at<Wb>].op == "cast" && d.node[at<Wb>].dtype == "bf16" && d.node[at<Wb>].requires_grad);
+  static_assert(d.node[at<H>].op == "matmul" && d.node[at<H>].dtype == "bf16" && d.node[at<H>].requires_grad);
+  static_assert(same_dims(d.node[at<H>].dims, {dyn, 8}));
+  static_assert(d.node[at<F>].op == "matmul" && !d.node[at<F>].requires_grad);  // frozen x input: no grad
+  static_assert(d.node[at<Y>].op == "add" && d.node[at<Y>].dtype == "f32");
+  static_assert(d.node[at<Loss>].op == "mean" && same_dims(d.node[at<Loss>].dims, {}));
+  // Every element functor has a name to show.
+  static_assert([]<class... Ops>(ctg::op::functor_list<Ops...>) {
+    return ((std::string_view(Ops::name).size() > 0) && ...);
+  }(ctg::op::all_functors{}));
+}
+
+TEST_CASE("the loss is the forward part's output; the gradients are the backward part's") {
+  static_assert(d.forward_end == at<Loss> + 1);
+  static_assert(d.node[at<Loss>].output && !d.node[at<Loss>].backward);
+  static_assert(!d.node[at<H>].backward && !d.node[at<W>].backward);
+  constexpr std::size_t gw = at<ctg::tl::at_t<Step::grad_output<W>, Step::outputs>>;
+  static_assert(d.node[gw].output && d.node[gw].backward && d.node[gw].dtype == "f32");
+  static_assert(same_dims(d.node[gw].dims, {16, 8}));
+  const std::string dot = ctg::io::to_dot(Step{});
+  // The gradient's statement comes after the backward cluster opens, the loss's before.
+  const std::size_t bw = dot.find("subgraph cluster_backward {");
+  REQUIRE(bw != std::string::npos);
+  CHECK(dot.find(" n" + std::to_string(gw) + " [label=") > bw);
+  CHECK(dot.find(" n" + std::to_string(at<Loss>) + " [label=") < bw);
+  CHECK(dot_line(dot, "n" + std::to_string(gw)).find("output") != std::string::npos);
+}
+
+TEST_CASE("groups are the schedule's: one DOT cluster each, with its kind and loop shape") {
+  static_assert(d.group_count == ctg::group_count_v<Step>);
+  std::size_t grouped = 0, in_groups = 0;
+  for (std::size_t g = 0; g < d.group_count; ++g) {
+    CHECK(d.group[g].kind == ctg::schedule<Step>::group_kinds[g]);
+    CHECK(d.node[d.group[g].root].group == g);
+    in_groups += d.group[g].nodes;
+  }
+  for (std::size_t i = 0; i < d.size; ++i) grouped += d.node[i].group != ctg::no_index;
+  CHECK(grouped == in_groups);
+  // The bias broadcasts over rows: y's loop runs by rows (group.hpp's decision).
+  constexpr auto& gy = d.group[d.node[at<Y>].group];
+  static_assert(gy.kind == ctg::group_kind::elementwise && gy.loop == ctg::loop_kind::rows);
+  static_assert(gy.loop == ctg::detail::group_info<Step, gy.root>::loop);
+  static_assert(d.node[at<W>].group == ctg::no_index);  // leaves are computed by no group
+
+  const std::string dot = ctg::io::to_dot(Step{});
+  CHECK(count(dot, "subgraph cluster_g") == ctg::group_count_v<Step>);
+  CHECK(count(dot, "subgraph cluster_region_") == 0);
+  CHECK(count(dot, "subgraph cluster_forward {") == 1);
+  CHECK(count(dot, "subgraph cluster_backward {") == 1);
+  const std::string label = "label=\"g" + std::to_string(d.node[at<Y>].group) + " elementwise, rows\"";
+  CHECK(dot.find(label) != std::string::npos);
+}
+
+TEST_CASE("the DOT graph names every node once, with its op, type and grad, and leaves by role") {
+  const std::string dot = ctg::io::to_dot(Step{});
+  for (std::size_t i = 0; i < d.size; ++i) {
+    const std::string id = "n" + std::to_string(i);
+    CAPTURE(id);
+    CHECK(count(dot, " " + id + " [label=") == 1);
+    CHECK(dot_line(dot, id).find("#" + std::to_string(i) + " " + std::string(d.node[i].op)) != std::string::npos);
+  }
+  CHECK(dot_line(dot, "n" + std::to_string(at<H>)).find("matmul\\nbf16 [dyn, 8], grad") != std::string::npos);
+  CHECK(dot_line(dot, "n" + std::to_string(at<F>)).find("matmul\\nbf16 [dyn, 8], no grad") != std::string::npos);
+  CHECK(dot_line(dot, "n" + std::to_string(at<W>)).find("param w\\nf32 [16, 8], grad") != std::string::npos);
+  CHECK(dot_line(dot, "n" + std::to_string(at<E>)).find("frozen e\\nbf16 [16, 8], no grad") != std::string::npos);
+  CHECK(dot_line(dot, "n" + std::to_string(at<W>)).find("fillcolor=\"#c7e9c0\"") != std::string::npos);
+  CHECK(dot_line(dot, "n" + std::to_string(at<E>)).find("fillcolor=\"#d9d9d9\"") != std::string::npos);
+  CHECK(dot_line(dot, "n" + std::to_string(at<X>)).find("fillcolor=\"#c6dbef\"") != std::string::npos);
+  // Every edge joins two declared nodes: one per child.
+  std::size_t edges = 0;
+  for (std::size_t i = 0; i < d.size; ++i) edges += d.child_count(i);
+  CHECK(count(dot, " -> ") == edges);
+  using HF = decltype(H{} + F{});
+  CHECK(count(dot, " n" + std::to_string(at<H>) + " -> n" + std::to_string(at<HF>) + ";\n") == 1);
+}
+
+TEST_CASE("a checkpoint region: its values are recomputed in backward, not kept, and drawn as a cluster") {
+  using Plain = CStep<false>;
+  using Ckpt = CStep<true>;
+  constexpr const auto& p = ctg::description<Plain>::table;
+  constexpr const auto& c = ctg::description<Ckpt>::table;
+  constexpr std::size_t m = ctg::tl::index_of_v<M1, Ckpt::nodes>;
+  constexpr std::size_t cp = ctg::tl::index_of_v<Inner<true>, Ckpt::nodes>;
+  // The matmul inside the region is recomputed and not kept; without the checkpoint it is kept.
+  static_assert(c.node[m].region == cp && c.node[m].recomputed && !c.node[m].kept);
+  static_assert(c.node[cp].checkpoint && c.node[cp].kept && !c.node[cp].recomputed);
+  static_assert(c.group[c.node[m].group].recomputed && c.group[c.node[m].group].region == cp);
+  constexpr std::size_t pm = ctg::tl::index_of_v<M1, Plain::nodes>;
+  static_assert(p.node[pm].kept && !p.node[pm].recomputed && p.node[pm].region == ctg::no_index);
+  // As many groups recomputed as the program runs again.
+  constexpr auto& prog = ctg::program<Ckpt>::table;
+  std::size_t again = 0, marked = 0;
+  for (std::size_t q = 0; q < prog.len; ++q) again += prog.recompute[q];
+  for (std::size_t g = 0; g < c.group_count; ++g) marked += c.group[g].recomputed;
+  CHECK(again == marked);
+  CHECK(marked > 0);
+  for (std::size_t i = 0; i < p.size; ++i) CHECK_FALSE(p.node[i].recomputed);
+
+  const std::string dot = ctg::io::to_dot(Ckpt{});
+  CHECK(count(dot, "subgraph cluster_region_" + std::to_string(cp) + " {") == 1);
+  CHECK(count(dot, "subgraph cluster_g") == ctg::group_count_v<Ckpt>);
+  const std::string mline = dot_line(dot, "n" + std::to_string(m));
+  CHECK(mline.find("recomputed in backward") != std::string::npos);
+  CHECK(mline.find("dashed") != std::string::npos);
+  CHECK(dot_line(dot, "n" + std::to_string(cp)).find("kept for backward") != std::string::npos);
+  // The matmul's group cluster sits inside the region's cluster.
+  const std::size_t region = dot.find("subgraph cluster_region_"), group = dot.find(mline);
+  CHECK(region < group);
+  CHECK(dot.find("subgraph cluster_g" + std::to_string(c.node[m].group) + " {", region) < group);
+  const std::string plain = ctg::io::to_dot(Plain{});
+  CHECK(count(plain, "recomputed") == 0);
+  CHECK(count(plain, "cluster_region_") == 0);
+  CHECK(dot_line(plain, "n" + std::to_string(pm)).find("kept for backward") != std::string::npos);
+
+  const std::string summary = ctg::io::group_summary(Ckpt{});
+  CHECK(count(summary, "\n") == c.group_count);
+  CHECK(count(summary, "recomputed in backward (region of #" + std::to_string(cp) + ")") == marked);
+}
+
+TEST_CASE("a stack's block is described as its own step, drawn inside the stack's part and linked to it") {
+  using C = ctg::nn::checkpointing;
+  using S = SStep<C::every_layer>;
+  using Block = typename Stacked<C::every_layer>::backward_step;
+  constexpr std::size_t r = ctg::tl::index_of_v<Stacked<C::every_layer>, S::nodes>;
+  constexpr const auto& d = ctg::description<S>::table;
+  constexpr const auto& b = ctg::description<Block>::table;
+  static_assert(d.node[r].op == "stack" && d.node[r].layers == 2 && d.node[r].recomputes_layers);
+  std::size_t blocks = 0;
+  ctg::description<S>::for_each_block([&]<std::size_t R, class B>(std::integral_constant<std::size_t, R>,
+                                                                   std::type_identity<B>) {
+    ++blocks;
+    CHECK(R == r);
+    CHECK(std::is_same_v<B, Block>);
+  });
+  CHECK(blocks == 1);
+
+  const std::string dot = ctg::io::to_dot(S{});
+  const std::string block = "s" + std::to_string(r) + "_";
+  CHECK(count(dot, "subgraph cluster_" + block + "block {") == 1);
+  CHECK(count(dot, "subgraph cluster_g") == ctg::group_count_v<S>);
+  CHECK(count(dot, "subgraph cluster_" + block + "g") == ctg::group_count_v<Block>);
+  for (std::size_t i = 0; i < b.size; ++i) {
+    CAPTURE(i);
+    CHECK(count(dot, " " + block + "n" + std::to_string(i) + " [label=\"#" + std::to_string(i) + " " +
+                         std::string(b.node[i].op)) == 1);
+  }
+  // The stack's input feeds the block's carry; the block's output comes back to the stack.
+  std::size_t carry = b.size;
+  for (std::size_t i = 0; i < b.size; ++i)
+    if (b.node[i].role == ctg::leaf_role::carry && b.node[i].kind == ctg::node_kind::leaf) carry = i;
+  REQUIRE(carry < b.size);
+  CHECK(count(dot, " n" + std::to_string(d.child(r, 0)) + " -> " + block + "n" + std::to_string(carry) +
+                       " [style=dashed]") == 1);
+  CHECK(count(dot, " " + block + "n" + std::to_string(b.forward_end - 1) + " -> n" + std::to_string(r) +
+                       " [style=dashed") == 1);
+  // The block's cluster is inside the forward part's.
+  CHECK(dot.find("subgraph cluster_forward {") < dot.find("subgraph cluster_" + block + "block {"));
+  CHECK(dot.find("subgraph cluster_" + block + "block {") < dot.find("subgraph cluster_backward {"));
+
+  const std::string summary = ctg::io::group_summary(S{});
+  CHECK(count(summary, "\n") == d.group_count + 1 + b.group_count);
+  CHECK(summary.find("block of #" + std::to_string(r) +
+                     " (stack x2): runs once per layer; each layer's forward part runs again in backward:") !=
+        std::string::npos);
+  const std::string kept = ctg::io::group_summary(SStep<C::none>{});
+  CHECK(kept.find("(stack x2): runs once per layer; every layer's values kept:") != std::string::npos);
+}
+
+TEST_CASE("the group summary: one line per group, in order, with its fused ops") {
+  const std::string summary = ctg::io::group_summary(Step{});
+  CHECK(count(summary, "\n") == d.group_count);
+  std::size_t from = 0;
+  for (std::size_t g = 0; g < d.group_count; ++g) {
+    const std::string head = "g" + std::to_string(g) + " ";
+    CAPTURE(head);
+    const std::size_t line = summary.find(head, from);
+    REQUIRE(line == from);  // each line starts with its group, in execution order
+    const std::size_t end = summary.find('\n', line);
+    const std::string text = summary.substr(line, end - line);
+    CHECK(text.find(d.group[g].backward ? "backward" : "forward") != std::string::npos);
+    CHECK(text.find("#" + std::to_string(d.group[g].root) + " " + std::string(d.node[d.group[g].root].op)) !=
+          std::string::npos);
+    from = end + 1;
+  }
+  // y's group: the casts, adds and the bias, one loop.
+  const std::size_t gy = d.node[at<Y>].group;
+  const std::size_t line = summary.find("g" + std::to_string(gy) + " ");
+  CHECK(summary.substr(line, summary.find('\n', line) - line).find("elementwise, rows") != std::string::npos);
+}
+
+TEST_CASE("names are escaped in DOT labels") {
+  using Q = ctg::param<"q\"u\\o", ctg::f32, 2>;
+  const std::string dot = ctg::io::to_dot(ctg::value_and_grad(ctg::sum(ctg::square(Q{}))));
+  CHECK(dot.find("#0 param q\\\"u\\\\o\\nf32 [2], grad") != std::string::npos);
+}
