@@ -222,7 +222,7 @@ TEST_CASE("a stack's block is described as its own step, drawn inside the stack'
                                                                    std::type_identity<B>) {
     ++blocks;
     CHECK(R == r);
-    CHECK(std::is_same_v<B, Block>);
+    CHECK(std::is_same_v<B, ctg::step_key_t<Block>>);
   });
   CHECK(blocks == 1);
 

@@ -20,6 +20,15 @@
 
 namespace ctg::detail {
 
+// The parts (strings, string views, C strings) one after the other. (Written
+// with operator+, "text" + std::string(...) trips g++ 12's -Wrestrict at -O3.)
+template <class... Parts>
+std::string cat(const Parts&... parts) {
+  std::string s;
+  (s.append(parts), ...);
+  return s;
+}
+
 inline std::string number_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -29,16 +38,16 @@ inline std::string number_text(double v) {
 // "mul", "param w1", "constant 0.5", "dropout_mask attn.drop p=0.1", "stack x2".
 inline std::string node_title(const node_description& n) {
   std::string t(n.op);
-  if (!n.name.empty()) t += " " + std::string(n.name);
-  if (n.kind == node_kind::constant) t += " " + number_text(n.value);
-  if (n.kind == node_kind::random) t += " p=" + number_text(n.value);
-  if (n.kind == node_kind::stack) t += " x" + std::to_string(n.layers);
+  if (!n.name.empty()) t.append(cat(" ", n.name));
+  if (n.kind == node_kind::constant) t.append(cat(" ", number_text(n.value)));
+  if (n.kind == node_kind::random) t.append(cat(" p=", number_text(n.value)));
+  if (n.kind == node_kind::stack) t.append(cat(" x", std::to_string(n.layers)));
   return t;
 }
 
 // "f32 [dyn, 16], grad" or "..., no grad".
 inline std::string node_type_text(const node_description& n) {
-  return std::string(n.dtype) + " " + dims_text(n.dims) + (n.requires_grad ? ", grad" : ", no grad");
+  return cat(n.dtype, " ", dims_text(n.dims), n.requires_grad ? ", grad" : ", no grad");
 }
 
 constexpr std::string_view group_kind_name(group_kind k) {
@@ -68,47 +77,48 @@ constexpr std::string_view loop_kind_name(loop_kind k) {
 // "elementwise, rows", "reduction, axis reduce", "matmul".
 inline std::string group_title(const group_description& g) {
   std::string t(group_kind_name(g.kind));
-  if (g.kind == group_kind::elementwise || g.kind == group_kind::reduction) t += ", " + std::string(loop_kind_name(g.loop));
+  if (g.kind == group_kind::elementwise || g.kind == group_kind::reduction) t.append(cat(", ", loop_kind_name(g.loop)));
   return t;
 }
 
 // "recomputed in backward (region of #4)", "checkpoint region of #4, not recomputed", or "".
 inline std::string recompute_text(const group_description& g) {
   if (g.region == no_index) return "";
-  const std::string region = "region of #" + std::to_string(g.region);
-  return g.recomputed ? "recomputed in backward (" + region + ")" : "checkpoint " + region + ", not recomputed";
+  const std::string region = cat("region of #", std::to_string(g.region));
+  return g.recomputed ? cat("recomputed in backward (", region, ")") : cat("checkpoint ", region, ", not recomputed");
 }
 
 // "block of #5 (stack x2): runs once per layer; each layer's forward runs again in backward".
 inline std::string block_title(std::size_t stack, const node_description& s) {
-  return "block of #" + std::to_string(stack) + " (" + node_title(s) + "): runs once per layer" +
-         (s.recomputes_layers ? "; each layer's forward part runs again in backward" : "; every layer's values kept");
+  return cat("block of #", std::to_string(stack), " (", node_title(s), "): runs once per layer",
+             s.recomputes_layers ? "; each layer's forward part runs again in backward" : "; every layer's values kept");
 }
 
-template <class Step>
+// Key: a step's key (graph/step.hpp).
+template <class Key>
 void append_group_summary(std::string& out, const std::string& indent) {
-  constexpr const auto& d = description<Step>::table;
+  constexpr const auto& d = description<Key>::table;
   for (std::size_t g = 0; g < d.group_count; ++g) {
     const group_description& gr = d.group[g];
     const node_description& root = d.node[gr.root];
     char head[96];
     std::snprintf(head, sizeof head, "g%-3zu %-9s %-24s %3zu node%s  ", g, gr.backward ? "backward" : "forward",
                   group_title(gr).c_str(), gr.nodes, gr.nodes == 1 ? " " : "s");
-    std::string line = indent + head + "#" + std::to_string(gr.root) + " " + node_title(root) + " " +
-                       std::string(root.dtype) + " " + dims_text(root.dims);
+    out.append(cat(indent, head, "#", std::to_string(gr.root), " ", node_title(root), " ", root.dtype, " ",
+                   dims_text(root.dims)));
     if (gr.nodes > 1) {
-      line += ":";
+      out.append(":");
       for (std::size_t i = 0; i <= gr.root; ++i)
-        if (d.node[i].group == g) line += " " + std::string(d.node[i].op);
+        if (d.node[i].group == g) out.append(cat(" ", d.node[i].op));
     }
     const std::string recompute = recompute_text(gr);
-    if (!recompute.empty()) line += "  " + recompute;
-    out += line + "\n";
+    if (!recompute.empty()) out.append(cat("  ", recompute));
+    out.append("\n");
     if (root.kind == node_kind::stack)
-      description<Step>::for_each_block([&]<std::size_t R, class Block>(std::integral_constant<std::size_t, R>,
-                                                                        std::type_identity<Block>) {
+      description<Key>::for_each_block([&]<std::size_t R, class Block>(std::integral_constant<std::size_t, R>,
+                                                                       std::type_identity<Block>) {
         if (R != gr.root) return;
-        out += indent + "    " + block_title(R, root) + ":\n";
+        out.append(cat(indent, "    ", block_title(R, root), ":\n"));
         append_group_summary<Block>(out, indent + "    ");
       });
   }
@@ -123,7 +133,7 @@ namespace ctg::io {
 template <class Step>
 std::string group_summary(const Step&) {
   std::string out;
-  detail::append_group_summary<Step>(out, "");
+  detail::append_group_summary<step_key_t<Step>>(out, "");
   return out;
 }
 

@@ -15,7 +15,10 @@
 //   d.group[g].kind, .loop, .backward, .recomputed, .region
 //
 // A ctg::nn::stack is one node here; its block's graph (compiled once for
-// all layers) is a step of its own: description<S>::for_each_block.
+// all layers) is a step of its own: description<S>::for_each_block. Code
+// that renders a description is best instantiated on step keys
+// (step_key_t<Step>, graph/step.hpp), as the runtime is: a step's type
+// spells its whole graph, in every symbol and diagnostic named after it.
 #include <array>
 #include <cstddef>
 #include <string_view>
@@ -214,10 +217,10 @@ struct description {
   using step = step_of<S>;
   static constexpr const auto& table = detail::description_of<step_key_t<step>>;
 
-  // Calls f(std::integral_constant<std::size_t, R>{}, std::type_identity<Block>{})
-  // for each stack node R, in node order, where Block is the step the stack
-  // runs once per layer: its block's forward part, then its backward part
-  // (graph/stack.hpp's backward_step; exec/stack_runner.hpp runs it).
+  // Calls f(std::integral_constant<std::size_t, R>{}, std::type_identity<BlockKey>{})
+  // for each stack node R, in node order, where BlockKey is the key of the
+  // step the stack runs once per layer: its block's forward part, then its
+  // backward part (graph/stack.hpp's backward_step; exec/stack_runner.hpp runs it).
   template <class F>
   static constexpr void for_each_block(F&& f) {
     constexpr auto stacks = [] {
@@ -229,7 +232,7 @@ struct description {
     }();
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (f(std::integral_constant<std::size_t, stacks.first[K]>{},
-         std::type_identity<typename tl::at_t<stacks.first[K], typename step::nodes>::backward_step>{}),
+         std::type_identity<step_key_t<typename tl::at_t<stacks.first[K], typename step::nodes>::backward_step>>{}),
        ...);
     }(std::make_index_sequence<stacks.second>{});
   }
