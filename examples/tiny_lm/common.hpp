@@ -73,11 +73,16 @@ struct options {
   std::string prompt;  // empty: see default_prompt
   float temperature = 0.8f;
   long sample = 200;
+  std::string graph;  // empty: no drawing
 };
 
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Writes a graph's DOT text to path (.dot), or renders it there with Graphviz's
+// dot in the format its extension names (.svg, .png, .pdf): main.cpp.
+void write_graph(const std::string& path, const std::string& dot_text);
 
 // ------------------------------------------------------------------ data ----
 struct corpus {

@@ -1,8 +1,9 @@
 // tiny_lm: a character-level decoder-only transformer (ctg::nn::transformer),
 // trained on the CPU on real text that needs no download: by default ctg's own
 // headers (every file under include/ctg/, concatenated), or any file given with
-// --data. It prints the compile-time graph's size, trains with AdamW and a
-// warmup + cosine schedule, and samples text from the trained model.
+// --data. It prints the compile-time graph (its size, and its fusion groups in
+// the order they run; --graph draws it), trains with AdamW and a warmup +
+// cosine schedule, and samples text from the trained model.
 //   scripts/demo                 (or build/default/examples/tiny_lm [flags]; --help lists them)
 //
 // Compile cost: every model step is one graph type, and the model's width and
@@ -14,8 +15,10 @@
 // adds about as much again. The transformer's blocks are one ctg::nn::stack,
 // so a type's size does not grow with the number of layers.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -68,6 +71,9 @@ Trains a character-level decoder-only transformer (ctg::nn::transformer: 2 layer
   --data PATH       train on this file (default: every file under ctg's include/ctg/,
                     concatenated in path order)
   --log-every N     a progress line every N steps (default 25)
+  --graph PATH      draw the training step's graph (ctg::io::to_dot) before training: PATH.dot
+                    is the DOT text; another extension (.svg, .png, .pdf) is rendered by
+                    Graphviz's dot (Debian package graphviz; scripts/demo installs it)
   --prompt TEXT     where sampling starts (default "template <" on the default data,
                     else the text's first 16 bytes)
   --temperature X   sampling temperature, in (0, 10] (default 0.8)
@@ -121,7 +127,7 @@ bool parse_flags(int argc, char** argv, options& o) {
     } else {
       static const char* const known[] = {"--steps", "--batch",  "--seq",    "--width",       "--policy", "--seed",
                                           "--lr",    "--data",   "--log-every", "--prompt", "--temperature",
-                                          "--sample"};
+                                          "--sample", "--graph"};
       if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return flag == k; }) ==
           std::end(known))
         throw usage_error("unknown flag '" + flag + "'");
@@ -162,7 +168,13 @@ bool parse_flags(int argc, char** argv, options& o) {
       o.prompt = value;
     } else if (flag == "--temperature") o.temperature = parse_float(flag, value, 0.0f, 10.0f, true);
     else if (flag == "--sample") o.sample = parse_long(flag, value, 0, 10'000);
-    else throw usage_error("unknown flag '" + flag + "'");
+    else if (flag == "--graph") {
+      const std::string ext = std::filesystem::path(value).extension().string();
+      const auto alnum = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) != 0; };
+      if (ext.size() < 2 || !std::all_of(ext.begin() + 1, ext.end(), alnum))
+        throw usage_error("--graph takes a file name ending in .dot, .svg, .png or .pdf, found '" + value + "'");
+      o.graph = value;
+    } else throw usage_error("unknown flag '" + flag + "'");
   }
   return true;
 }
@@ -198,6 +210,33 @@ corpus load_corpus(const options& o) {
 }
 
 }  // namespace
+
+// The DOT text as it is (.dot), or rendered by Graphviz's dot in the format
+// path's extension names, reading the text from a pipe.
+void write_graph(const std::string& path, const std::string& dot_text) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".dot") {
+    std::ofstream f(path, std::ios::binary);
+    f << dot_text;
+    if (!f) throw std::runtime_error("--graph: cannot write '" + path + "'");
+    return;
+  }
+  std::string quoted = "'";  // path as one shell word: in single quotes, each ' as '\''
+  for (char ch : path) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  quoted += "'";
+  const std::string command = "dot -T" + ext.substr(1) + " -o " + quoted;
+  // Without dot the shell exits at once: a write to its pipe then fails (EPIPE), not the demo (SIGPIPE).
+  const auto previous = std::signal(SIGPIPE, SIG_IGN);
+  FILE* pipe = popen(command.c_str(), "w");
+  const bool sent = pipe && std::fwrite(dot_text.data(), 1, dot_text.size(), pipe) == dot_text.size();
+  const int status = pipe ? pclose(pipe) : -1;
+  std::signal(SIGPIPE, previous);
+  if (!sent || status != 0)
+    throw std::runtime_error("--graph: '" + command + "' failed: is Graphviz installed (Debian package graphviz; "
+                             "scripts/demo installs it)? --graph " +
+                             std::filesystem::path(path).replace_extension(".dot").string() + " writes the DOT text");
+}
+
 }  // namespace tiny_lm
 
 int main(int argc, char** argv) {

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <limits>
 
+#include <ctg/io/dot.hpp>
+
 #include "common.hpp"
 
 namespace tiny_lm {
@@ -122,6 +124,13 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
               params::size);
   std::printf("sampling graph (logits only): %zu nodes, %zu fusion groups\n", SampleStep::nodes::size,
               ctg::group_count_v<SampleStep>);
+  std::printf("fusion groups of the training step, in the order they run (g<i>, part, kind and loop, nodes fused, the "
+              "node written):\n%s",
+              ctg::io::group_summary(step).c_str());
+  if (!o.graph.empty()) {
+    write_graph(o.graph, ctg::io::to_dot(step));
+    std::printf("graph of the training step: %s\n", o.graph.c_str());
+  }
 
   // Parameters, optimizer, schedule.
   ctg::cpu::device dev;
