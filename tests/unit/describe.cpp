@@ -81,6 +81,19 @@ template <ctg::nn::checkpointing C>
 using Stacked = decltype(ctg::nn::stack<2, mlp_block, C>(X3{}));
 template <ctg::nn::checkpointing C>
 using SStep = decltype(ctg::value_and_grad(ctg::mean(ctg::square(Stacked<C>{}))));
+// -------------------------------------- fp8, dropout, an embedding, a view ----
+using Ids = ctg::input<"ids", ctg::i32, dyn>;
+using Tab = ctg::param<"tab", ctg::f32, 10, 8>;
+using D3 = ctg::precision::delayed<3>;
+using SX = ctg::scaling::delayed<"lin.x", D3>;
+using SW = ctg::scaling::delayed<"lin.w", D3>;
+using SG = ctg::scaling::delayed<"lin.g", D3>;
+using W8 = ctg::param<"w8", ctg::f32, 8, 4>;
+using Dropped = decltype(ctg::dropout<"drop">(ctg::gather(Tab{}, Ids{}), ctg::lit<0.25>));
+using Q = decltype(ctg::quantize<ctg::e4m3, SX>(Dropped{}));
+using Lin = decltype(ctg::fp8_matmul<ctg::f32, SG>(Q{}, ctg::quantize<ctg::e4m3, SW>(W8{})));
+using KStep = decltype(ctg::value_and_grad(ctg::mean(ctg::square(ctg::unsqueeze<0>(Lin{}))) +
+                                           ctg::mean(ctg::dequantize<ctg::f32>(Q{}))));
 }  // namespace
 
 TEST_CASE("every node's op, name, dtype, static dims and grad requirement come from its type") {
@@ -284,4 +297,38 @@ TEST_CASE("names are escaped in DOT labels") {
   using Q = ctg::param<"q\"u\\o", ctg::f32, 2>;
   const std::string dot = ctg::io::to_dot(ctg::value_and_grad(ctg::sum(ctg::square(Q{}))));
   CHECK(dot.find("#0 param q\\\"u\\\\o\\nf32 [2], grad") != std::string::npos);
+}
+
+TEST_CASE("every kind of node has an op name: fp8, dropout, gather and its gradient, views, stacks, state leaves") {
+  constexpr const auto& k = ctg::description<KStep>::table;
+  using K = ctg::node_kind;
+  bool seen[static_cast<std::size_t>(K::failed) + 1]{};
+  auto look = [&](const auto& desc) {
+    for (std::size_t i = 0; i < desc.size; ++i) {
+      CAPTURE(i);
+      CHECK_FALSE(desc.node[i].op.empty());
+      seen[static_cast<std::size_t>(desc.node[i].kind)] = true;
+    }
+  };
+  look(k);
+  look(d);
+  look(ctg::description<SStep<ctg::nn::checkpointing::every_layer>>::table);
+  for (std::size_t kind = 0; kind < static_cast<std::size_t>(K::failed); ++kind) {
+    CAPTURE(kind);
+    CHECK(seen[kind]);  // every kind but failed (no step holds one) was looked at
+  }
+  constexpr std::size_t q = ctg::tl::index_of_v<Q, KStep::nodes>, lin = ctg::tl::index_of_v<Lin, KStep::nodes>;
+  static_assert(k.node[q].op == "quantize" && k.node[q].dtype == "e4m3" && k.node[q].requires_grad);
+  static_assert(k.node[lin].op == "fp8_matmul" && k.node[lin].dtype == "f32");
+  constexpr std::size_t mask = ctg::tl::index_of_v<ctg::tl::at_t<1, Dropped::children>, KStep::nodes>;
+  static_assert(k.node[mask].op == "dropout_mask" && k.node[mask].name == "drop" && k.node[mask].value == 0.25);
+  constexpr std::size_t scale = ctg::tl::index_of_v<SX::scale_leaf, KStep::nodes>;
+  static_assert(k.node[scale].op == "state" && k.node[scale].name == "lin.x.scale" && !k.node[scale].requires_grad);
+
+  const std::string dot = ctg::io::to_dot(KStep{});
+  CHECK(dot_line(dot, "n" + std::to_string(mask)).find("#" + std::to_string(mask) + " dropout_mask drop p=0.25") !=
+        std::string::npos);
+  CHECK(dot_line(dot, "n" + std::to_string(scale)).find("state lin.x.scale\\nf32 [1], no grad") != std::string::npos);
+  CHECK(dot_line(dot, "n" + std::to_string(scale)).find("fillcolor=\"#fdd0a2\"") != std::string::npos);
+  CHECK(count(dot, "subgraph cluster_g") == ctg::group_count_v<KStep>);
 }
