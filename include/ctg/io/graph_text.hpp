@@ -5,9 +5,14 @@
 //
 //   std::fputs(ctg::io::group_summary(step).c_str(), stdout);
 //
-//   g0  forward   matmul               1 node   #2 matmul f32 [dyn, 32]  recomputed in backward (region of #4)
-//   g1  forward   elementwise, flat    2 nodes  #4 checkpoint f32 [dyn, 32]: silu checkpoint
-//   g3  forward   reduction, axis      2 nodes  #8 mean f32 []: square mean
+//   g0   forward   matmul                     1 node   #2 matmul f32 [dyn, 32]  recomputed in backward (region of #4)
+//   g1   forward   elementwise, flat          2 nodes  #4 checkpoint f32 [dyn, 32]: silu checkpoint
+//   g3   forward   reduction, axis reduce     2 nodes  #8 mean f32 []: square mean
+//   g5   backward  elementwise, rows          4 nodes  #16 mul f32 [dyn, 16]: broadcast mul mul mul
+//
+// (group, part, kind and loop shape, nodes it computes, the node it writes
+// and its type, the ops fused into it, and whether a checkpoint region
+// runs it again.)
 //
 // A stack's line is followed by its block's groups (the block's graph runs
 // once per layer), indented.
