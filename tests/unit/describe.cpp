@@ -57,15 +57,10 @@ using X2 = ctg::input<"x", ctg::f32, dyn, 16>;
 using W1 = ctg::param<"w1", ctg::f32, 16, 32>;
 using W2 = ctg::param<"w2", ctg::f32, 32, 16>;
 using M1 = decltype(ctg::matmul(X2{}, W1{}));
-template <bool Ckpt>
-constexpr auto mark(auto e) {
-  if constexpr (Ckpt) return ctg::checkpoint(e);
-  else return e;
-}
-template <bool Ckpt>
-using Inner = decltype(mark<Ckpt>(ctg::silu(M1{})));
-template <bool Ckpt>
-using CStep = decltype(ctg::value_and_grad(ctg::mean(ctg::square(ctg::matmul(Inner<Ckpt>{}, W2{})))));
+using Silu = decltype(ctg::silu(M1{}));
+using Checkpointed = decltype(ctg::checkpoint(Silu{}));
+template <class Inner>  // Silu, or Checkpointed
+using CStep = decltype(ctg::value_and_grad(ctg::mean(ctg::square(ctg::matmul(Inner{}, W2{})))));
 
 // ------------------------------------------------------------- a stack ----
 template <ctg::fixed_string Prefix>
@@ -180,12 +175,12 @@ TEST_CASE("the DOT graph names every node once, with its op, type and grad, and 
 }
 
 TEST_CASE("a checkpoint region: its values are recomputed in backward, not kept, and drawn as a cluster") {
-  using Plain = CStep<false>;
-  using Ckpt = CStep<true>;
+  using Plain = CStep<Silu>;
+  using Ckpt = CStep<Checkpointed>;
   constexpr const auto& p = ctg::description<Plain>::table;
   constexpr const auto& c = ctg::description<Ckpt>::table;
   constexpr std::size_t m = ctg::tl::index_of_v<M1, Ckpt::nodes>;
-  constexpr std::size_t cp = ctg::tl::index_of_v<Inner<true>, Ckpt::nodes>;
+  constexpr std::size_t cp = ctg::tl::index_of_v<Checkpointed, Ckpt::nodes>;
   // The matmul inside the region is recomputed and not kept; without the checkpoint it is kept.
   static_assert(c.node[m].region == cp && c.node[m].recomputed && !c.node[m].kept);
   static_assert(c.node[cp].checkpoint && c.node[cp].kept && !c.node[cp].recomputed);
