@@ -32,6 +32,7 @@ namespace ctg {
 
 // No group (a leaf, a constant, a view: computed by none) or no region.
 inline constexpr std::size_t no_index = static_cast<std::size_t>(-1);
+static_assert(no_index == detail::no_group && no_index == detail::no_region);  // as the tables say it
 
 struct node_description {
   node_kind kind{};
@@ -100,6 +101,31 @@ consteval std::string_view leaf_role_name(leaf_role r) {
   return "";
 }
 
+// The op of a node of kind k, for the kinds that have one op (the others are
+// named from their type: describe_type).
+consteval std::string_view kind_op_name(node_kind k) {
+  switch (k) {
+    case node_kind::runtime_scalar: return "1/count";  // a mean's scale (recip_count_node)
+    case node_kind::matmul: return "matmul";
+    case node_kind::transpose: return "transpose";
+    case node_kind::gather: return "gather";
+    case node_kind::scatter_add: return "scatter_add";
+    case node_kind::stack_grad: return "stack_grad";
+    case node_kind::quantize: return "quantize";
+    case node_kind::dequantize: return "dequantize";
+    case node_kind::fp8_matmul: return "fp8_matmul";
+    case node_kind::leaf:
+    case node_kind::constant:
+    case node_kind::random:
+    case node_kind::elementwise:
+    case node_kind::reduce:
+    case node_kind::view:
+    case node_kind::stack:
+    case node_kind::failed: return "";
+  }
+  return "";
+}
+
 // What the node's type says: op, name, dtype, dims, grad.
 template <class N>
 consteval node_description describe_type() {
@@ -129,13 +155,7 @@ consteval node_description describe_type() {
     d.layers = N::layers;
     d.recomputes_layers = N::recompute;
   } else {
-    constexpr std::string_view names[] = {"1/count", "matmul",     "transpose", "gather",   "scatter_add",
-                                          "stack_grad", "quantize", "dequantize", "fp8_matmul"};
-    constexpr node_kind kinds[] = {node_kind::runtime_scalar, node_kind::matmul,     node_kind::transpose,
-                                   node_kind::gather,         node_kind::scatter_add, node_kind::stack_grad,
-                                   node_kind::quantize,       node_kind::dequantize, node_kind::fp8_matmul};
-    for (std::size_t i = 0; i < std::size(kinds); ++i)
-      if (kinds[i] == k) d.op = names[i];
+    d.op = kind_op_name(k);
   }
   return d;
 }
@@ -171,15 +191,15 @@ consteval auto make_description() {
   for (std::size_t e = 0; e < E; ++e) d.children[e] = t.children[e];
 
   ct_buffer<std::size_t> group_of_root(N);
-  [&]<std::size_t... G_>(std::index_sequence<G_...>) {
-    ((d.group[G_].loop = loop_of<Key, roots[G_]>()), ...);
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    ((d.group[K].loop = loop_of<Key, roots[K]>()), ...);
   }(std::make_index_sequence<G>{});
   for (std::size_t g = 0; g < G; ++g) {
     group_description& gd = d.group[g];
     gd.root = roots[g];
     gd.kind = kind_info_of(t.node[gd.root].kind).group;
     gd.backward = gd.root >= p.forward_end;
-    gd.region = p.region[gd.root] == no_region ? no_index : p.region[gd.root];
+    gd.region = p.region[gd.root];
     group_of_root[gd.root] = g;
   }
   for (std::size_t q = 0; q < p.len; ++q)
@@ -194,7 +214,7 @@ consteval auto make_description() {
     nd.output = t.node[i].output;
     nd.backward = i >= p.forward_end;
     nd.checkpoint = t.node[i].region_end;
-    nd.region = p.region[i] == no_region ? no_index : p.region[i];
+    nd.region = p.region[i];
     nd.buffer = p.owns[i];
     nd.kept = p.kept[i];
     if (t.group[i] != no_group) {
