@@ -93,7 +93,7 @@ inline std::string recompute_text(const group_description& g) {
   return g.recomputed ? cat("recomputed in backward (", region, ")") : cat("checkpoint ", region, ", not recomputed");
 }
 
-// "block of #5 (stack x2): runs once per layer; each layer's forward runs again in backward".
+// "block of #5 (stack x2): runs once per layer; each layer's forward part runs again in backward".
 inline std::string block_title(std::size_t stack, const node_description& s) {
   return cat("block of #", std::to_string(stack), " (", node_title(s), "): runs once per layer",
              s.recomputes_layers ? "; each layer's forward part runs again in backward" : "; every layer's values kept");
@@ -133,8 +133,8 @@ void append_group_summary(std::string& out, const std::string& indent) {
 
 namespace ctg::io {
 
-// The groups of step, one line each, in the order they run, then each
-// stack's block (see the top of this file).
+// The groups of step, one line each, in the order they run; a stack's
+// block's groups follow its stack's line, indented (see the top of this file).
 template <class Step>
 std::string group_summary(const Step&) {
   std::string out;
