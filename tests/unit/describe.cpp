@@ -7,12 +7,25 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include <ctg/ctg.hpp>
 #include <ctg/io/dot.hpp>
 
 namespace {
 using ctg::dyn;
+
+// The parts one after the other, numbers in decimal.
+template <class... Parts>
+std::string str(const Parts&... parts) {
+  std::string s;
+  auto add = [&](const auto& part) {
+    if constexpr (std::is_arithmetic_v<std::remove_cvref_t<decltype(part)>>) s += std::to_string(part);
+    else s += part;
+  };
+  (add(parts), ...);
+  return s;
+}
 
 std::size_t count(const std::string& text, std::string_view what) {
   std::size_t n = 0;
@@ -22,7 +35,7 @@ std::size_t count(const std::string& text, std::string_view what) {
 
 // The DOT statement of node id (its line, from the id on), or "" when there is none.
 std::string dot_line(const std::string& dot, const std::string& id) {
-  const std::size_t at = dot.find(" " + id + " [label=");
+  const std::size_t at = dot.find(str(" ", id, " [label="));
   if (at == std::string::npos) return "";
   return dot.substr(at + 1, dot.find('\n', at) - at - 1);
 }
@@ -42,7 +55,7 @@ using Loss = decltype(ctg::mean(ctg::square(Y{})));
 using Step = decltype(ctg::value_and_grad(Loss{}));
 template <class N>
 constexpr std::size_t at = ctg::tl::index_of_v<N, Step::nodes>;
-constexpr const auto& d = ctg::description<Step>::table;
+constexpr const ctg::step_description& d = ctg::description<Step>;
 
 constexpr bool same_dims(const ctg::shape_value& a, std::initializer_list<ctg::dim_t> b) {
   if (a.rank != b.size()) return false;
@@ -92,7 +105,7 @@ using KStep = decltype(ctg::value_and_grad(ctg::mean(ctg::square(ctg::unsqueeze<
 }  // namespace
 
 TEST_CASE("every node's op, name, dtype, static dims and grad requirement come from its type") {
-  static_assert(d.size == Step::nodes::size);
+  static_assert(d.size() == Step::nodes::size);
   static_assert(d.node[at<W>].op == "param" && d.node[at<W>].name == "w" && d.node[at<W>].dtype == "f32");
   static_assert(same_dims(d.node[at<W>].dims, {16, 8}) && d.node[at<W>].requires_grad);
   static_assert(d.node[at<E>].op == "frozen" && d.node[at<E>].dtype == "bf16" && !d.node[at<E>].requires_grad);
@@ -121,20 +134,20 @@ TEST_CASE("the loss is the forward part's output; the gradients are the backward
   // The gradient's statement comes after the backward cluster opens, the loss's before.
   const std::size_t bw = dot.find("subgraph cluster_backward {");
   REQUIRE(bw != std::string::npos);
-  CHECK(dot.find(" n" + std::to_string(gw) + " [label=") > bw);
-  CHECK(dot.find(" n" + std::to_string(at<Loss>) + " [label=") < bw);
-  CHECK(dot_line(dot, "n" + std::to_string(gw)).find("output") != std::string::npos);
+  CHECK(dot.find(str(" n", gw, " [label=")) > bw);
+  CHECK(dot.find(str(" n", at<Loss>, " [label=")) < bw);
+  CHECK(dot_line(dot, str("n", gw)).find("output") != std::string::npos);
 }
 
 TEST_CASE("groups are the schedule's: one DOT cluster each, with its kind and loop shape") {
-  static_assert(d.group_count == ctg::group_count_v<Step>);
+  static_assert(d.group_count() == ctg::group_count_v<Step>);
   std::size_t grouped = 0, in_groups = 0;
-  for (std::size_t g = 0; g < d.group_count; ++g) {
+  for (std::size_t g = 0; g < d.group_count(); ++g) {
     CHECK(d.group[g].kind == ctg::schedule<Step>::group_kinds[g]);
     CHECK(d.node[d.group[g].root].group == g);
     in_groups += d.group[g].nodes;
   }
-  for (std::size_t i = 0; i < d.size; ++i) grouped += d.node[i].group != ctg::no_index;
+  for (std::size_t i = 0; i < d.size(); ++i) grouped += d.node[i].group != ctg::no_index;
   CHECK(grouped == in_groups);
   // The bias broadcasts over rows: y's loop runs by rows (group.hpp's decision).
   constexpr auto& gy = d.group[d.node[at<Y>].group];
@@ -147,38 +160,38 @@ TEST_CASE("groups are the schedule's: one DOT cluster each, with its kind and lo
   CHECK(count(dot, "subgraph cluster_region_") == 0);
   CHECK(count(dot, "subgraph cluster_forward {") == 1);
   CHECK(count(dot, "subgraph cluster_backward {") == 1);
-  const std::string label = "label=\"g" + std::to_string(d.node[at<Y>].group) + " elementwise, rows\"";
+  const std::string label = str("label=\"g", d.node[at<Y>].group, " elementwise, rows\"");
   CHECK(dot.find(label) != std::string::npos);
 }
 
 TEST_CASE("the DOT graph names every node once, with its op, type and grad, and leaves by role") {
   const std::string dot = ctg::io::to_dot(Step{});
-  for (std::size_t i = 0; i < d.size; ++i) {
-    const std::string id = "n" + std::to_string(i);
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    const std::string id = str("n", i);
     CAPTURE(id);
-    CHECK(count(dot, " " + id + " [label=") == 1);
-    CHECK(dot_line(dot, id).find("#" + std::to_string(i) + " " + std::string(d.node[i].op)) != std::string::npos);
+    CHECK(count(dot, str(" ", id, " [label=")) == 1);
+    CHECK(dot_line(dot, id).find(str("#", i, " ", d.node[i].op)) != std::string::npos);
   }
-  CHECK(dot_line(dot, "n" + std::to_string(at<H>)).find("matmul\\nbf16 [dyn, 8], grad") != std::string::npos);
-  CHECK(dot_line(dot, "n" + std::to_string(at<F>)).find("matmul\\nbf16 [dyn, 8], no grad") != std::string::npos);
-  CHECK(dot_line(dot, "n" + std::to_string(at<W>)).find("param w\\nf32 [16, 8], grad") != std::string::npos);
-  CHECK(dot_line(dot, "n" + std::to_string(at<E>)).find("frozen e\\nbf16 [16, 8], no grad") != std::string::npos);
-  CHECK(dot_line(dot, "n" + std::to_string(at<W>)).find("fillcolor=\"#c7e9c0\"") != std::string::npos);
-  CHECK(dot_line(dot, "n" + std::to_string(at<E>)).find("fillcolor=\"#d9d9d9\"") != std::string::npos);
-  CHECK(dot_line(dot, "n" + std::to_string(at<X>)).find("fillcolor=\"#c6dbef\"") != std::string::npos);
+  CHECK(dot_line(dot, str("n", at<H>)).find("matmul\\nbf16 [dyn, 8], grad") != std::string::npos);
+  CHECK(dot_line(dot, str("n", at<F>)).find("matmul\\nbf16 [dyn, 8], no grad") != std::string::npos);
+  CHECK(dot_line(dot, str("n", at<W>)).find("param w\\nf32 [16, 8], grad") != std::string::npos);
+  CHECK(dot_line(dot, str("n", at<E>)).find("frozen e\\nbf16 [16, 8], no grad") != std::string::npos);
+  CHECK(dot_line(dot, str("n", at<W>)).find("fillcolor=\"#c7e9c0\"") != std::string::npos);
+  CHECK(dot_line(dot, str("n", at<E>)).find("fillcolor=\"#d9d9d9\"") != std::string::npos);
+  CHECK(dot_line(dot, str("n", at<X>)).find("fillcolor=\"#c6dbef\"") != std::string::npos);
   // Every edge joins two declared nodes: one per child.
   std::size_t edges = 0;
-  for (std::size_t i = 0; i < d.size; ++i) edges += d.child_count(i);
+  for (std::size_t i = 0; i < d.size(); ++i) edges += d.child_count(i);
   CHECK(count(dot, " -> ") == edges);
   using HF = decltype(H{} + F{});
-  CHECK(count(dot, " n" + std::to_string(at<H>) + " -> n" + std::to_string(at<HF>) + ";\n") == 1);
+  CHECK(count(dot, str(" n", at<H>, " -> n", at<HF>, ";\n")) == 1);
 }
 
 TEST_CASE("a checkpoint region: its values are recomputed in backward, not kept, and drawn as a cluster") {
   using Plain = CStep<Silu>;
   using Ckpt = CStep<Checkpointed>;
-  constexpr const auto& p = ctg::description<Plain>::table;
-  constexpr const auto& c = ctg::description<Ckpt>::table;
+  constexpr const ctg::step_description& p = ctg::description<Plain>;
+  constexpr const ctg::step_description& c = ctg::description<Ckpt>;
   constexpr std::size_t m = ctg::tl::index_of_v<M1, Ckpt::nodes>;
   constexpr std::size_t cp = ctg::tl::index_of_v<Checkpointed, Ckpt::nodes>;
   // The matmul inside the region is recomputed and not kept; without the checkpoint it is kept.
@@ -191,30 +204,30 @@ TEST_CASE("a checkpoint region: its values are recomputed in backward, not kept,
   constexpr auto& prog = ctg::program<Ckpt>::table;
   std::size_t again = 0, marked = 0;
   for (std::size_t q = 0; q < prog.len; ++q) again += prog.recompute[q];
-  for (std::size_t g = 0; g < c.group_count; ++g) marked += c.group[g].recomputed;
+  for (std::size_t g = 0; g < c.group_count(); ++g) marked += c.group[g].recomputed;
   CHECK(again == marked);
   CHECK(marked > 0);
-  for (std::size_t i = 0; i < p.size; ++i) CHECK_FALSE(p.node[i].recomputed);
+  for (std::size_t i = 0; i < p.size(); ++i) CHECK_FALSE(p.node[i].recomputed);
 
   const std::string dot = ctg::io::to_dot(Ckpt{});
-  CHECK(count(dot, "subgraph cluster_region_" + std::to_string(cp) + " {") == 1);
+  CHECK(count(dot, str("subgraph cluster_region_", cp, " {")) == 1);
   CHECK(count(dot, "subgraph cluster_g") == ctg::group_count_v<Ckpt>);
-  const std::string mline = dot_line(dot, "n" + std::to_string(m));
+  const std::string mline = dot_line(dot, str("n", m));
   CHECK(mline.find("recomputed in backward") != std::string::npos);
   CHECK(mline.find("dashed") != std::string::npos);
-  CHECK(dot_line(dot, "n" + std::to_string(cp)).find("kept for backward") != std::string::npos);
+  CHECK(dot_line(dot, str("n", cp)).find("kept for backward") != std::string::npos);
   // The matmul's group cluster sits inside the region's cluster.
   const std::size_t region = dot.find("subgraph cluster_region_"), group = dot.find(mline);
   CHECK(region < group);
-  CHECK(dot.find("subgraph cluster_g" + std::to_string(c.node[m].group) + " {", region) < group);
+  CHECK(dot.find(str("subgraph cluster_g", c.node[m].group, " {"), region) < group);
   const std::string plain = ctg::io::to_dot(Plain{});
   CHECK(count(plain, "recomputed") == 0);
   CHECK(count(plain, "cluster_region_") == 0);
-  CHECK(dot_line(plain, "n" + std::to_string(pm)).find("kept for backward") != std::string::npos);
+  CHECK(dot_line(plain, str("n", pm)).find("kept for backward") != std::string::npos);
 
   const std::string summary = ctg::io::group_summary(Ckpt{});
-  CHECK(count(summary, "\n") == c.group_count);
-  CHECK(count(summary, "recomputed in backward (region of #" + std::to_string(cp) + ")") == marked);
+  CHECK(count(summary, "\n") == c.group_count());
+  CHECK(count(summary, str("recomputed in backward (region of #", cp, ")")) == marked);
 }
 
 TEST_CASE("a stack's block is described as its own step, drawn inside the stack's part and linked to it") {
@@ -222,69 +235,58 @@ TEST_CASE("a stack's block is described as its own step, drawn inside the stack'
   using S = SStep<C::every_layer>;
   using Block = typename Stacked<C::every_layer>::backward_step;
   constexpr std::size_t r = ctg::tl::index_of_v<Stacked<C::every_layer>, S::nodes>;
-  constexpr const auto& d = ctg::description<S>::table;
-  constexpr const auto& b = ctg::description<Block>::table;
+  constexpr const ctg::step_description& d = ctg::description<S>;
+  constexpr const ctg::step_description& b = ctg::description<Block>;
   static_assert(d.node[r].op == "stack" && d.node[r].layers == 2 && d.node[r].recomputes_layers);
-  std::size_t blocks = 0;
-  ctg::description<S>::for_each_block([&]<std::size_t R, class B>(std::integral_constant<std::size_t, R>,
-                                                                   std::type_identity<B>) {
-    ++blocks;
-    CHECK(R == r);
-    CHECK(std::is_same_v<B, ctg::step_key_t<Block>>);
-  });
-  CHECK(blocks == 1);
+  static_assert(d.blocks.size() == 1 && d.blocks[0].stack == r && d.blocks[0].step == &ctg::description<Block>);
 
   const std::string dot = ctg::io::to_dot(S{});
-  const std::string block = "s" + std::to_string(r) + "_";
-  CHECK(count(dot, "subgraph cluster_" + block + "block {") == 1);
+  const std::string block = str("s", r, "_");
+  CHECK(count(dot, str("subgraph cluster_", block, "block {")) == 1);
   CHECK(count(dot, "subgraph cluster_g") == ctg::group_count_v<S>);
-  CHECK(count(dot, "subgraph cluster_" + block + "g") == ctg::group_count_v<Block>);
-  for (std::size_t i = 0; i < b.size; ++i) {
+  CHECK(count(dot, str("subgraph cluster_", block, "g")) == ctg::group_count_v<Block>);
+  for (std::size_t i = 0; i < b.size(); ++i) {
     CAPTURE(i);
-    CHECK(count(dot, " " + block + "n" + std::to_string(i) + " [label=\"#" + std::to_string(i) + " " +
-                         std::string(b.node[i].op)) == 1);
+    CHECK(count(dot, str(" ", block, "n", i, " [label=\"#", i, " ", b.node[i].op)) == 1);
   }
   // The stack's input feeds the block's carry; the block's output comes back to the stack.
-  std::size_t carry = b.size;
-  for (std::size_t i = 0; i < b.size; ++i)
+  std::size_t carry = b.size();
+  for (std::size_t i = 0; i < b.size(); ++i)
     if (b.node[i].role == ctg::leaf_role::carry && b.node[i].kind == ctg::node_kind::leaf) carry = i;
-  REQUIRE(carry < b.size);
-  CHECK(count(dot, " n" + std::to_string(d.child(r, 0)) + " -> " + block + "n" + std::to_string(carry) +
-                       " [style=dashed]") == 1);
-  CHECK(count(dot, " " + block + "n" + std::to_string(b.forward_end - 1) + " -> n" + std::to_string(r) +
-                       " [style=dashed") == 1);
+  REQUIRE(carry < b.size());
+  CHECK(count(dot, str(" n", d.child(r, 0), " -> ", block, "n", carry, " [style=dashed]")) == 1);
+  CHECK(count(dot, str(" ", block, "n", b.forward_end - 1, " -> n", r, " [style=dashed")) == 1);
   // The block's cluster is inside the forward part's.
-  CHECK(dot.find("subgraph cluster_forward {") < dot.find("subgraph cluster_" + block + "block {"));
-  CHECK(dot.find("subgraph cluster_" + block + "block {") < dot.find("subgraph cluster_backward {"));
+  CHECK(dot.find("subgraph cluster_forward {") < dot.find(str("subgraph cluster_", block, "block {")));
+  CHECK(dot.find(str("subgraph cluster_", block, "block {")) < dot.find("subgraph cluster_backward {"));
 
   const std::string summary = ctg::io::group_summary(S{});
-  CHECK(count(summary, "\n") == d.group_count + 1 + b.group_count);
-  CHECK(summary.find("block of #" + std::to_string(r) +
-                     " (stack x2): runs once per layer; each layer's forward part runs again in backward:") !=
-        std::string::npos);
+  CHECK(count(summary, "\n") == d.group_count() + 1 + b.group_count());
+  CHECK(summary.find(str("block of #", r, " (stack x2): runs once per layer; ",
+                         "each layer's forward part runs again in backward:")) != std::string::npos);
   const std::string kept = ctg::io::group_summary(SStep<C::none>{});
   CHECK(kept.find("(stack x2): runs once per layer; every layer's values kept:") != std::string::npos);
 }
 
 TEST_CASE("the group summary: one line per group, in order, with its fused ops") {
   const std::string summary = ctg::io::group_summary(Step{});
-  CHECK(count(summary, "\n") == d.group_count);
+  CHECK(count(summary, "\n") == d.group_count());
   std::size_t from = 0;
-  for (std::size_t g = 0; g < d.group_count; ++g) {
-    const std::string head = "g" + std::to_string(g) + " ";
+  for (std::size_t g = 0; g < d.group_count(); ++g) {
+    const std::string head = str("g", g, " ");
     CAPTURE(head);
     const std::size_t line = summary.find(head, from);
     REQUIRE(line == from);  // each line starts with its group, in execution order
     const std::size_t end = summary.find('\n', line);
     const std::string text = summary.substr(line, end - line);
     CHECK(text.find(d.group[g].backward ? "backward" : "forward") != std::string::npos);
-    CHECK(text.find("#" + std::to_string(d.group[g].root) + " " + std::string(d.node[d.group[g].root].op)) !=
+    CHECK(text.find(str("#", d.group[g].root, " ", d.node[d.group[g].root].op)) !=
           std::string::npos);
     from = end + 1;
   }
   // y's group: the casts, adds and the bias, one loop.
   const std::size_t gy = d.node[at<Y>].group;
-  const std::size_t line = summary.find("g" + std::to_string(gy) + " ");
+  const std::size_t line = summary.find(str("g", gy, " "));
   CHECK(summary.substr(line, summary.find('\n', line) - line).find("elementwise, rows") != std::string::npos);
 }
 
@@ -295,11 +297,11 @@ TEST_CASE("names are escaped in DOT labels") {
 }
 
 TEST_CASE("every kind of node has an op name: fp8, dropout, gather and its gradient, views, stacks, state leaves") {
-  constexpr const auto& k = ctg::description<KStep>::table;
+  constexpr const ctg::step_description& k = ctg::description<KStep>;
   using K = ctg::node_kind;
   bool seen[static_cast<std::size_t>(K::failed) + 1]{};
-  auto look = [&](const auto& desc) {
-    for (std::size_t i = 0; i < desc.size; ++i) {
+  auto look = [&](const ctg::step_description& desc) {
+    for (std::size_t i = 0; i < desc.size(); ++i) {
       CAPTURE(i);
       CHECK_FALSE(desc.node[i].op.empty());
       seen[static_cast<std::size_t>(desc.node[i].kind)] = true;
@@ -307,7 +309,7 @@ TEST_CASE("every kind of node has an op name: fp8, dropout, gather and its gradi
   };
   look(k);
   look(d);
-  look(ctg::description<SStep<ctg::nn::checkpointing::every_layer>>::table);
+  look(ctg::description<SStep<ctg::nn::checkpointing::every_layer>>);
   for (std::size_t kind = 0; kind < static_cast<std::size_t>(K::failed); ++kind) {
     CAPTURE(kind);
     CHECK(seen[kind]);  // every kind but failed (no step holds one) was looked at
@@ -321,9 +323,9 @@ TEST_CASE("every kind of node has an op name: fp8, dropout, gather and its gradi
   static_assert(k.node[scale].op == "state" && k.node[scale].name == "lin.x.scale" && !k.node[scale].requires_grad);
 
   const std::string dot = ctg::io::to_dot(KStep{});
-  CHECK(dot_line(dot, "n" + std::to_string(mask)).find("#" + std::to_string(mask) + " dropout_mask drop p=0.25") !=
+  CHECK(dot_line(dot, str("n", mask)).find(str("#", mask, " dropout_mask drop p=0.25")) !=
         std::string::npos);
-  CHECK(dot_line(dot, "n" + std::to_string(scale)).find("state lin.x.scale\\nf32 [1], no grad") != std::string::npos);
-  CHECK(dot_line(dot, "n" + std::to_string(scale)).find("fillcolor=\"#fdd0a2\"") != std::string::npos);
+  CHECK(dot_line(dot, str("n", scale)).find("state lin.x.scale\\nf32 [1], no grad") != std::string::npos);
+  CHECK(dot_line(dot, str("n", scale)).find("fillcolor=\"#fdd0a2\"") != std::string::npos);
   CHECK(count(dot, "subgraph cluster_g") == ctg::group_count_v<KStep>);
 }

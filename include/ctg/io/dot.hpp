@@ -74,21 +74,19 @@ inline std::string dot_node(const std::string& id, std::size_t i, const node_des
   return cat(id, " [label=", label, attrs, "];\n");
 }
 
-// Key: a step's key (graph/step.hpp).
-template <class Key>
-void append_dot(std::string& out, const std::string& prefix, const std::string& indent) {
-  constexpr const auto& d = description<Key>::table;
+inline void append_dot(std::string& out, const step_description& d, const std::string& prefix,
+                       const std::string& indent) {
   auto id = [&](std::size_t i) { return cat(prefix, "n", std::to_string(i)); };
   auto group_cluster = [&](std::size_t g, const std::string& in) {
     out += cat(in, "subgraph cluster_", prefix, "g", std::to_string(g), " {\n");
     out += cat(in, "  label=", dot_label({cat("g", std::to_string(g), " ", group_title(d.group[g]))}),
                "; style=rounded; color=\"#969696\";\n");
-    for (std::size_t i = 0; i < d.size; ++i)
+    for (std::size_t i = 0; i < d.size(); ++i)
       if (d.node[i].group == g) out += cat(in, "  ", dot_node(id(i), i, d.node[i]));
     out += cat(in, "}\n");
   };
 
-  for (std::size_t i = 0; i < d.size; ++i)
+  for (std::size_t i = 0; i < d.size(); ++i)
     if (d.node[i].kind == node_kind::leaf) out += cat(indent, dot_node(id(i), i, d.node[i]));
 
   for (const bool backward : {false, true}) {
@@ -97,41 +95,41 @@ void append_dot(std::string& out, const std::string& prefix, const std::string& 
     out += cat(indent, "  label=", dot_label({part}), "; style=filled; fillcolor=\"",
                backward ? "#fff5eb" : "#f7fbff", "\"; color=\"#bdbdbd\";\n");
     // Checkpoint regions (forward only), each around the groups it recomputes.
-    for (std::size_t c = 0; c < d.size; ++c) {
+    for (std::size_t c = 0; c < d.size(); ++c) {
       if (!d.node[c].checkpoint || d.node[c].backward != backward) continue;
       out += cat(indent, "  subgraph cluster_", prefix, "region_", std::to_string(c), " {\n");
       out += cat(indent, "    label=", dot_label({cat("checkpoint region of #", std::to_string(c))}),
                  "; style=dashed; color=\"#cb181d\";\n");
-      for (std::size_t g = 0; g < d.group_count; ++g)
+      for (std::size_t g = 0; g < d.group_count(); ++g)
         if (d.group[g].region == c) group_cluster(g, indent + "    ");
       out += cat(indent, "  }\n");
     }
-    for (std::size_t g = 0; g < d.group_count; ++g)
+    for (std::size_t g = 0; g < d.group_count(); ++g)
       if (d.group[g].backward == backward && d.group[g].region == no_index) group_cluster(g, indent + "  ");
-    for (std::size_t i = 0; i < d.size; ++i) {
+    for (std::size_t i = 0; i < d.size(); ++i) {
       const node_description& n = d.node[i];
       if (n.backward == backward && n.group == no_index && n.kind != node_kind::leaf)
         out += cat(indent, "  ", dot_node(id(i), i, n));
     }
-    description<Key>::for_each_block([&]<std::size_t R, class Block>(std::integral_constant<std::size_t, R>,
-                                                                      std::type_identity<Block>) {
-      if (d.node[R].backward != backward) return;
-      const std::string block = cat(prefix, "s", std::to_string(R), "_");
+    for (const block_description& blk : d.blocks) {
+      const std::size_t r = blk.stack;
+      if (d.node[r].backward != backward) continue;
+      const step_description& b = *blk.step;
+      const std::string block = cat(prefix, "s", std::to_string(r), "_");
       out += cat(indent, "  subgraph cluster_", block, "block {\n");
-      out += cat(indent, "    label=", dot_label({block_title(R, d.node[R])}), "; style=filled; fillcolor=white;\n");
-      append_dot<Block>(out, block, indent + "    ");
+      out += cat(indent, "    label=", dot_label({block_title(r, d.node[r])}), "; style=filled; fillcolor=white;\n");
+      append_dot(out, b, block, indent + "    ");
       out += cat(indent, "  }\n");
-      constexpr const auto& b = description<Block>::table;
-      for (std::size_t i = 0; i < b.size; ++i)
+      for (std::size_t i = 0; i < b.size(); ++i)
         if (b.node[i].kind == node_kind::leaf && b.node[i].role == leaf_role::carry)
-          out += cat(indent, "  ", id(d.child(R, 0)), " -> ", block, "n", std::to_string(i), " [style=dashed];\n");
-      out += cat(indent, "  ", block, "n", std::to_string(b.forward_end - 1), " -> ", id(R), " [style=dashed, label=",
-                 dot_label({cat("x", std::to_string(d.node[R].layers))}), "];\n");
-    });
+          out += cat(indent, "  ", id(d.child(r, 0)), " -> ", block, "n", std::to_string(i), " [style=dashed];\n");
+      out += cat(indent, "  ", block, "n", std::to_string(b.forward_end - 1), " -> ", id(r), " [style=dashed, label=",
+                 dot_label({cat("x", std::to_string(d.node[r].layers))}), "];\n");
+    }
     out += cat(indent, "}\n");
   }
 
-  for (std::size_t i = 0; i < d.size; ++i)
+  for (std::size_t i = 0; i < d.size(); ++i)
     for (std::size_t k = 0; k < d.child_count(i); ++k) out += cat(indent, id(d.child(i, k)), " -> ", id(i), ";\n");
 }
 
@@ -148,7 +146,7 @@ std::string to_dot(const Step&) {
       "  graph [fontname=\"Helvetica\", fontsize=11];\n"
       "  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\", fontsize=10];\n"
       "  edge [arrowsize=0.6];\n";
-  detail::append_dot<step_key_t<Step>>(out, "", "  ");
+  detail::append_dot(out, description<Step>, "", "  ");
   return out + "}\n";
 }
 

@@ -95,15 +95,13 @@ inline std::string recompute_text(const group_description& g) {
 
 // "block of #5 (stack x2): runs once per layer; each layer's forward part runs again in backward".
 inline std::string block_title(std::size_t stack, const node_description& s) {
-  return cat("block of #", std::to_string(stack), " (", node_title(s), "): runs once per layer",
-             s.recomputes_layers ? "; each layer's forward part runs again in backward" : "; every layer's values kept");
+  const char* backward =
+      s.recomputes_layers ? "; each layer's forward part runs again in backward" : "; every layer's values kept";
+  return cat("block of #", std::to_string(stack), " (", node_title(s), "): runs once per layer", backward);
 }
 
-// Key: a step's key (graph/step.hpp).
-template <class Key>
-void append_group_summary(std::string& out, const std::string& indent) {
-  constexpr const auto& d = description<Key>::table;
-  for (std::size_t g = 0; g < d.group_count; ++g) {
+inline void append_group_summary(std::string& out, const step_description& d, const std::string& indent) {
+  for (std::size_t g = 0; g < d.group_count(); ++g) {
     const group_description& gr = d.group[g];
     const node_description& root = d.node[gr.root];
     char head[96];
@@ -119,13 +117,11 @@ void append_group_summary(std::string& out, const std::string& indent) {
     const std::string recompute = recompute_text(gr);
     if (!recompute.empty()) out.append(cat("  ", recompute));
     out.append("\n");
-    if (root.kind == node_kind::stack)
-      description<Key>::for_each_block([&]<std::size_t R, class Block>(std::integral_constant<std::size_t, R>,
-                                                                       std::type_identity<Block>) {
-        if (R != gr.root) return;
-        out.append(cat(indent, "    ", block_title(R, root), ":\n"));
-        append_group_summary<Block>(out, indent + "    ");
-      });
+    for (const block_description& b : d.blocks) {
+      if (b.stack != gr.root) continue;
+      out.append(cat(indent, "    ", block_title(b.stack, root), ":\n"));
+      append_group_summary(out, *b.step, indent + "    ");
+    }
   }
 }
 
@@ -138,7 +134,7 @@ namespace ctg::io {
 template <class Step>
 std::string group_summary(const Step&) {
   std::string out;
-  detail::append_group_summary<step_key_t<Step>>(out, "");
+  detail::append_group_summary(out, description<Step>, "");
   return out;
 }
 

@@ -8,21 +8,19 @@
 // their decisions, not a second opinion. As text and as a picture:
 // io/graph_text.hpp (a line per group), io/dot.hpp (Graphviz).
 //
-//   constexpr const auto& d = ctg::description<decltype(step)>::table;
+//   constexpr const ctg::step_description& d = ctg::description<decltype(step)>;
 //   d.node[i].op      "matmul", "mul", "sum", a leaf's role ("param"), ...
 //   d.node[i].dtype   "bf16";  d.node[i].dims (ctg::dyn where known at run time)
 //   d.node[i].group   index into d.group (execution order), or ctg::no_index
 //   d.group[g].kind, .loop, .backward, .recomputed, .region
+//   d.blocks          each ctg::nn::stack node and its block's description
 //
-// A ctg::nn::stack is one node here; its block's graph (compiled once for
-// all layers) is a step of its own: description<S>::for_each_block. Code
-// that renders a description is best instantiated on step keys
-// (step_key_t<Step>, graph/step.hpp), as the runtime is: a step's type
-// spells its whole graph, in every symbol and diagnostic named after it.
+// A step_description has no sizes in its type (spans over tables made once
+// per step), so the code that reads one is one function for every step.
 #include <array>
 #include <cstddef>
+#include <span>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 
 #include <ctg/lower/group.hpp>
@@ -44,7 +42,8 @@ struct node_description {
   leaf_role role{};        // (leaves)
   double value = 0.0;      // a constant's value, a dropout mask's probability
   std::size_t layers = 0;  // a stack's layers
-  bool recomputes_layers = false;  // a stack that runs each layer's forward again in backward (checkpointing::every_layer)
+  // A stack that runs each layer's forward part again in backward (checkpointing::every_layer).
+  bool recomputes_layers = false;
   // What the lowering decided:
   bool output = false;              // an output of the step (the loss, a gradient)
   bool backward = false;            // in the backward part (the forward part: the loss and what it reads)
@@ -66,20 +65,30 @@ struct group_description {
   std::size_t nodes = 0;          // nodes it computes: its root and the nodes fused into it
 };
 
-// N nodes, E value edges (child -> reader), G groups.
-template <std::size_t N, std::size_t E, std::size_t G>
-struct step_description {
-  static constexpr std::size_t size = N, group_count = G;
-  std::array<node_description, N> node{};
-  std::array<group_description, G> group{};
-  std::size_t forward_end = 0;  // nodes [0, forward_end) are the forward part
-  std::size_t first_child[N + 1]{};
-  std::size_t children[E + 1]{};
+struct block_description;
 
+struct step_description {
+  std::span<const node_description> node;    // in topological order
+  std::span<const group_description> group;  // in the order they run
+  std::size_t forward_end = 0;               // nodes [0, forward_end) are the forward part
+  std::span<const std::size_t> first_child;  // node i's children: children[first_child[i] .. first_child[i + 1])
+  std::span<const std::size_t> children;
+  std::span<const block_description> blocks;  // one per stack node, in node order
+
+  constexpr std::size_t size() const { return node.size(); }
+  constexpr std::size_t group_count() const { return group.size(); }
   // The children a node reads values from (a random mask and a run-time
   // scalar read only their children's shapes: none here).
   constexpr std::size_t child_count(std::size_t i) const { return first_child[i + 1] - first_child[i]; }
   constexpr std::size_t child(std::size_t i, std::size_t k) const { return children[first_child[i] + k]; }
+};
+
+// A ctg::nn::stack node and the step it runs once per layer: its block's
+// forward part, then its backward part (graph/stack.hpp's backward_step;
+// exec/stack_runner.hpp runs it).
+struct block_description {
+  std::size_t stack = 0;
+  const step_description* step = nullptr;
 };
 
 namespace detail {
@@ -160,15 +169,17 @@ consteval node_description describe_type() {
   return d;
 }
 
-// The roots of Key's groups, in execution order (the order of their roots).
+// The roots of Key's groups, in execution order (the order of their roots),
+// and its stack nodes.
 template <class Key>
-consteval auto group_roots() {
+consteval auto roots_of(bool stacks) {
   constexpr const auto& t = schedule_table<Key>;
-  std::array<std::size_t, t.group_count> roots{};
-  std::size_t g = 0;
-  for (std::size_t i = 0; i < step_of<Key>::nodes::size; ++i)
-    if (t.is_group_root(i)) roots[g++] = i;
-  return roots;
+  constexpr std::size_t n = step_of<Key>::nodes::size;
+  std::array<std::size_t, n> at{};
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (stacks ? t.node[i].kind == node_kind::stack : t.is_group_root(i)) at[count++] = i;
+  return std::pair{at, count};
 }
 
 template <class Key, std::size_t Root>
@@ -178,14 +189,24 @@ consteval loop_kind loop_of() {
   else return loop_kind::flat;
 }
 
+// What a step_description points into (but its blocks): N nodes, E value edges, G groups.
+template <std::size_t N, std::size_t E, std::size_t G>
+struct description_tables {
+  std::array<node_description, N> node{};
+  std::array<group_description, G> group{};
+  std::size_t forward_end = 0;
+  std::array<std::size_t, N + 1> first_child{};
+  std::array<std::size_t, E> children{};
+};
+
 template <class Key>
 consteval auto make_description() {
   using nodes = typename step_of<Key>::nodes;
   constexpr const auto& t = schedule_table<Key>;
   constexpr const auto& p = program_of<Key>;
   constexpr std::size_t N = nodes::size, E = t.first_child[N], G = t.group_count;
-  constexpr auto roots = group_roots<Key>();
-  step_description<N, E, G> d;
+  constexpr auto roots = roots_of<Key>(false).first;
+  description_tables<N, E, G> d;
   d.forward_end = p.forward_end;
   for (std::size_t i = 0; i <= N; ++i) d.first_child[i] = t.first_child[i];
   for (std::size_t e = 0; e < E; ++e) d.children[e] = t.children[e];
@@ -227,35 +248,38 @@ consteval auto make_description() {
 }
 
 template <class Key>
-inline constexpr auto description_of = make_description<Key>();
+inline constexpr auto description_tables_of = make_description<Key>();
+
+// Key's stack nodes, each with the description of its block's step: defined
+// below description_of, which they point to.
+template <class Key>
+consteval auto make_blocks();
+template <class Key>
+inline constexpr auto blocks_of = make_blocks<Key>();
+
+template <class Key>
+inline constexpr step_description description_of = {
+    description_tables_of<Key>.node,        description_tables_of<Key>.group,
+    description_tables_of<Key>.forward_end, description_tables_of<Key>.first_child,
+    description_tables_of<Key>.children,    blocks_of<Key>};
+
+template <class Key>
+consteval auto make_blocks() {
+  constexpr auto stacks = roots_of<Key>(true);
+  std::array<block_description, stacks.second> blocks{};
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    using nodes = typename step_of<Key>::nodes;
+    ((blocks[K] = {stacks.first[K],
+                   &description_of<step_key_t<typename tl::at_t<stacks.first[K], nodes>::backward_step>>}),
+     ...);
+  }(std::make_index_sequence<stacks.second>{});
+  return blocks;
+}
 
 }  // namespace detail
 
 // The description of a compiled step (a graph_step, or its key).
 template <class S>
-struct description {
-  using step = step_of<S>;
-  static constexpr const auto& table = detail::description_of<step_key_t<step>>;
-
-  // Calls f(std::integral_constant<std::size_t, R>{}, std::type_identity<BlockKey>{})
-  // for each stack node R, in node order, where BlockKey is the key of the
-  // step the stack runs once per layer: its block's forward part, then its
-  // backward part (graph/stack.hpp's backward_step; exec/stack_runner.hpp runs it).
-  template <class F>
-  static constexpr void for_each_block(F&& f) {
-    constexpr auto stacks = [] {
-      std::array<std::size_t, table.size> at{};
-      std::size_t n = 0;
-      for (std::size_t i = 0; i < table.size; ++i)
-        if (table.node[i].kind == node_kind::stack) at[n++] = i;
-      return std::pair{at, n};
-    }();
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (f(std::integral_constant<std::size_t, stacks.first[K]>{},
-         std::type_identity<step_key_t<typename tl::at_t<stacks.first[K], typename step::nodes>::backward_step>>{}),
-       ...);
-    }(std::make_index_sequence<stacks.second>{});
-  }
-};
+inline constexpr const step_description& description = detail::description_of<step_key_t<step_of<S>>>;
 
 }  // namespace ctg
