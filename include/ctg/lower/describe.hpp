@@ -169,18 +169,19 @@ consteval node_description describe_type() {
   return d;
 }
 
-// The roots of Key's groups, in execution order (the order of their roots),
-// and its stack nodes.
-template <class Key>
-consteval auto roots_of(bool stacks) {
-  constexpr const auto& t = schedule_table<Key>;
+// The nodes i of Key for which keep(schedule table, i) holds, in order
+// (.first), and how many (.second).
+template <class Key, class Keep>
+consteval auto nodes_where(Keep keep) {
   constexpr std::size_t n = step_of<Key>::nodes::size;
   std::array<std::size_t, n> at{};
   std::size_t count = 0;
   for (std::size_t i = 0; i < n; ++i)
-    if (stacks ? t.node[i].kind == node_kind::stack : t.is_group_root(i)) at[count++] = i;
+    if (keep(schedule_table<Key>, i)) at[count++] = i;
   return std::pair{at, count};
 }
+inline constexpr auto is_group_root = [](const auto& t, std::size_t i) { return t.is_group_root(i); };
+inline constexpr auto is_stack = [](const auto& t, std::size_t i) { return t.node[i].kind == node_kind::stack; };
 
 template <class Key, std::size_t Root>
 consteval loop_kind loop_of() {
@@ -205,7 +206,7 @@ consteval auto make_description() {
   constexpr const auto& t = schedule_table<Key>;
   constexpr const auto& p = program_of<Key>;
   constexpr std::size_t N = nodes::size, E = t.first_child[N], G = t.group_count;
-  constexpr auto roots = roots_of<Key>(false).first;
+  constexpr auto roots = nodes_where<Key>(is_group_root).first;  // groups run in the order of their roots
   description_tables<N, E, G> d;
   d.forward_end = p.forward_end;
   for (std::size_t i = 0; i <= N; ++i) d.first_child[i] = t.first_child[i];
@@ -265,7 +266,7 @@ inline constexpr step_description description_of = {
 
 template <class Key>
 consteval auto make_blocks() {
-  constexpr auto stacks = roots_of<Key>(true);
+  constexpr auto stacks = nodes_where<Key>(is_stack);
   std::array<block_description, stacks.second> blocks{};
   [&]<std::size_t... K>(std::index_sequence<K...>) {
     using nodes = typename step_of<Key>::nodes;
