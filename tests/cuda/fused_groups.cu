@@ -1,6 +1,6 @@
 // Fusion groups of real graphs run as CUDA kernels (exec/cuda/fused_kernel.cuh)
 // and compared with the same group run by the CPU backend's runner
-// (ctg::cpu::run_fused: reductions in row order): elementwise groups bit
+// (ctg::cpu::run_group: reductions in row order): elementwise groups bit
 // for bit; groups with row reductions within 1 f32 ulp (a block reduction
 // adds in a tree, not in row order).
 //
@@ -115,10 +115,10 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
   hb.shape[R] = dims_of<Root>(batch);
   hb.buf[R] = reinterpret_cast<std::byte*>(want.data());
   ctg::cpu::workspace ws;
-  ctg::cpu::run_fused<Step, R>(hb, ws);
+  ctg::cpu::run_group<Step, R>(hb, ws);
 
   device_bytes out(out_n * sizeof(T));
-  ctg::cuda::launch_group<Step, R>(dev, dev_ctx, layout, reinterpret_cast<T*>(out.mem.data()));
+  ctg::cuda::launch_fused<ctg::kernel::fused_plan_t<Step, R>>(dev, dev_ctx, layout, reinterpret_cast<T*>(out.mem.data()));
   dev.synchronize();
   std::vector<T> got(out_n);
   CTG_CUDA_CHECK(cudaMemcpy(got.data(), out.mem.data(), out_n * sizeof(T), cudaMemcpyDeviceToHost));

@@ -86,7 +86,7 @@ TEST_CASE("a CPU group runner runs one group from hand-filled bindings") {
   bind.shape[ib] = dims({5});
   bind.shape[R] = dims({rows, 5});
   ctg::cpu::workspace ws;
-  ctg::cpu::run_fused<Step, R>(bind, ws);
+  ctg::cpu::run_group<Step, R>(bind, ws);
 
   // Plain loops: softmax over each row of x + b (in double; f32 results agree within a few ulps).
   for (ctg::dim_t r = 0; r < rows; ++r) {

@@ -42,19 +42,19 @@ using promote_t = typename promote<A, B>::type;
 
 // Load an element of dtype T as its compute type; store a compute value as T.
 template <class T>
-CTG_HD CTG_FORCEINLINE compute_t<T> load_as(const T& v) {
+CTG_HD CTG_FORCEINLINE constexpr compute_t<T> load_as(const T& v) {
   if constexpr (std::is_same_v<T, f32> || std::is_same_v<T, f64>) return v;
   else if constexpr (index_type<T>) return static_cast<float>(v);  // exact below 2^24
   else return to_float(v);
 }
 template <class T, class C>
-CTG_HD CTG_FORCEINLINE T store_as(C v) {
+CTG_HD CTG_FORCEINLINE constexpr T store_as(C v) {
   if constexpr (std::is_same_v<T, f32> || std::is_same_v<T, f64>) return static_cast<T>(v);
   else return from_float<T>(static_cast<float>(v));
 }
 // Round a compute value to what a node of dtype T holds (once per node output).
 template <class T, class C>
-CTG_HD CTG_FORCEINLINE C round_to(C v) {
+CTG_HD CTG_FORCEINLINE constexpr C round_to(C v) {
   if constexpr (std::is_same_v<T, C>) return v;
   else return static_cast<C>(load_as<T>(store_as<T>(v)));
 }

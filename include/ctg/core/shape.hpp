@@ -30,6 +30,13 @@ struct shape_value {
   dim_t d[max_rank]{};
   std::size_t rank = 0;
   bool ok = true;  // false: the shapes did not fit (a shape mismatch)
+
+  // The element count of a static shape.
+  constexpr dim_t numel() const {
+    dim_t n = 1;
+    for (std::size_t i = 0; i < rank; ++i) n *= d[i];
+    return n;
+  }
 };
 
 template <class S>

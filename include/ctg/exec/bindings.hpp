@@ -9,8 +9,22 @@
 
 #include <ctg/core/shape.hpp>
 #include <ctg/graph/functors.hpp>
+#include <ctg/lower/group.hpp>
 
 namespace ctg {
+
+// What a runner reads: the same, as pointers (runners are shared by steps
+// of every size).
+struct bindings_view {
+  std::byte* const* buf = nullptr;
+  const rt_shape* shape = nullptr;
+  random_key key{};
+
+  template <class T>
+  T* as(std::size_t i) const {
+    return reinterpret_cast<T*>(buf[i]);
+  }
+};
 
 template <std::size_t N>
 struct bindings {
@@ -22,6 +36,13 @@ struct bindings {
   T* as(std::size_t i) const {
     return reinterpret_cast<T*>(buf[i]);
   }
+  bindings_view view() const { return {buf.data(), shape.data(), key}; }
 };
+
+// A group runner (exec/store.hpp): the group's call record, the run's
+// bindings, the backend's scratch, and where a quantize records its amax
+// (null: nowhere).
+template <class Workspace>
+using runner_t = void (*)(const group_call&, const bindings_view&, Workspace&, float* amax);
 
 }  // namespace ctg

@@ -31,8 +31,7 @@ inline constexpr std::size_t align_up(std::size_t n) { return (n + 63) / 64 * 64
 // scale and scale_inv as f32, which fp8_matmul and dequantize read.
 inline constexpr std::size_t fp8_side_bytes = 64;
 inline constexpr std::size_t fp8_side_offset(std::size_t payload_elements) { return align_up(payload_elements); }
-template <std::size_t N>
-float* fp8_side(const bindings<N>& b, std::size_t q) {
+inline float* fp8_side(const bindings_view& b, std::size_t q) {
   return reinterpret_cast<float*>(b.buf[q] + fp8_side_offset(static_cast<std::size_t>(b.shape[q].numel())));
 }
 
@@ -73,22 +72,21 @@ template <class... Ns>
 auto fed_leaves(tl::list<Ns...>)
     -> tl::concat_t<std::conditional_t<stored_leaf<Ns>() || !is_leaf_v<Ns>, tl::list<>, tl::list<Ns>>...>;
 
-// The bytes of node Node's buffer for `numel` elements of its value: a stack
+// The bytes of a node's buffer for `numel` elements of its value: a stack
 // keeps every layer's input, a stack's backward the stacked leaves' gradients
 // before the input's, a quantized tensor its side data. One spare byte keeps
 // zero-sized buffers distinct.
-template <class Node>
-std::size_t buffer_bytes(std::size_t numel) {
-  std::size_t bytes = numel * sizeof(typename Node::dtype);
-  if constexpr (Node::kind == node_kind::stack) bytes *= Node::layers;
-  if constexpr (Node::kind == node_kind::stack_grad) bytes += Node::leading_bytes;
-  if constexpr (Node::kind == node_kind::quantize) bytes = align_up(bytes) + fp8_side_bytes;
+inline std::size_t buffer_bytes(const node_desc& d, std::size_t numel) {
+  std::size_t bytes = numel * d.elem_bytes * d.layers + d.extra_bytes;
+  if (d.kind == node_kind::quantize) bytes = align_up(bytes) + fp8_side_bytes;
   return align_up(bytes + 1);
 }
 
 }  // namespace detail
 
-// Key: the step's key (graph/step.hpp).
+// Key: the step's key (graph/step.hpp). Everything here but the feeds runs
+// over the step's tables (lower/), not its node types: one loop per job,
+// not one instantiation per node.
 template <class Backend, class Key>
 class step_buffers {
  public:
@@ -111,28 +109,25 @@ class step_buffers {
   };
   static constexpr leaf_layout layout = [] {
     leaf_layout l;
-    [&]<class... Ns>(tl::list<Ns...>) {
-      std::size_t i = 0;
-      auto one = [&]<class L>(std::type_identity<L>) {
-        if constexpr (detail::stored_leaf<L>()) {
-          constexpr std::size_t bytes = align_up(sizeof(typename L::dtype) * L::dims::static_numel);
-          l.param_offset[i] = l.param_bytes;
-          l.param_bytes += bytes;
-          if constexpr (tl::contains_v<L, typename Step::wrt>) {
-            l.grad_offset[i] = l.grad_bytes;
-            l.grad_bytes += bytes;
-          }
-        }
-        ++i;
-      };
-      (one(std::type_identity<Ns>{}), ...);
-    }(nodes{});
+    for (std::size_t i = 0; i < N; ++i) {
+      const detail::node_desc& d = table.node[i];
+      if (!d.stored) continue;
+      const std::size_t bytes = align_up(d.elem_bytes * static_cast<std::size_t>(d.dims.numel()));
+      l.param_offset[i] = l.param_bytes;
+      l.param_bytes += bytes;
+      if (d.grad) {
+        l.grad_offset[i] = l.grad_bytes;
+        l.grad_bytes += bytes;
+      }
+    }
     return l;
   }();
 
   step_buffers() {
     params_.reserve(layout.param_bytes ? layout.param_bytes : 64);
     grads_.reserve(layout.grad_bytes ? layout.grad_bytes : 64);
+    for (std::size_t i = 0; i < N; ++i)
+      if (table.node[i].stored) b_.buf[i] = param_bytes(i);
   }
 
   std::byte* param_bytes(std::size_t i) { return params_.data() + layout.param_offset[i]; }
@@ -146,10 +141,8 @@ class step_buffers {
   template <class... Feeds>
   void prepare(std::byte* kept_area, const Feeds&... feeds) {
     kept_area_ = kept_area;
-    bind_feeds(feeds...);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (detail::resolve_shape<Key, I>(b_.shape.data()), ...);
-    }(std::make_index_sequence<N>{});
+    (bind_input(feeds), ...);
+    for (std::size_t i = 0; i < N; ++i) detail::resolve_shape(table, i, b_.shape.data());
     place();
   }
 
@@ -163,9 +156,8 @@ class step_buffers {
   // The first output of the run being computed becomes the published one.
   // A first output that is a leaf (no buffer of its own) is copied in first.
   void publish(std::size_t count) {
-    using out = tl::at_t<0, typename Step::outputs>;
     if constexpr (!prog.owns[first_output]) {
-      const std::size_t bytes = count * sizeof(typename out::dtype);
+      const std::size_t bytes = count * table.node[first_output].elem_bytes;
       out_[1 - published_].reserve(align_up(bytes + 1));
       Backend::copy(out_[1 - published_].data(), b_.buf[first_output], bytes);
     }
@@ -184,29 +176,11 @@ class step_buffers {
   // ------------------------------------------------------------ feeds ----
   // Which inputs are fed is known from the feeds' types: the store's doors
   // check it at compile time (detail::check_feeds, over `inputs`). Only sizes
-  // and data are checked here, at run time (bind_input). (Runtime code
-  // iterates over node indices, never over node types: see step_key.)
-  template <class... Feeds>
-  void bind_feeds(const Feeds&... feeds) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (bind_one<I>(feeds...), ...);
-    }(std::make_index_sequence<N>{});
-  }
-  template <std::size_t I, class... Feeds>
-  void bind_one(const Feeds&... feeds) {
-    if constexpr (detail::stored_leaf<tl::at_t<I, nodes>>()) {
-      b_.buf[I] = param_bytes(I);
-    } else if constexpr (is_leaf_v<tl::at_t<I, nodes>>) {
-      using L = tl::at_t<I, nodes>;
-      auto take = [&](const auto& f) {
-        if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::leaf, L>) bind_input<L>(I, f);
-      };
-      (take(feeds), ...);
-    }
-  }
+  // and data are checked here, at run time.
   template <class L>
-  void bind_input(std::size_t i, const feed_t<L>& f) {
-    rt_shape s = detail::static_rt<typename L::dims>();
+  void bind_input(const feed_t<L>& f) {
+    constexpr std::size_t i = tl::index_of_v<L, nodes>;
+    rt_shape s = detail::static_rt(value_of<typename L::dims>());
     for (std::size_t d = 0, k = 0; d < s.rank; ++d)
       if (s.d[d] == dyn) s.d[d] = f.dyn_dims[k++];
     const std::string what = std::string("input '") + L::name.c_str() + "'";
@@ -244,31 +218,17 @@ class step_buffers {
       }
     return o;
   }();
-  static constexpr std::array<std::size_t, N> view_byte_offset = []<class... Ns>(tl::list<Ns...>) {
-    std::array<std::size_t, N> a{};
-    std::size_t i = 0;
-    auto one = [&]<class V>(std::type_identity<V>) {
-      if constexpr (requires { V::byte_offset; }) a[i] = V::byte_offset;
-      ++i;
-    };
-    (one(std::type_identity<Ns>{}), ...);
-    return a;
-  }(nodes{});
 
   void place() {
     std::array<std::size_t, N> bytes{};
     std::size_t axis_reduce = 0;
-    [&]<std::size_t... J>(std::index_sequence<J...>) {
-      auto size_one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-        if constexpr (prog.owns[I]) {
-          const dim_t n = detail::checked_numel(b_.shape[I], "an intermediate");
-          bytes[I] = detail::buffer_bytes<tl::at_t<I, nodes>>(static_cast<std::size_t>(n));
-          if constexpr (table.node[I].kind == node_kind::reduce && !table.node[I].row_reduction)
-            axis_reduce = std::max(axis_reduce, static_cast<std::size_t>(n));
-        }
-      };
-      (size_one(std::integral_constant<std::size_t, J>{}), ...);
-    }(std::make_index_sequence<N>{});
+    for (std::size_t i = 0; i < N; ++i) {
+      if (!prog.owns[i]) continue;
+      const dim_t n = detail::checked_numel(b_.shape[i], "an intermediate");
+      bytes[i] = detail::buffer_bytes(table.node[i], static_cast<std::size_t>(n));
+      if (table.node[i].kind == node_kind::reduce && !table.node[i].row_reduction)
+        axis_reduce = std::max(axis_reduce, static_cast<std::size_t>(n));
+    }
     axis_reduce_elements_ = axis_reduce;
     if (bytes != bytes_) {
       bytes_ = bytes;
@@ -303,7 +263,7 @@ class step_buffers {
   }
   void bind_views() {
     for (std::size_t j = 0; j < N; ++j)
-      if (table.node[j].kind == node_kind::view) b_.buf[j] = b_.buf[table.child(j, 0)] + view_byte_offset[j];
+      if (table.node[j].kind == node_kind::view) b_.buf[j] = b_.buf[table.child(j, 0)] + table.node[j].byte_offset;
   }
 
   arena params_, grads_, scratch_;

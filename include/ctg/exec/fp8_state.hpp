@@ -12,68 +12,69 @@
 #include <array>
 #include <cstddef>
 
+#include <ctg/core/fp8_scaling.hpp>
 #include <ctg/graph/fp8.hpp>
-#include <ctg/graph/node.hpp>
 #include <ctg/graph/step.hpp>
 
 namespace ctg {
+
+// One delayed quantizer: its node, its state leaves (by node index) and its recipe.
+struct delayed_quantizer {
+  std::size_t node = 0, scale = 0, history = 0;
+  std::size_t history_length = 0;
+  float fp8_max = 0;
+  int margin = 0;
+  fp8_scaling::amax_algo algo{};
+};
+
+namespace detail {
+template <class Q>
+consteval bool is_delayed() {
+  if constexpr (Q::kind == node_kind::quantize) return Q::scaling::is_delayed;
+  else return false;
+}
+}  // namespace detail
 
 // Key: the step's key (graph/step.hpp).
 template <class Key>
 struct fp8_state {
   using nodes = typename step_of<Key>::nodes;
-  static constexpr std::size_t N = nodes::size;
 
-  struct table_t {
-    std::size_t node[N + 1]{};  // the k-th delayed quantizer's node index
-    std::size_t slot[N + 1]{};  // node index -> its k
-    std::size_t count = 0;
-  };
-  static constexpr table_t quantizers = []<class... Ns>(tl::list<Ns...>) {
-    table_t d;
-    std::size_t i = 0;
+  // The k-th quantizer with delayed scaling is the k-th in node order
+  // (group_call::fp8_slot counts them the same way).
+  static constexpr auto quantizers = []<class... Ns>(tl::list<Ns...>) {
+    constexpr std::size_t n = (std::size_t(0) + ... + detail::is_delayed<Ns>());
+    std::array<delayed_quantizer, n> q{};
+    std::size_t i = 0, k = 0;
     auto one = [&]<class Q>(std::type_identity<Q>) {
-      if constexpr (Q::kind == node_kind::quantize)
-        if constexpr (Q::scaling::is_delayed) {
-          d.slot[i] = d.count;
-          d.node[d.count++] = i;
-        }
+      if constexpr (detail::is_delayed<Q>()) {
+        using S = typename Q::scaling;
+        q[k++] = {i,
+                  tl::index_of_v<typename S::scale_leaf, nodes>,
+                  tl::index_of_v<typename S::history_leaf, nodes>,
+                  S::recipe::history,
+                  Q::fp8_max,
+                  S::margin,
+                  S::recipe::algo};
+      }
       ++i;
     };
     (one(std::type_identity<Ns>{}), ...);
-    return d;
+    return q;
   }(nodes{});
-  static constexpr std::size_t count = quantizers.count;
-
-  // The quantize node of the k-th delayed quantizer.
-  template <std::size_t K>
-  using quantizer = tl::at_t<quantizers.node[K], nodes>;
-
-  template <std::size_t R>
-  static constexpr bool is_delayed_quantizer = [] {
-    using Q = tl::at_t<R, nodes>;
-    if constexpr (Q::kind == node_kind::quantize) return Q::scaling::is_delayed;
-    else return false;
-  }();
+  static constexpr std::size_t count = quantizers.size();
 
   // This step's amaxes, by quantizer (what the next update applies).
   std::array<float, count + 1> pending{};
 
-  // Where quantize node R records its amax, or null when it records nothing
-  // (current scaling, or a recompute).
-  template <std::size_t R>
-  float* amax_slot(bool recording) {
-    if constexpr (is_delayed_quantizer<R>) return recording ? &pending[quantizers.slot[R]] : nullptr;
-    else return nullptr;
-  }
+  // Where quantizer k records its amax, or null when it records nothing (a recompute).
+  float* amax_slot(std::size_t k, bool recording) { return recording ? &pending[k] : nullptr; }
 
-  // After a successful step: the update of quantizer K's state, whose scale
-  // and history (one layer's slice) start at `scale` and `history`.
-  template <class Backend, std::size_t K>
-  static void update(float* history, float* scale, const float* amax) {
-    using S = typename quantizer<K>::scaling;  // (a small type: names and a recipe)
-    Backend::delayed_update(history, S::recipe::history, scale, amax, quantizer<K>::fp8_max, S::margin,
-                            S::recipe::algo);
+  // After a successful step: quantizer q's state, whose scale and history
+  // (one layer's slice) start at `scale` and `history`, from its amax.
+  template <class Backend>
+  static void update(const delayed_quantizer& q, float* history, float* scale, const float* amax) {
+    Backend::delayed_update(history, q.history_length, scale, amax, q.fp8_max, q.margin, q.algo);
   }
 };
 

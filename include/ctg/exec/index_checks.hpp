@@ -5,6 +5,7 @@
 // embedding's rows, or a target outside the classes that is not the ignored
 // index, is a ctg::error naming the input, the position and the value, and the
 // step changes nothing. The runners read ids unchecked.
+#include <array>
 #include <string>
 #include <type_traits>
 
@@ -40,48 +41,69 @@ consteval id_rule id_rule_of() {
   }
 }
 
-// (By node index, not node type: see step_key in graph/step.hpp.)
-template <class Key, std::size_t I, class L>
-[[noreturn]] void throw_bad_id(dim_t position, i32 value) {
-  using nodes = typename step_of<Key>::nodes;
-  constexpr id_rule r = id_rule_of<tl::at_t<I, nodes>>();
-  std::string range;
-  if constexpr (tl::at_t<I, nodes>::kind == node_kind::gather) {
-    using table = tl::at_t<0, typename tl::at_t<I, nodes>::children>;
-    range = std::to_string(r.count) + " rows of ";
-    if constexpr (is_leaf_v<table>) range += std::string("'") + table::name.c_str() + "'";
-    else range += "a table";
-  } else {
-    range = std::to_string(r.count) + " classes";
-    if constexpr (r.has_ignore) range += " and is not the ignored index " + std::to_string(r.ignore);
+// One node's rule over the ids of one input, with what its message names.
+struct id_check {
+  std::size_t source = 0;  // the input holding the ids (node index)
+  id_rule rule{};
+  bool gather = false;          // ids of a gather's table (else one_hot's classes)
+  const char* table = nullptr;  // a gather's table leaf name (null: a computed table)
+};
+
+// The rules of every node of step Key that reads ids, computed once.
+template <class Key>
+inline constexpr auto id_checks_of = []<class... Ns>(tl::list<Ns...>) {
+  using nodes = tl::list<Ns...>;
+  constexpr auto reads = []<class N>(std::type_identity<N>) {
+    constexpr id_rule r = id_rule_of<N>();
+    return r.reads_ids && r.count != dyn;
+  };
+  std::array<id_check, (std::size_t(0) + ... + reads(std::type_identity<Ns>{}))> checks{};
+  std::size_t k = 0;
+  auto one = [&]<class N>(std::type_identity<N>) {
+    if constexpr (reads(std::type_identity<N>{})) {
+      constexpr id_rule r = id_rule_of<N>();
+      using ids = tl::at_t<r.child, typename N::children>;
+      id_check c{tl::index_of_v<typename decltype(id_source<ids>())::type, nodes>, r, N::kind == node_kind::gather};
+      if constexpr (N::kind == node_kind::gather && is_leaf_v<tl::at_t<0, typename N::children>>)
+        c.table = tl::at_t<0, typename N::children>::name.c_str();
+      checks[k++] = c;
+    }
+  };
+  (one(std::type_identity<Ns>{}), ...);
+  return checks;
+}(typename step_of<Key>::nodes{});
+
+// The ids of input `input` against one rule: the first one outside it is a ctg::error.
+inline void check_ids_against(const id_check& c, const char* input, const i32* ids, std::size_t n) {
+  const id_rule& r = c.rule;
+  for (std::size_t i = 0; i < n; ++i) {
+    const i32 id = ids[i];
+    if ((id >= 0 && id < r.count) || (r.has_ignore && id == r.ignore)) continue;
+    std::string range;
+    if (c.gather) {
+      range = std::to_string(r.count) + " rows of ";
+      range += c.table ? std::string("'") + c.table + "'" : std::string("a table");
+    } else {
+      range = std::to_string(r.count) + " classes";
+      if (r.has_ignore) range += " and is not the ignored index " + std::to_string(r.ignore);
+    }
+    throw error("ctg: index " + std::to_string(id) + " at position " + std::to_string(i) + " of input '" + input +
+                "' is outside the " + range);
   }
-  throw error("ctg: index " + std::to_string(value) + " at position " + std::to_string(position) + " of input '" +
-              L::name.c_str() + "' is outside the " + range);
 }
 
 // Every id every node of step Key reads, checked in the feeds.
 template <class Key, class... Feeds>
 void check_ids(const Feeds&... feeds) {
-  using nodes = typename step_of<Key>::nodes;
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    auto node = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-      constexpr id_rule r = id_rule_of<tl::at_t<J, nodes>>();
-      if constexpr (r.reads_ids && r.count != dyn) {
-        using L = typename decltype(id_source<tl::at_t<r.child, typename tl::at_t<J, nodes>::children>>())::type;
-        auto feed = [&](const auto& f) {
-          if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::leaf, L>)
-            for (std::size_t i = 0; i < f.data.size(); ++i) {
-              const i32 id = f.data[i];
-              if (!((id >= 0 && id < r.count) || (r.has_ignore && id == r.ignore)))
-                throw_bad_id<Key, J, L>(static_cast<dim_t>(i), id);
-            }
-        };
-        (feed(feeds), ...);
-      }
-    };
-    (node(std::integral_constant<std::size_t, I>{}), ...);
-    (void)node;
-  }(std::make_index_sequence<nodes::size>{});
+  auto feed = [&]<class L>(const feed_t<L>& f) {
+    if constexpr (index_type<typename L::dtype>) {
+      constexpr std::size_t source = tl::index_of_v<L, typename step_of<Key>::nodes>;
+      for (const id_check& c : id_checks_of<Key>)
+        if (c.source == source) check_ids_against(c, L::name.c_str(), f.data.data(), f.data.size());
+    }
+  };
+  (feed(feeds), ...);
+  (void)feed;
 }
 
 }  // namespace ctg::detail

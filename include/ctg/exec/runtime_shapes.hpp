@@ -5,7 +5,7 @@
 
 #include <ctg/core/dims_text.hpp>
 #include <ctg/core/error.hpp>
-#include <ctg/graph/step.hpp>
+#include <ctg/lower/node_table.hpp>
 
 namespace ctg::detail {
 
@@ -35,130 +35,99 @@ inline rt_shape broadcast_rt(const rt_shape& a, const rt_shape& b, const char* w
   return r;
 }
 
-template <class S>
-rt_shape static_rt() {
+inline rt_shape static_rt(const shape_value& v) {
   rt_shape r;
-  r.rank = S::rank;
-  for (std::size_t i = 0; i < S::rank; ++i) r.d[i] = S::dims[i];
+  r.rank = v.rank;
+  for (std::size_t i = 0; i < v.rank; ++i) r.d[i] = v.d[i];
   return r;
 }
 
-// Fill the ctg::dyn dims of static shape S from `from` (a shape S stretches to, right-aligned).
-template <class S>
-rt_shape fill_dyn(const rt_shape& from) {
-  rt_shape r = static_rt<S>();
-  for (std::size_t i = 0; i < S::rank; ++i)
-    if (r.d[i] == dyn) r.d[i] = from.d[from.rank - S::rank + i];
-  return r;
+inline void swap_last_dims(rt_shape& s) {
+  const dim_t t = s.d[s.rank - 1];
+  s.d[s.rank - 1] = s.d[s.rank - 2];
+  s.d[s.rank - 2] = t;
 }
 
-// Compute the run-time shape of node I of step Key (graph/step.hpp) from the shapes before it.
-template <class Key, std::size_t I>
-void resolve_shape(rt_shape* shapes) {
-  using Nodes = typename step_of<Key>::nodes;
-  using N = tl::at_t<I, Nodes>;
-  rt_shape& out = shapes[I];
-  if constexpr (N::kind == node_kind::leaf) {
-    if constexpr (!N::fed) out = static_rt<typename N::dims>();
-    // inputs were filled from their feeds
-  } else if constexpr (N::kind == node_kind::quantize || N::kind == node_kind::dequantize) {
-    out = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
-  } else if constexpr (N::kind == node_kind::fp8_matmul) {
-    rt_shape a = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
-    rt_shape b = shapes[tl::index_of_v<tl::at_t<1, typename N::children>, Nodes>];
-    auto swap_last = [](rt_shape& s) {
-      const dim_t t = s.d[s.rank - 1];
-      s.d[s.rank - 1] = s.d[s.rank - 2];
-      s.d[s.rank - 2] = t;
-    };
-    if (N::transpose_a) swap_last(a);
-    if (N::transpose_b) swap_last(b);
-    if (a.d[a.rank - 1] != b.d[b.rank - 2])
-      throw error("ctg: shape mismatch at run time in fp8_matmul: " + dims_text(a) + " @ " + dims_text(b));
-    rt_shape ba = a, bb = b;
-    ba.rank -= 2;
-    bb.rank -= 2;
-    out = broadcast_rt(ba, bb, "fp8_matmul batch dims");
-    out.d[out.rank++] = a.d[a.rank - 2];
-    out.d[out.rank++] = b.d[b.rank - 1];
-  } else if constexpr (N::kind == node_kind::random) {
-    out = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
-  } else if constexpr (N::kind == node_kind::constant || N::kind == node_kind::runtime_scalar) {
-    out = rt_shape{};
-  } else if constexpr (N::kind == node_kind::elementwise) {
-    using Op = typename N::op;
-    if constexpr (requires { typename Op::like; }) {
-      if constexpr (std::is_void_v<typename Op::like>) out = static_rt<typename N::dims>();
-      else out = shapes[tl::index_of_v<typename Op::like, Nodes>];
-    } else if constexpr (requires { typename Op::result_shape; }) {
-      // e.g. one_hot: the op's own shape, its dyn dims those of its child
-      out = fill_dyn<typename N::dims>(shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>]);
-    } else {
+// The run-time shape of node i of a plan table (lower/node_table.hpp) from
+// the shapes before it (fed inputs were set from their feeds), by its
+// shape_rule, checked as it is computed.
+template <class Table>
+void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
+  const node_desc& d = t.node[i];
+  rt_shape& out = shapes[i];
+  auto child = [&](std::size_t k) -> const rt_shape& { return shapes[t.child(i, k)]; };
+  switch (d.shape) {
+    case shape_rule::fed: break;
+    case shape_rule::static_dims: out = static_rt(d.dims); break;
+    case shape_rule::scalar: out = rt_shape{}; break;
+    case shape_rule::same_as: out = shapes[d.shape_from]; break;
+    case shape_rule::fill_dyn: {
+      // the dyn dims from the source, right-aligned
+      const rt_shape& from = shapes[d.shape_from];
+      out = static_rt(d.dims);
+      for (std::size_t k = 0; k < out.rank; ++k)
+        if (out.d[k] == dyn) out.d[k] = from.d[from.rank - out.rank + k];
+      break;
+    }
+    case shape_rule::broadcast: {
       // Each dim is set by the children whose static dim there is not 1; a
       // static 1 (or a missing dim) stretches, anything else must agree.
-      using S = typename N::dims;
-      out = static_rt<S>();
-      for (std::size_t i = 0; i < S::rank; ++i) out.d[i] = 1;
-      // (over child positions, not child types: see step_key)
-      auto merge = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
-        using C = tl::at_t<K, typename N::children>;
-        const rt_shape& c = shapes[tl::index_of_v<C, Nodes>];
-        for (std::size_t i = 0; i < C::dims::rank; ++i) {
-          if (C::dims::dims[i] == 1) continue;
-          dim_t& o = out.d[S::rank - C::dims::rank + i];
-          if (o == 1) o = c.d[i];
-          else if (o != c.d[i])
-            throw error("ctg: shape mismatch at run time in an elementwise op: dim " + std::to_string(c.d[i]) +
+      out = static_rt(d.dims);
+      for (std::size_t k = 0; k < out.rank; ++k) out.d[k] = 1;
+      for (std::size_t c = 0; c < d.nchild; ++c) {
+        const shape_value& cs = t.node[t.child(i, c)].dims;
+        const rt_shape& cr = child(c);
+        for (std::size_t k = 0; k < cs.rank; ++k) {
+          if (cs.d[k] == 1) continue;
+          dim_t& o = out.d[out.rank - cs.rank + k];
+          if (o == 1) o = cr.d[k];
+          else if (o != cr.d[k])
+            throw error("ctg: shape mismatch at run time in an elementwise op: dim " + std::to_string(cr.d[k]) +
                         " vs " + std::to_string(o) + " (a ctg::dyn dim never broadcasts)");
         }
-      };
-      [&]<std::size_t... K>(std::index_sequence<K...>) {
-        (merge(std::integral_constant<std::size_t, K>{}), ...);
-      }(std::make_index_sequence<N::children::size>{});
+      }
+      break;
     }
-  } else if constexpr (N::kind == node_kind::reduce) {
-    out = fill_dyn<typename N::dims>(shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>]);
-  } else if constexpr (N::kind == node_kind::view && requires { N::part; }) {
-    // a part of a stack's gradient: the stack input's shape, or a stacked leaf's
-    if constexpr (N::part == 0) out = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
-    else out = static_rt<typename N::dims>();
-  } else if constexpr (N::kind == node_kind::stack || N::kind == node_kind::stack_grad) {
-    out = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
-  } else if constexpr (N::kind == node_kind::view) {
-    using X = tl::at_t<0, typename N::children>;
-    const rt_shape& x = shapes[tl::index_of_v<X, Nodes>];
-    out = static_rt<typename N::dims>();
-    std::size_t from = 0;
-    for (std::size_t i = 0; i < out.rank; ++i) {
-      if (out.d[i] != dyn) continue;
-      while (X::dims::dims[from] != dyn) ++from;
-      out.d[i] = x.d[from++];
+    case shape_rule::reshape: {
+      const shape_value& xs = t.node[d.shape_from].dims;
+      const rt_shape& x = shapes[d.shape_from];
+      out = static_rt(d.dims);
+      std::size_t from = 0;
+      for (std::size_t k = 0; k < out.rank; ++k) {
+        if (out.d[k] != dyn) continue;
+        while (xs.d[from] != dyn) ++from;
+        out.d[k] = x.d[from++];
+      }
+      if (out.numel() != x.numel())
+        throw error("ctg: shape mismatch at run time in reshape: " + dims_text(x) + " to " + dims_text(out));
+      break;
     }
-    if (out.numel() != x.numel())
-      throw error("ctg: shape mismatch at run time in reshape: " + dims_text(x) + " to " + dims_text(out));
-  } else if constexpr (N::kind == node_kind::gather) {
-    const rt_shape& t = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
-    out = shapes[tl::index_of_v<tl::at_t<1, typename N::children>, Nodes>];
-    for (std::size_t i = 1; i < t.rank; ++i) out.d[out.rank++] = t.d[i];
-  } else if constexpr (N::kind == node_kind::scatter_add) {
-    out = static_rt<typename N::dims>();
-  } else if constexpr (N::kind == node_kind::transpose) {
-    out = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
-    const dim_t t = out.d[out.rank - 1];
-    out.d[out.rank - 1] = out.d[out.rank - 2];
-    out.d[out.rank - 2] = t;
-  } else {
-    static_assert(N::kind == node_kind::matmul);
-    const rt_shape& a = shapes[tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>];
-    const rt_shape& b = shapes[tl::index_of_v<tl::at_t<1, typename N::children>, Nodes>];
-    if (a.d[a.rank - 1] != b.d[b.rank - 2])
-      throw error("ctg: shape mismatch at run time in matmul: " + dims_text(a) + " @ " + dims_text(b));
-    rt_shape ba = a, bb = b;
-    ba.rank -= 2;
-    bb.rank -= 2;
-    out = broadcast_rt(ba, bb, "matmul batch dims");
-    out.d[out.rank++] = a.d[a.rank - 2];
-    out.d[out.rank++] = b.d[b.rank - 1];
+    case shape_rule::gather: {
+      const rt_shape& table = child(0);
+      out = child(1);
+      for (std::size_t k = 1; k < table.rank; ++k) out.d[out.rank++] = table.d[k];
+      break;
+    }
+    case shape_rule::transpose:
+      out = child(0);
+      swap_last_dims(out);
+      break;
+    case shape_rule::matmul: {
+      rt_shape a = child(0), b = child(1);
+      if (d.transpose_a) swap_last_dims(a);
+      if (d.transpose_b) swap_last_dims(b);
+      if (a.d[a.rank - 1] != b.d[b.rank - 2])
+        throw error(std::string(d.kind == node_kind::fp8_matmul ? "ctg: shape mismatch at run time in fp8_matmul: "
+                                                                : "ctg: shape mismatch at run time in matmul: ") +
+                    dims_text(a) + " @ " + dims_text(b));
+      rt_shape ba = a, bb = b;
+      ba.rank -= 2;
+      bb.rank -= 2;
+      out = broadcast_rt(ba, bb, d.kind == node_kind::fp8_matmul ? "fp8_matmul batch dims" : "matmul batch dims");
+      out.d[out.rank++] = a.d[a.rank - 2];
+      out.d[out.rank++] = b.d[b.rank - 1];
+      break;
+    }
   }
 }
 

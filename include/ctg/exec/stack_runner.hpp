@@ -32,6 +32,16 @@ class stack_runner {
   using block_step = typename S::backward_step;
   using block_key = step_key_t<block_step>;
   using block_store = basic_store<Backend, block_key>;
+  static constexpr std::size_t node = R;
+  // The parent's stack-grad node over this stack (none in a forward step).
+  static constexpr std::size_t grad_node = [] {
+    constexpr const auto& t = schedule<ParentKey>::table;
+    std::size_t g = schedule<ParentKey>::size;
+    for (std::size_t i = 0; i < schedule<ParentKey>::size; ++i)
+      if (t.node[i].kind == node_kind::stack_grad && t.child(i, 0) == R) g = i;
+    return g;
+  }();
+  static constexpr bool has_backward = grad_node < schedule<ParentKey>::size;
   static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
   static constexpr std::size_t quantizers = fp8_state<block_key>::count;
 
@@ -43,7 +53,7 @@ class stack_runner {
   void plan(Parent& p) {
     const auto& b = p.mem_.bound();
     const auto* in = reinterpret_cast<const typename S::dtype*>(b.buf[Parent::table.child(R, 0)]);
-    kept_stride_ = align_up(block_.plan(feed_like<typename S::carry, R>(b, in), feed_like<typename S::upstream, R>(b, in)));
+    kept_stride_ = align_up(block_.plan(feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in)));
     kept_.reserve(kept_stride_ * layers_kept + 64);
   }
 
@@ -58,46 +68,37 @@ class stack_runner {
     for (std::size_t i = 0; i < S::layers; ++i) {
       enter_layer(p, i);
       // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
-      block_.run_forward_part(kept_.data() + (S::recompute ? 0 : i * kept_stride_), feed_like<typename S::carry, R>(b, in),
-                              feed_like<typename S::upstream, R>(b, in));
+      block_.run_forward_part(kept_.data() + (S::recompute ? 0 : i * kept_stride_),
+                              feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in));
       take_amaxes(i, true);
       T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
-      Backend::copy(reinterpret_cast<std::byte*>(next), block_.template value_bytes<tl::index_of_v<typename S::block_out, typename block_step::nodes>>(),
-                    n * sizeof(T));
+      Backend::copy(reinterpret_cast<std::byte*>(next), block_.template value_bytes<block_out>(), n * sizeof(T));
       in = next;
     }
   }
 
-  // The parent's stack-grad node G: children (the stack, the upstream gradient).
-  template <std::size_t G, class Parent>
+  // The stack's backward: the parent's stack-grad node over this stack
+  // (children: the stack, the upstream gradient).
+  template <class Parent>
   void run_backward(Parent& p) {
     using T = typename S::dtype;
-    constexpr std::size_t leading_bytes = tl::at_t<G, typename Parent::nodes>::leading_bytes;
-    constexpr std::size_t ig = Parent::table.child(G, 1);
-    static_assert(Parent::table.child(G, 0) == R);
-    constexpr std::size_t ix = Parent::table.child(R, 0);
+    constexpr std::size_t G = grad_node;
+    constexpr std::size_t ig = Parent::table.child(G, 1), ix = Parent::table.child(R, 0);
     const auto& b = p.mem_.bound();
     const std::size_t n = static_cast<std::size_t>(b.shape[G].numel());
     const T* slots = b.template as<const T>(R);
-    T* gx = reinterpret_cast<T*>(b.buf[G] + leading_bytes);
+    T* gx = reinterpret_cast<T*>(b.buf[G] + Parent::table.node[G].extra_bytes);
     const T* g = b.template as<const T>(ig);
     for (std::size_t i = S::layers; i-- > 0;) {
       const T* in = i == 0 ? b.template as<const T>(ix) : slots + i * n;
       enter_layer(p, i);
-      const auto carry = feed_like<typename S::carry, R>(b, in);
-      const auto up = feed_like<typename S::upstream, R>(b, g);
+      const auto carry = feed_like<typename S::carry>(b, in);
+      const auto up = feed_like<typename S::upstream>(b, g);
       if constexpr (S::recompute) block_.run_recomputing(kept_.data(), carry, up);
       else block_.run_backward_part(kept_.data() + i * kept_stride_, carry, up);
       take_amaxes(i, false);
-      [&]<class... Ps>(tl::list<Ps...>) {
-        auto one = [&]<class P>(std::type_identity<P>) {
-          constexpr std::size_t leaf = tl::index_of_v<P, typename S::leaves>;
-          const std::size_t bytes = P::dims::static_numel * sizeof(typename P::dtype);
-          Backend::copy(b.buf[G] + tl::at_t<G, typename Parent::nodes>::offset_of(leaf) + i * bytes,
-                        block_.template output_bytes<block_step::template grad_output<P>>(), bytes);
-        };
-        (one(std::type_identity<Ps>{}), ...);
-      }(typename S::trainable{});
+      for (const param_grad& pg : param_grads)
+        Backend::copy(b.buf[G] + pg.offset + i * pg.bytes, block_.mem_.bound().buf[pg.output], pg.bytes);
       Backend::copy(reinterpret_cast<std::byte*>(gx),
                     block_.template output_bytes<block_step::template grad_output<typename S::carry>>(), n * sizeof(T));
       g = gx;
@@ -107,53 +108,83 @@ class stack_runner {
   // After the parent's step commits: each layer's FP8 state from its amaxes.
   template <class Parent>
   void update_state(Parent& p) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-        using Q = typename fp8_state<block_key>::template quantizer<J>;
-        using scale_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::scale_leaf>::type;
-        using history_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::history_leaf>::type;
-        float* scale = reinterpret_cast<float*>(p.mem_.param_bytes(tl::index_of_v<scale_leaf, typename Parent::nodes>));
-        float* hist = reinterpret_cast<float*>(p.mem_.param_bytes(tl::index_of_v<history_leaf, typename Parent::nodes>));
-        constexpr std::size_t h = Q::scaling::recipe::history;
-        for (std::size_t i = 0; i < S::layers; ++i)
-          fp8_state<block_key>::template update<Backend, J>(hist + i * h, scale + i, &pending_[i * quantizers + J]);
-      };
-      (one(std::integral_constant<std::size_t, K>{}), ...);
-      (void)one;
-    }(std::make_index_sequence<quantizers>{});
+    for (std::size_t k = 0; k < quantizers; ++k) {
+      const delayed_quantizer& q = fp8_state<block_key>::quantizers[k];
+      float* scale = reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[k].scale));
+      float* hist = reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[k].history));
+      for (std::size_t i = 0; i < S::layers; ++i)
+        fp8_state<block_key>::template update<Backend>(q, hist + i * q.history_length, scale + i,
+                                                       &pending_[i * quantizers + k]);
+    }
   }
 
  private:
+  static constexpr std::size_t block_out = tl::index_of_v<typename S::block_out, typename block_step::nodes>;
+
+
+  // Each block leaf, by node index in the block's graph and in the parent's
+  // (its stacked copy), with the bytes of one layer's slice.
+  struct leaf_slice {
+    std::size_t block = 0, stacked = 0, bytes = 0;
+  };
+  static constexpr auto leaf_slices = []<class... Ls>(tl::list<Ls...>) {
+    return std::array<leaf_slice, sizeof...(Ls)>{
+        leaf_slice{tl::index_of_v<Ls, typename block_step::nodes>,
+                   tl::index_of_v<typename detail::stacked_leaf<S::layers, Ls>::type, typename step_of<ParentKey>::nodes>,
+                   Ls::dims::static_numel * sizeof(typename Ls::dtype)}...};
+  }(typename S::leaves{});
+
+  // Each trainable block leaf's gradient: the block output it is in, and
+  // where its layers' slices go in the stack-grad buffer.
+  struct param_grad {
+    std::size_t output = 0, offset = 0, bytes = 0;
+  };
+  static constexpr auto param_grads = []<class... Ps>(tl::list<Ps...>) {
+    return std::array<param_grad, sizeof...(Ps)>{param_grad{
+        tl::index_of_v<tl::at_t<block_step::template grad_output<Ps>, typename block_step::outputs>,
+                       typename block_step::nodes>,
+        S::grad_offset(tl::index_of_v<Ps, typename S::leaves>),
+        Ps::dims::static_numel * sizeof(typename Ps::dtype)}...};
+  }(typename S::trainable{});
+
+  // Each block quantizer's stacked state leaves in the parent.
+  struct state_pair {
+    std::size_t scale = 0, history = 0;
+  };
+  static constexpr auto stacked_state = []<std::size_t... K>(std::index_sequence<K...>) {
+    using parent_nodes = typename step_of<ParentKey>::nodes;
+    using block_nodes = typename block_step::nodes;
+    return std::array<state_pair, quantizers>{state_pair{
+        tl::index_of_v<typename detail::stacked_leaf<
+                           S::layers, tl::at_t<fp8_state<block_key>::quantizers[K].scale, block_nodes>>::type,
+                       parent_nodes>,
+        tl::index_of_v<typename detail::stacked_leaf<
+                           S::layers, tl::at_t<fp8_state<block_key>::quantizers[K].history, block_nodes>>::type,
+                       parent_nodes>}...};
+  }(std::make_index_sequence<quantizers>{});
+
   // Layer i's slice of every stacked leaf into the block's own leaves, and
   // the layer's random key.
   template <class Parent>
   void enter_layer(Parent& p, std::size_t layer) {
-    [&]<class... Ls>(tl::list<Ls...>) {
-      auto one = [&]<class L>(std::type_identity<L>) {
-        using stacked = typename detail::stacked_leaf<S::layers, L>::type;
-        const std::size_t bytes = L::dims::static_numel * sizeof(typename L::dtype);
-        Backend::copy(block_.mem_.param_bytes(tl::index_of_v<L, typename block_step::nodes>),
-                      p.mem_.bound().buf[tl::index_of_v<stacked, typename Parent::nodes>] + layer * bytes, bytes);
-      };
-      (one(std::type_identity<Ls>{}), ...);
-    }(typename S::leaves{});
+    for (const leaf_slice& l : leaf_slices)
+      Backend::copy(block_.mem_.param_bytes(l.block), p.mem_.bound().buf[l.stacked] + layer * l.bytes, l.bytes);
     block_.key_ = {p.key_.seed, p.key_.step, static_cast<std::uint32_t>(layer)};
   }
 
   // Layer i's amaxes of one part of the block (forward: quantizers of forward nodes).
   void take_amaxes(std::size_t layer, bool forward_part) {
-    constexpr auto& d = fp8_state<block_key>::quantizers;
     for (std::size_t k = 0; k < quantizers; ++k)
-      if ((d.node[k] < block_store::prog.forward_end) == forward_part)
+      if ((fp8_state<block_key>::quantizers[k].node < block_store::prog.forward_end) == forward_part)
         pending_[layer * quantizers + k] = block_.fp8_.pending[k];
   }
 
-  // A feed of `data` to the block's leaf L, shaped like the parent's node I.
-  template <class L, std::size_t I, std::size_t N, class T>
+  // A feed of `data` to the block's leaf L, shaped like the parent's stack node.
+  template <class L, std::size_t N, class T>
   static feed_t<L> feed_like(const bindings<N>& b, const T* data) {
-    feed_t<L> f{std::span<const T>(data, static_cast<std::size_t>(b.shape[I].numel())), {}};
+    feed_t<L> f{std::span<const T>(data, static_cast<std::size_t>(b.shape[R].numel())), {}};
     for (std::size_t d = 0, k = 0; d < L::dims::rank; ++d)
-      if (L::dims::dims[d] == dyn) f.dyn_dims[k++] = b.shape[I].d[d];
+      if (L::dims::dims[d] == dyn) f.dyn_dims[k++] = b.shape[R].d[d];
     return f;
   }
 

@@ -12,8 +12,9 @@
 //     static void upload(std::byte* dst, const void* src, std::size_t bytes);    // host -> its memory
 //     static void download(void* dst, const std::byte* src, std::size_t bytes);  // its memory -> host
 //     static std::byte* bind_input(const void* fed, std::size_t bytes);           // a fed input's buffer
-//     template <class Key, std::size_t R> static void run_group(const bindings<N>&, workspace&);
-//     template <class Key, std::size_t R> static void run_quantize(const bindings<N>&, workspace&, float* amax);
+//     // The runner of group R of step Key: a function instantiated on
+//     // name-free types only (null for a stack's forward and backward).
+//     template <class Key, std::size_t R> static consteval runner_t<workspace> runner_for();
 //     static void delayed_update(float* history, std::size_t length, float* scale, const float* amax,
 //                                float fp8_max, int margin, fp8_scaling::amax_algo algo);
 //   };
@@ -25,6 +26,7 @@
 // the step and update the FP8 state. Nothing a user can read changes before
 // the commit, so a step that throws changes nothing.
 #include <cmath>
+#include <cstring>
 #include <span>
 #include <string>
 #include <tuple>
@@ -38,9 +40,11 @@
 
 namespace ctg {
 
-// Key: the step's key (step_key_t<Step>, graph/step.hpp): the store and
-// everything it instantiates are named after the key, never after the step's
-// graph type (short symbol names, debug information and compiler memory).
+// Key: the step's key (step_key_t<Step>, graph/step.hpp). The store runs
+// its step from tables (lower/): per-node work is a loop over the node
+// table, and each program position calls a runner through a pointer. The
+// runners are instantiated on name-free types, so equal groups of any steps
+// share them, and only the few functions here are instantiated per step.
 template <class Backend, class Key>
 class basic_store {
  public:
@@ -55,17 +59,14 @@ class basic_store {
   // Parameters start at 0; state leaves at the value their type declares
   // (an FP8 scale at 1, its amax history at 0).
   basic_store() {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-        if constexpr (requires { tl::at_t<J, nodes>::initial_value; }) {
-          using L = tl::at_t<J, nodes>;  // a leaf: a short type
-          const std::vector<typename L::dtype> v(L::dims::static_numel, store_as<typename L::dtype>(L::initial_value));
-          Backend::upload(mem_.param_bytes(J), v.data(), v.size() * sizeof(typename L::dtype));
-        }
-      };
-      (one(std::integral_constant<std::size_t, I>{}), ...);
-      (void)one;
-    }(std::make_index_sequence<N>{});
+    for (std::size_t i = 0; i < N; ++i) {
+      const detail::node_desc& d = table.node[i];
+      if (!d.has_initial) continue;
+      std::vector<std::byte> v(d.elem_bytes * static_cast<std::size_t>(d.dims.numel()));
+      for (std::size_t at = 0; at < v.size(); at += d.elem_bytes)
+        std::memcpy(v.data() + at, &d.initial_bits, d.elem_bytes);  // (little-endian: the low bytes)
+      Backend::upload(mem_.param_bytes(i), v.data(), v.size());
+    }
   }
 
   // The values of a stored leaf (trainable, frozen or state): read, write, initialise.
@@ -141,7 +142,7 @@ class basic_store {
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     detail::check_ids<Key>(feeds...);
     prepare(nullptr, feeds...);
-    run_positions<0, prog.len>();
+    run_positions(0, prog.len);
     return commit();
   }
 
@@ -157,14 +158,7 @@ class basic_store {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     prepare(nullptr, feeds...);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-        if constexpr (tl::at_t<J, nodes>::kind == node_kind::stack)
-          std::get<stack_runner<Backend, Key, J>>(stacks_).plan(*this);
-      };
-      (one(std::integral_constant<std::size_t, I>{}), ...);
-      (void)one;
-    }(std::make_index_sequence<N>{});
+    std::apply([&](auto&... rt) { (rt.plan(*this), ...); }, stacks_);
     return kept_bytes();
   }
 
@@ -181,21 +175,21 @@ class basic_store {
   template <class... Feeds>
   void run_forward_part(std::byte* kept, const Feeds&... feeds) {
     prepare(kept, feeds...);
-    run_positions<0, prog.backward_begin>();
+    run_positions(0, prog.backward_begin);
   }
   template <class... Feeds>
   void run_backward_part(std::byte* kept, const Feeds&... feeds) {
     prepare(kept, feeds...);
-    run_positions<prog.backward_begin, prog.len>();
+    run_positions(prog.backward_begin, prog.len);
   }
   // Both parts, the forward one as a recompute (it records no state).
   template <class... Feeds>
   void run_recomputing(std::byte* kept, const Feeds&... feeds) {
     prepare(kept, feeds...);
     recomputing_ = true;
-    run_positions<0, prog.backward_begin>();
+    run_positions(0, prog.backward_begin);
     recomputing_ = false;
-    run_positions<prog.backward_begin, prog.len>();
+    run_positions(prog.backward_begin, prog.len);
   }
   // The buffer of node I (an output, or the forward part's root) after the last run.
   template <std::size_t I>
@@ -224,49 +218,64 @@ class basic_store {
     fill_runtime_scalars();
   }
 
-  // 1/count of a mean, known once the run's shapes are.
+  // 1/count of a mean, known once the run's shapes are, in its dtype (f32 or f64).
   void fill_runtime_scalars() {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-        if constexpr (tl::at_t<J, nodes>::kind == node_kind::runtime_scalar) {
-          using T = typename tl::at_t<J, nodes>::dtype;
-          // (its children give shapes only: they are not in the table's edges)
-          using children = typename tl::at_t<J, nodes>::children;
-          constexpr std::size_t big = tl::index_of_v<tl::at_t<0, children>, nodes>;
-          constexpr std::size_t small = tl::index_of_v<tl::at_t<1, children>, nodes>;
-          const auto& shape = mem_.bound().shape;
-          const double ratio = static_cast<double>(shape[small].numel()) / static_cast<double>(shape[big].numel());
-          const T v = store_as<T>(ratio);
-          Backend::upload(mem_.bound().buf[J], &v, sizeof v);
-        }
-      };
-      (one(std::integral_constant<std::size_t, I>{}), ...);
-      (void)one;
-    }(std::make_index_sequence<N>{});
+    const auto& b = mem_.bound();
+    for (std::size_t i = 0; i < N; ++i) {
+      const detail::node_desc& d = table.node[i];
+      if (d.kind != node_kind::runtime_scalar) continue;
+      const double ratio =
+          static_cast<double>(b.shape[d.count_of[1]].numel()) / static_cast<double>(b.shape[d.count_of[0]].numel());
+      if (d.elem_bytes == sizeof(double)) {
+        Backend::upload(b.buf[i], &ratio, sizeof ratio);
+      } else {
+        const float v = static_cast<float>(ratio);
+        Backend::upload(b.buf[i], &v, sizeof v);
+      }
+    }
   }
 
   // ------------------------------------------------------------- run ----
-  template <std::size_t From, std::size_t To>
-  void run_positions() {
-    [&]<std::size_t... Q>(std::index_sequence<Q...>) {
-      (run_position<From + Q>(), ...);
-    }(std::make_index_sequence<To - From>{});
-  }
-  template <std::size_t Q>
-  void run_position() {
-    if constexpr (prog.enter_region[Q] != detail::no_region) mem_.enter_recompute(prog.enter_region[Q]);
-    constexpr std::size_t R = prog.root[Q];
-    constexpr node_kind k = table.node[R].kind;
-    if constexpr (k == node_kind::stack) {
-      std::get<stack_runner<Backend, Key, R>>(stacks_).run_forward(*this);
-    } else if constexpr (k == node_kind::stack_grad) {
-      std::get<stack_runner<Backend, Key, table.child(R, 0)>>(stacks_).template run_backward<R>(*this);
-    } else if constexpr (k == node_kind::quantize) {
-      Backend::template run_quantize<Key, R>(mem_.bound(), ws_,
-                                             fp8_.template amax_slot<R>(!recomputing_ && !prog.recompute[Q]));
-    } else {
-      Backend::template run_group<Key, R>(mem_.bound(), ws_);
+  using runner = runner_t<typename Backend::workspace>;
+  struct position {
+    runner run = nullptr;  // null: a stack's forward or backward
+    group_call call{};
+  };
+  // What each program position runs: one entry per position, made once per step.
+  static constexpr auto positions = []<std::size_t... Q>(std::index_sequence<Q...>) {
+    return std::array<position, prog.len>{
+        position{Backend::template runner_for<Key, prog.root[Q]>(), group_call_of<Key, prog.root[Q]>()}...};
+  }(std::make_index_sequence<prog.len>{});
+
+  void run_positions(std::size_t from, std::size_t to) {
+    const bindings_view view = mem_.bound().view();
+    for (std::size_t q = from; q < to; ++q) {
+      if (prog.enter_region[q] != detail::no_region) mem_.enter_recompute(prog.enter_region[q]);
+      const position& p = positions[q];
+      const node_kind k = table.node[p.call.root].kind;
+      if (k == node_kind::stack) {
+        run_stack(p.call.root, true);
+      } else if (k == node_kind::stack_grad) {
+        run_stack(p.call.child[0], false);
+      } else {
+        const bool records = k == node_kind::quantize && table.node[p.call.root].delayed;
+        p.run(p.call, view, ws_, records ? fp8_.amax_slot(p.call.fp8_slot, !recomputing_ && !prog.recompute[q]) : nullptr);
+      }
     }
+  }
+  // The forward or the backward of the stack node r.
+  void run_stack(std::size_t r, bool forward) {
+    std::apply(
+        [&](auto&... rt) {
+          auto one = [&]<class S>(S& s) {
+            if (s.node != r) return;
+            if (forward) s.run_forward(*this);
+            else if constexpr (S::has_backward) s.run_backward(*this);
+          };
+          (one(rt), ...);
+          (void)one;
+        },
+        stacks_);
   }
 
   // ---------------------------------------------------------- commit ----
@@ -288,30 +297,34 @@ class basic_store {
     return count ? static_cast<float>(load_as(host[0])) : 0.0f;
   }
 
+  // Each wrt leaf's gradient, from its output into the leaf's gradient buffer.
+  struct grad_copy {
+    std::size_t leaf = 0, output = 0, bytes = 0;
+  };
+  static constexpr auto grad_copies = []<class... Ls>(tl::list<Ls...>) {
+    constexpr std::size_t n = (std::size_t(0) + ... + detail::stored_leaf<Ls>());  // (a carry's is read from the output)
+    std::array<grad_copy, n> c{};
+    std::size_t k = 0;
+    auto one = [&]<class L>(std::type_identity<L>) {
+      if constexpr (detail::stored_leaf<L>())
+        c[k++] = {tl::index_of_v<L, nodes>,
+                  tl::index_of_v<tl::at_t<Step::template grad_output<L>, typename Step::outputs>, nodes>,
+                  L::dims::static_numel * sizeof(typename L::dtype)};
+    };
+    (one(std::type_identity<Ls>{}), ...);
+    (void)one;
+    return c;
+  }(typename Step::wrt{});
   void copy_grads() {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      auto one = [&]<std::size_t W>(std::integral_constant<std::size_t, W>) {
-        using L = tl::at_t<W, typename Step::wrt>;
-        if constexpr (detail::stored_leaf<L>())  // a stack carry's gradient is read from the output
-          Backend::copy(mem_.grad_bytes(tl::index_of_v<L, nodes>), output_bytes<Step::template grad_output<L>>(),
-                        L::dims::static_numel * sizeof(typename L::dtype));
-      };
-      (one(std::integral_constant<std::size_t, K>{}), ...);
-      (void)one;
-    }(std::make_index_sequence<Step::wrt::size>{});
+    for (const grad_copy& c : grad_copies) Backend::copy(mem_.grad_bytes(c.leaf), mem_.bound().buf[c.output], c.bytes);
   }
 
   void update_state() {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-        using S = typename fp8_state<Key>::template quantizer<J>::scaling;
-        float* hist = reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<typename S::history_leaf, nodes>));
-        float* scale = reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<typename S::scale_leaf, nodes>));
-        fp8_state<Key>::template update<Backend, J>(hist, scale, &fp8_.pending[J]);
-      };
-      (one(std::integral_constant<std::size_t, K>{}), ...);
-      (void)one;
-    }(std::make_index_sequence<fp8_state<Key>::count>{});
+    for (std::size_t k = 0; k < fp8_state<Key>::count; ++k) {
+      const delayed_quantizer& q = fp8_state<Key>::quantizers[k];
+      fp8_state<Key>::template update<Backend>(q, reinterpret_cast<float*>(mem_.param_bytes(q.history)),
+                                               reinterpret_cast<float*>(mem_.param_bytes(q.scale)), &fp8_.pending[k]);
+    }
     std::apply([&](auto&... rt) { (rt.update_state(*this), ...); }, stacks_);
   }
 

@@ -131,11 +131,25 @@ struct stack_node {
     return tl::list<X, typename detail::stacked_leaf<N, Ls>::type...>{};
   }(leaves{}));
   static constexpr bool requires_grad = detail::any_rg<children>::value;
+
+  // In the buffer of the stack's backward (stack_grad_node): where the
+  // gradient of the k-th block leaf starts (trainable ones only, each N
+  // layers, 64-byte aligned); past the last: where the input's gradient starts.
+  static constexpr std::size_t grad_offset(std::size_t k) {
+    return []<class... Ls>(tl::list<Ls...>, std::size_t k) {
+      std::size_t i = 0, off = 0;
+      ((off += i++ < k && Ls::role == leaf_role::param
+                   ? (sizeof(typename Ls::dtype) * N * Ls::dims::static_numel + 63) / 64 * 64
+                   : 0),
+       ...);
+      return off;
+    }(leaves{}, k);
+  }
 };
 
 // The backward of a stack for upstream gradient G: one loop over the layers
 // filling one buffer: each trainable stacked leaf's gradient (at static
-// offsets), then the gradient of the stack's input X.
+// offsets, Stack::grad_offset), then the gradient of the stack's input X.
 template <class Stack, class G>
 struct stack_grad_node {
   using stack = Stack;
@@ -145,19 +159,7 @@ struct stack_grad_node {
   using children = tl::list<Stack, G>;
   static constexpr node_kind kind = node_kind::stack_grad;
   static constexpr bool requires_grad = false;
-
-  template <class L>
-  static constexpr std::size_t bytes_of =
-      (sizeof(typename L::dtype) * Stack::layers * L::dims::static_numel + 63) / 64 * 64;
-  // Offset of the k-th block leaf's gradient; past the last: where X's gradient starts.
-  static constexpr std::size_t offset_of(std::size_t k) {
-    return []<class... Ls>(tl::list<Ls...>, std::size_t k) {
-      std::size_t i = 0, off = 0;
-      ((off += i++ < k && Ls::role == leaf_role::param ? bytes_of<Ls> : 0), ...);
-      return off;
-    }(typename Stack::leaves{}, k);
-  }
-  static constexpr std::size_t leading_bytes = offset_of(Stack::leaves::size);
+  static constexpr std::size_t leading_bytes = Stack::grad_offset(Stack::leaves::size);
 };
 
 // Part K of a stack's gradient: K = 0 the gradient of X, K > 0 that of the
@@ -172,7 +174,7 @@ struct stack_part_node {
   static constexpr node_kind kind = node_kind::view;
   static constexpr bool requires_grad = false;
   static constexpr std::size_t part = K;
-  static constexpr std::size_t byte_offset = K == 0 ? Grad::leading_bytes : Grad::offset_of(K - 1);
+  static constexpr std::size_t byte_offset = K == 0 ? Grad::leading_bytes : Grad::stack::grad_offset(K - 1);
 };
 
 }  // namespace ctg

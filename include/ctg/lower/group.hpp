@@ -24,43 +24,48 @@ namespace ctg::detail {
 template <class Node>
 inline constexpr bool advances_inner = Node::dims::rank > 0 && Node::dims::dims[Node::dims::rank - 1] != 1;
 
+// What one group reads: its input buffers in slot order (a node's slot is
+// where the body loads it from), and the row reductions inlined into it.
+template <std::size_t N>
+struct group_reads_t {
+  std::size_t input[N]{};       // node index of each input buffer
+  std::size_t input_slot[N]{};  // node index -> its input slot
+  std::size_t ninputs = 0;
+  std::size_t reduction[N]{};   // inlined row reductions, in topological order
+  std::size_t reduction_slot[N]{};
+  std::size_t nreductions = 0;
+  bool index_aware = false;  // some node reads its position: the loop must run by rows
+};
+template <std::size_t N, std::size_t E>
+constexpr group_reads_t<N> group_reads(const plan_table<N, E>& t, std::size_t root) {
+  group_reads_t<N> r;
+  bool seen[N]{};
+  for (std::size_t i = 0; i <= root; ++i) {
+    if (t.group[i] != root) continue;
+    r.index_aware = r.index_aware || t.node[i].index_aware;
+    if (i != root && t.node[i].kind == node_kind::reduce) {
+      r.reduction_slot[i] = r.nreductions;
+      r.reduction[r.nreductions++] = i;
+    }
+    for (std::size_t k = 0; k < t.node[i].nchild; ++k) {
+      const std::size_t c = t.child(i, k);
+      if (t.materialized[c] && !seen[c]) {
+        seen[c] = true;
+        r.input_slot[c] = r.ninputs;
+        r.input[r.ninputs++] = c;
+      }
+    }
+  }
+  return r;
+}
+
 // Step: a graph_step or its key (the runtime uses the key: short names).
 template <class Step, std::size_t Root>
 struct group_info {
   using sched = schedule<Step>;
   static constexpr std::size_t n = sched::size;
   static constexpr const auto& t = sched::table;
-
-  struct tables {
-    std::size_t input[n]{};       // node index of each input buffer
-    std::size_t input_slot[n]{};  // node index -> its input slot
-    std::size_t ninputs = 0;
-    std::size_t reduction[n]{};   // inlined row reductions, in topological order
-    std::size_t reduction_slot[n]{};
-    std::size_t nreductions = 0;
-    bool index_aware = false;  // some node reads its position: the loop must run by rows
-  };
-  static constexpr tables info = [] {
-    tables r;
-    bool seen[n]{};
-    for (std::size_t i = 0; i <= Root; ++i) {
-      if (t.group[i] != Root) continue;
-      r.index_aware = r.index_aware || t.node[i].index_aware;
-      if (i != Root && t.node[i].kind == node_kind::reduce) {
-        r.reduction_slot[i] = r.nreductions;
-        r.reduction[r.nreductions++] = i;
-      }
-      for (std::size_t k = 0; k < t.node[i].nchild; ++k) {
-        const std::size_t c = t.child(i, k);
-        if (t.materialized[c] && !seen[c]) {
-          seen[c] = true;
-          r.input_slot[c] = r.ninputs;
-          r.input[r.ninputs++] = c;
-        }
-      }
-    }
-    return r;
-  }();
+  static constexpr group_reads_t<n> info = group_reads(t, Root);
   static constexpr std::size_t ninputs = info.ninputs;
   static constexpr std::size_t nreductions = info.nreductions;
   static constexpr bool index_aware = info.index_aware;
@@ -85,4 +90,71 @@ struct group_info {
   }();
 };
 
+
+// The input buffers of every group of a step, in one array (group_call::input
+// points into it): computed once per step from the schedule, no types.
+template <std::size_t N, std::size_t E>
+struct step_inputs_t {
+  std::size_t node[E + 1]{};
+  std::size_t first[N + 1]{};  // group root r's inputs: node[first[r] ..]
+};
+template <std::size_t N, std::size_t E>
+constexpr step_inputs_t<N, E> step_inputs(const plan_table<N, E>& t) {
+  step_inputs_t<N, E> a;
+  std::size_t k = 0;
+  for (std::size_t r = 0; r < N; ++r) {
+    a.first[r] = k;
+    if (!t.is_group_root(r) || kind_info_of(t.node[r].kind).runs_alone) continue;
+    const group_reads_t<N> g = group_reads(t, r);
+    for (std::size_t i = 0; i < g.ninputs; ++i) a.node[k++] = g.input[i];
+  }
+  a.first[N] = k;
+  return a;
+}
+template <class Key>
+inline constexpr auto step_inputs_of = step_inputs(schedule_table<Key>);
+
 }  // namespace ctg::detail
+
+namespace ctg {
+
+// What a group runner reads of its group at run time: node indices (and where
+// the group's input list is). The runner itself is instantiated on name-free
+// types (lower/kernel_expr.hpp), shared by every group that computes the
+// same thing in any step, so its code and symbol names never spell a graph.
+struct group_call {
+  std::size_t root = 0;                // the node the group writes
+  std::size_t iteration = 0;           // a fused group: the node whose shape its loop runs over
+  const std::size_t* input = nullptr;  // a fused group: the node of each input slot
+  std::size_t child[2]{};              // a group that runs alone: its root's first children
+  std::size_t fp8_slot = 0;            // a quantize with delayed scaling: where its amax goes
+};
+
+namespace detail {
+// The dtype of child K of node R in step Key (void when it has none).
+template <class Key, std::size_t R, std::size_t K>
+consteval auto child_dtype_of() {
+  constexpr const auto& t = schedule<Key>::table;
+  if constexpr (K < t.node[R].nchild)
+    return std::type_identity<typename tl::at_t<t.child(R, K), typename step_of<Key>::nodes>::dtype>{};
+  else return std::type_identity<void>{};
+}
+template <class Key, std::size_t R, std::size_t K>
+using child_dtype_t = typename decltype(child_dtype_of<Key, R, K>())::type;
+}  // namespace detail
+
+// The call record of the group rooted at R in step Key.
+template <class Key, std::size_t R>
+consteval group_call group_call_of() {
+  static_assert(std::is_same_v<Key, step_key_t<step_of<Key>>>, "ctg: internal: group_call_of takes a step's key");
+  constexpr const auto& t = schedule<Key>::table;
+  group_call c;
+  c.root = R;
+  c.iteration = t.node[R].kind == node_kind::reduce ? t.child(R, 0) : R;
+  c.input = &detail::step_inputs_of<Key>.node[detail::step_inputs_of<Key>.first[R]];
+  for (std::size_t k = 0; k < 2 && k < t.node[R].nchild; ++k) c.child[k] = t.child(R, k);
+  for (std::size_t i = 0; i < R; ++i) c.fp8_slot += t.node[i].kind == node_kind::quantize && t.node[i].delayed;
+  return c;
+}
+
+}  // namespace ctg

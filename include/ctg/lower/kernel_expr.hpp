@@ -210,3 +210,48 @@ using reductions_t =
     decltype(detail::kernel_reductions_of<Step, R>(std::make_index_sequence<ctg::detail::group_info<Step, R>::nreductions>{}));
 
 }  // namespace ctg::kernel
+
+namespace ctg::kernel {
+
+// A fused group as its runners see it, with no node types: the body, the
+// row reductions inlined into it, the output dtype, the loop shape, the
+// reduction the root applies to the body (RootOp, void when none), whether
+// the root's value moves along the row (an axis reduction that keeps the last
+// dim), and the context's sizes. Runners and kernels are instantiated on it,
+// so equal groups of any steps share one instantiation.
+}  // namespace ctg::kernel
+
+namespace ctg::detail {
+template <class Step, std::size_t R>
+consteval auto root_op_of() {
+  using root = tl::at_t<R, typename step_of<Step>::nodes>;
+  if constexpr (root::kind == node_kind::reduce) return std::type_identity<typename root::op>{};
+  else return std::type_identity<void>{};
+}
+}  // namespace ctg::detail
+
+namespace ctg::kernel {
+
+template <class Body, class Reductions, class T, loop_kind Loop, class RootOp, bool RootAdvances,
+          std::size_t Inputs>
+struct fused_plan {
+  using body = Body;
+  using reductions = Reductions;
+  using dtype = T;
+  using root_op = RootOp;
+  static constexpr loop_kind loop = Loop;
+  static constexpr bool root_advances = RootAdvances;
+  static constexpr std::size_t inputs = Inputs;                   // input buffers, in slots 0 .. Inputs-1
+  static constexpr std::size_t slots = Inputs > 0 ? Inputs : 1;  // (arrays of at least one)
+  static constexpr std::size_t locals = Reductions::size > 0 ? Reductions::size : 1;
+  using context = kernel::context<slots, locals>;
+};
+
+// The plan of the fused group rooted at R.
+template <class Step, std::size_t R>
+using fused_plan_t = fused_plan<
+    body_t<Step, R>, reductions_t<Step, R>, typename tl::at_t<R, typename step_of<Step>::nodes>::dtype,
+    ctg::detail::group_info<Step, R>::loop, typename decltype(ctg::detail::root_op_of<Step, R>())::type,
+    ctg::detail::advances_inner<tl::at_t<R, typename step_of<Step>::nodes>>, ctg::detail::group_info<Step, R>::ninputs>;
+
+}  // namespace ctg::kernel

@@ -4,6 +4,7 @@
 // one array (compressed rows: node i's children are child(i, 0 .. nchild-1)),
 // so no descriptor pays for the widest node. What each node kind means to the
 // passes after this one is stated once, in kind_info_of; no pass lists kinds.
+#include <bit>
 #include <cstddef>
 
 #include <ctg/graph/traits.hpp>
@@ -50,6 +51,23 @@ constexpr kind_info kind_info_of(node_kind k) {
   return i;
 }
 
+// How a node's run-time shape follows from the shapes before it
+// (exec/runtime_shapes.hpp applies it).
+enum class shape_rule : unsigned char {
+  static_dims,  // its static dims (stored leaves, stacked parts of parameters, scatter_add)
+  fed,          // set by its feed
+  scalar,       // rank 0 (constants, run-time scalars)
+  same_as,      // that of node `shape_from` (a random mask's Like, quantize, a stack, ...)
+  fill_dyn,     // its static dims, the dyn ones from node `shape_from` (reductions, one_hot)
+  broadcast,    // the numpy broadcast of its children's (elementwise)
+  reshape,      // its child's elements under its static dims
+  gather,       // the ids' shape, then the table's row
+  transpose,    // its child's, the last two dims swapped
+  matmul,       // batch dims broadcast, then [M, N] (transpose_a/b for fp8_matmul)
+};
+
+inline constexpr std::size_t no_node = static_cast<std::size_t>(-1);
+
 struct node_desc {
   node_kind kind{};
   std::size_t nchild = 0;
@@ -59,6 +77,23 @@ struct node_desc {
   bool output = false;       // an output of the step (or the forward part's root): a buffer to the end
   shape_value dims{};
   shape_value child_dims{};  // of child 0
+
+  // What the runtime reads (exec/): sizes, leaves, shape rules.
+  std::size_t elem_bytes = 0;     // sizeof(dtype)
+  bool stored = false;            // a leaf the store keeps: trainable, frozen or state
+  bool fed = false;               // a leaf bound from a feed (an input, a stack's carry)
+  bool grad = false;              // a leaf the step differentiates (in wrt): it has a gradient buffer
+  bool has_initial = false;       // a state leaf starting at initial_bits in every element
+  unsigned long long initial_bits = 0;
+  const char* name = nullptr;     // a leaf's name
+  shape_rule shape{};
+  std::size_t shape_from = no_node;
+  std::size_t count_of[2] = {no_node, no_node};  // a run-time scalar: 1 / (numel [0] / numel [1])
+  bool transpose_a = false, transpose_b = false;  // fp8_matmul
+  bool delayed = false;           // a quantize with delayed scaling (it records an amax)
+  std::size_t layers = 1;         // a stack's buffer holds this many layer values
+  std::size_t extra_bytes = 0;    // a stack's backward: its parameter gradients before the input's
+  std::size_t byte_offset = 0;    // a view: where its value starts in its base's buffer
 };
 
 inline constexpr std::size_t no_group = static_cast<std::size_t>(-1);
@@ -111,8 +146,61 @@ inline constexpr std::size_t edges_of = N::kind == node_kind::runtime_scalar || 
                                             ? 0
                                             : N::children::size;
 
+// The bit pattern of value V in dtype T (at most 8 bytes).
+template <class T>
+constexpr unsigned long long element_bits(double v) {
+  const T x = store_as<T>(v);
+  if constexpr (sizeof(T) == 1) return std::bit_cast<unsigned char>(x);
+  else if constexpr (sizeof(T) == 2) return std::bit_cast<unsigned short>(x);
+  else if constexpr (sizeof(T) == 4) return std::bit_cast<unsigned int>(x);
+  else return std::bit_cast<unsigned long long>(x);
+}
+
+// How node N's run-time shape is found (see shape_rule).
+template <class Nodes, class N>
+constexpr void describe_shape(node_desc& d) {
+  auto from = [&](shape_rule r, std::size_t i) {
+    d.shape = r;
+    d.shape_from = i;
+  };
+  auto from_child = [&]<class M = N>(shape_rule r) { from(r, tl::index_of_v<tl::at_t<0, typename M::children>, Nodes>); };
+  if constexpr (N::kind == node_kind::leaf) d.shape = N::fed ? shape_rule::fed : shape_rule::static_dims;
+  else if constexpr (N::kind == node_kind::constant) d.shape = shape_rule::scalar;
+  else if constexpr (N::kind == node_kind::runtime_scalar) {
+    d.shape = shape_rule::scalar;
+    d.count_of[0] = tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>;
+    d.count_of[1] = tl::index_of_v<tl::at_t<1, typename N::children>, Nodes>;
+  } else if constexpr (N::kind == node_kind::random || N::kind == node_kind::quantize ||
+                       N::kind == node_kind::dequantize || N::kind == node_kind::stack ||
+                       N::kind == node_kind::stack_grad)
+    from_child(shape_rule::same_as);
+  else if constexpr (N::kind == node_kind::elementwise) {
+    using Op = typename N::op;
+    if constexpr (requires { typename Op::like; }) {
+      if constexpr (std::is_void_v<typename Op::like>) d.shape = shape_rule::static_dims;
+      else from(shape_rule::same_as, tl::index_of_v<typename Op::like, Nodes>);
+    } else if constexpr (requires { typename Op::result_shape; }) {
+      from_child(shape_rule::fill_dyn);  // e.g. one_hot: the op's own shape, its dyn dims its child's
+    } else {
+      d.shape = shape_rule::broadcast;
+    }
+  } else if constexpr (N::kind == node_kind::reduce) from_child(shape_rule::fill_dyn);
+  else if constexpr (N::kind == node_kind::view && requires { N::part; }) {
+    // a part of a stack's gradient: the stack input's shape, or a stacked leaf's
+    if constexpr (N::part == 0) from_child(shape_rule::same_as);
+    else d.shape = shape_rule::static_dims;
+  } else if constexpr (N::kind == node_kind::view) from_child(shape_rule::reshape);
+  else if constexpr (N::kind == node_kind::gather) d.shape = shape_rule::gather;
+  else if constexpr (N::kind == node_kind::scatter_add) d.shape = shape_rule::static_dims;
+  else if constexpr (N::kind == node_kind::transpose) d.shape = shape_rule::transpose;
+  else {
+    static_assert(N::kind == node_kind::matmul || N::kind == node_kind::fp8_matmul);
+    d.shape = shape_rule::matmul;
+  }
+}
+
 template <class Nodes, class N, std::size_t E>
-constexpr void describe(plan_table<Nodes::size, E>& t, std::size_t i, std::size_t& edge, bool output) {
+constexpr void describe(plan_table<Nodes::size, E>& t, std::size_t i, std::size_t& edge, bool output, bool grad) {
   node_desc& d = t.node[i];
   d.kind = N::kind;
   d.output = output;
@@ -131,6 +219,27 @@ constexpr void describe(plan_table<Nodes::size, E>& t, std::size_t i, std::size_
     d.index_aware = requires { N::op::index_aware; };
     d.region_end = requires { N::op::region_end; };
   }
+
+  d.elem_bytes = sizeof(typename N::dtype);
+  if constexpr (N::kind == node_kind::leaf) {
+    d.stored = !N::fed;
+    d.fed = N::fed;
+    d.grad = grad && !N::fed;  // (a stack carry's gradient is read from the output)
+    d.name = N::name.c_str();
+    if constexpr (requires { N::initial_value; }) {
+      d.has_initial = true;
+      d.initial_bits = element_bits<typename N::dtype>(N::initial_value);
+    }
+  }
+  describe_shape<Nodes, N>(d);
+  if constexpr (N::kind == node_kind::fp8_matmul) {
+    d.transpose_a = N::transpose_a;
+    d.transpose_b = N::transpose_b;
+  }
+  if constexpr (N::kind == node_kind::quantize) d.delayed = N::scaling::is_delayed;
+  if constexpr (N::kind == node_kind::stack) d.layers = N::layers;
+  if constexpr (N::kind == node_kind::stack_grad) d.extra_bytes = N::leading_bytes;
+  if constexpr (requires { N::byte_offset; }) d.byte_offset = N::byte_offset;
 }
 
 // The table of Step's nodes, groups not yet decided.
@@ -144,8 +253,8 @@ consteval auto describe_step() {
   [&]<class... Ns>(tl::list<Ns...>) {
     std::size_t i = 0, edge = 0;
     ((describe<nodes, Ns, E>(p, i++, edge,
-                             tl::contains_v<Ns, typename Step::outputs> ||
-                                 CTG_SAME(Ns, typename Step::forward_root))),
+                             tl::contains_v<Ns, typename Step::outputs> || CTG_SAME(Ns, typename Step::forward_root),
+                             tl::contains_v<Ns, typename Step::wrt>)),
      ...);
   }(nodes{});
   return p;

@@ -2,9 +2,10 @@
 // A fused group on the CPU: one loop nest whose body is the group's
 // name-free expression (lower/kernel_expr.hpp), the same type the CUDA
 // kernels evaluate. One function per loop kind (lower/group.hpp decides
-// which, at compile time):
+// which, at compile time), all instantiated on the group's name-free plan, so
+// equal groups of any steps share them:
 //
-//   ctg::cpu::run_fused<Step, R>(bindings, workspace);   // group rooted at node R of a step (or its key)
+//   ctg::cpu::run_fused<kernel::fused_plan_t<Step, R>>(call, bindings, workspace, nullptr);
 #include <algorithm>
 
 #include <ctg/exec/bindings.hpp>
@@ -14,28 +15,24 @@
 
 namespace ctg::detail {
 
-template <class Step, std::size_t R>
+template <class Plan>
 struct cpu_fused_group {
-  using info = ctg::detail::group_info<Step, R>;
-  static constexpr std::size_t K = info::ninputs > 0 ? info::ninputs : 1;
-  static constexpr std::size_t NR = info::nreductions > 0 ? info::nreductions : 1;
-  using ctx = kernel::context<K, NR>;
-  using body = kernel::body_t<Step, R>;
-  using T = typename tl::at_t<R, typename step_of<Step>::nodes>::dtype;
-  static constexpr bool root_advances = ctg::detail::advances_inner<tl::at_t<R, typename step_of<Step>::nodes>>;
+  static constexpr std::size_t K = Plan::slots;
+  using ctx = typename Plan::context;
+  using body = typename Plan::body;
+  using T = typename Plan::dtype;
   // The root of a reduction group, as a row reduction of the body.
-  template <class Op>
-  using root_reduction = kernel::row_reduction<0, Op, T, body>;
+  using root_reduction = kernel::row_reduction<0, typename Plan::root_op, T, body>;
 
   // The loop's layout over the iteration shape and the context's slots.
-  static kernel::loop_layout<K> layout(const bindings<step_of<Step>::nodes::size>& b, ctx& c) {
-    const rt_shape& it = b.shape[info::iteration_node];
+  static kernel::loop_layout<K> layout(const group_call& g, const bindings_view& b, ctx& c) {
+    const rt_shape& it = b.shape[g.iteration];
     kernel::loop_layout<K> l;
     l.rank = it.rank;
     for (std::size_t d = 0; d < it.rank; ++d) l.dims[d] = it.d[d];
-    for (std::size_t k = 0; k < info::ninputs; ++k) {
-      c.ptr[k] = b.buf[info::info.input[k]];
-      const rt_shape& s = b.shape[info::info.input[k]];
+    for (std::size_t k = 0; k < Plan::inputs; ++k) {
+      c.ptr[k] = b.buf[g.input[k]];
+      const rt_shape& s = b.shape[g.input[k]];
       l.set_slot(k, s.rank, s.d);
     }
     c.key = b.key;
@@ -64,43 +61,43 @@ struct cpu_fused_group {
 
 namespace ctg::cpu {
 // Every element in one pass (all inputs have the output's shape).
-template <class Step, std::size_t R>
-void run_flat(const bindings<step_of<Step>::nodes::size>& b) {
-  using F = detail::cpu_fused_group<Step, R>;
+template <class Plan>
+void run_flat(const group_call& g, const bindings_view& b) {
+  using F = detail::cpu_fused_group<Plan>;
   typename F::ctx c;
-  F::layout(b, c);  // fills the context; every base stays 0
-  const dim_t total = b.shape[F::info::iteration_node].numel();
-  F::write_row(c, b.template as<typename F::T>(R), total);
+  F::layout(g, b, c);  // fills the context; every base stays 0
+  const dim_t total = b.shape[g.iteration].numel();
+  F::write_row(c, b.template as<typename F::T>(g.root), total);
 }
 
 // Row by row along the last dim: the row's reductions first, then its elements.
-template <class Step, std::size_t R>
-void run_rows(const bindings<step_of<Step>::nodes::size>& b) {
-  using F = detail::cpu_fused_group<Step, R>;
+template <class Plan>
+void run_rows(const group_call& g, const bindings_view& b) {
+  using F = detail::cpu_fused_group<Plan>;
   typename F::ctx c;
-  const auto layout = F::layout(b, c);
+  const auto layout = F::layout(g, b, c);
   const dim_t L = layout.row_length(), rows = L ? layout.rows() : 0;
-  typename F::T* out = b.template as<typename F::T>(R);
+  typename F::T* out = b.template as<typename F::T>(g.root);
   for (dim_t row = 0; row < rows; ++row) {
     layout.enter_row(c, row);
-    F::inline_reductions(c, L, kernel::reductions_t<Step, R>{});
+    F::inline_reductions(c, L, typename Plan::reductions{});
     F::write_row(c, out + row * L, L);
   }
 }
 
 // Row by row, the root reducing each row to one value (an empty row gives
 // the reduction's value over nothing: sum 0, mean NaN, max -inf).
-template <class Step, std::size_t R>
-void run_row_reduce(const bindings<step_of<Step>::nodes::size>& b) {
-  using F = detail::cpu_fused_group<Step, R>;
-  using rr = typename F::template root_reduction<typename tl::at_t<R, typename step_of<Step>::nodes>::op>;
+template <class Plan>
+void run_row_reduce(const group_call& g, const bindings_view& b) {
+  using F = detail::cpu_fused_group<Plan>;
+  using rr = typename F::root_reduction;
   typename F::ctx c;
-  const auto layout = F::layout(b, c);
+  const auto layout = F::layout(g, b, c);
   const dim_t L = layout.row_length(), rows = layout.rows();
-  typename F::T* out = b.template as<typename F::T>(R);
+  typename F::T* out = b.template as<typename F::T>(g.root);
   for (dim_t row = 0; row < rows; ++row) {
     layout.enter_row(c, row);
-    F::inline_reductions(c, L, kernel::reductions_t<Step, R>{});
+    F::inline_reductions(c, L, typename Plan::reductions{});
     out[row] = store_as<typename F::T>(rr::value_of(rr::combine_in_order(c, L), L));
   }
 }
@@ -109,44 +106,44 @@ void run_row_reduce(const bindings<step_of<Step>::nodes::size>& b) {
 // combines into the f64 accumulators of the output elements it maps to, in
 // row order; each is finalized and rounded once at the end (so an output
 // element that no input reaches, in an empty tensor, is the value over nothing).
-template <class Step, std::size_t R>
-void run_axis_reduce(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
-  using F = detail::cpu_fused_group<Step, R>;
-  using Op = typename tl::at_t<R, typename step_of<Step>::nodes>::op;
+template <class Plan>
+void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws) {
+  using F = detail::cpu_fused_group<Plan>;
+  using Op = typename Plan::root_op;
   typename F::ctx c;
-  const auto layout = F::layout(b, c);
-  const rt_shape& it = b.shape[F::info::iteration_node];
+  const auto layout = F::layout(g, b, c);
+  const rt_shape& it = b.shape[g.iteration];
+  const rt_shape& os = b.shape[g.root];
   const dim_t total = it.numel(), L = layout.row_length(), rows = L ? layout.rows() : 0;
   dim_t out_stride[max_rank]{};
-  kernel::broadcast_strides(b.shape[R].rank, b.shape[R].d, it.rank, out_stride);
-  const dim_t out_count = b.shape[R].numel();
+  kernel::broadcast_strides(os.rank, os.d, it.rank, out_stride);
+  const dim_t out_count = os.numel();
   ws.reserve_for(static_cast<std::size_t>(out_count));  // (a store has reserved it already)
   double* acc = ws.axis_acc.data();
   std::fill(acc, acc + out_count, Op::template identity<double>());
   for (dim_t row = 0; row < rows; ++row) {
     layout.enter_row(c, row);
     const dim_t out_base = layout.row_offset(row, out_stride);
-    F::inline_reductions(c, L, kernel::reductions_t<Step, R>{});
-    if constexpr (F::root_advances) {
+    F::inline_reductions(c, L, typename Plan::reductions{});
+    if constexpr (Plan::root_advances) {
       for (dim_t j = 0; j < L; ++j)
         acc[out_base + j] = Op::combine(acc[out_base + j], static_cast<double>(F::body::value(c, j)));
     } else {
-      acc[out_base] = Op::combine(acc[out_base], F::template root_reduction<Op>::combine_in_order(c, L));
+      acc[out_base] = Op::combine(acc[out_base], F::root_reduction::combine_in_order(c, L));
     }
   }
   const double count = static_cast<double>(total) / static_cast<double>(out_count);
-  typename F::T* out = b.template as<typename F::T>(R);
+  typename F::T* out = b.template as<typename F::T>(g.root);
   for (dim_t i = 0; i < out_count; ++i) out[i] = store_as<typename F::T>(Op::finalize(acc[i], count));
 }
 
-// The fused group rooted at R, in the loop shape the lowering chose.
-template <class Step, std::size_t R>
-void run_fused(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
-  constexpr loop_kind k = ctg::detail::group_info<Step, R>::loop;
-  if constexpr (k == loop_kind::flat) run_flat<Step, R>(b);
-  else if constexpr (k == loop_kind::rows) run_rows<Step, R>(b);
-  else if constexpr (k == loop_kind::row_reduce) run_row_reduce<Step, R>(b);
-  else run_axis_reduce<Step, R>(b, ws);
+// A fused group with this plan, in the loop shape the lowering chose.
+template <class Plan>
+void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  if constexpr (Plan::loop == loop_kind::flat) run_flat<Plan>(g, b);
+  else if constexpr (Plan::loop == loop_kind::rows) run_rows<Plan>(g, b);
+  else if constexpr (Plan::loop == loop_kind::row_reduce) run_row_reduce<Plan>(g, b);
+  else run_axis_reduce<Plan>(g, b, ws);
 }
 
 }  // namespace ctg::cpu

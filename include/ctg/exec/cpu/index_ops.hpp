@@ -3,21 +3,22 @@
 // (embedding rows by id) and its adjoint scatter_add. The ids were checked
 // against the table before the step ran (exec/index_checks.hpp).
 //
-//   ctg::cpu::run_transpose<Step, R>(bindings);
-//   ctg::cpu::run_gather<Step, R>(bindings);
-//   ctg::cpu::run_scatter_add<Step, R>(bindings);
+//   ctg::cpu::run_transpose<T>(call, bindings, workspace, nullptr);
+//   ctg::cpu::run_gather<T>(call, bindings, workspace, nullptr);
+//   ctg::cpu::run_scatter_add<TO, TG>(call, bindings, workspace, nullptr);
+// (call.child: the root's children; call.root: where it writes.)
 #include <algorithm>
 #include <cstring>
 
 #include <ctg/exec/bindings.hpp>
-#include <ctg/lower/schedule.hpp>
+#include <ctg/exec/cpu/workspace.hpp>
+#include <ctg/lower/group.hpp>
 
 namespace ctg::cpu {
 
-template <class Step, std::size_t R>
-void run_transpose(const bindings<step_of<Step>::nodes::size>& b) {
-  using T = typename tl::at_t<R, typename step_of<Step>::nodes>::dtype;
-  constexpr std::size_t ix = schedule<Step>::table.child(R, 0);
+template <class T>
+void run_transpose(const group_call& g, const bindings_view& b, workspace&, float*) {
+  const std::size_t ix = g.child[0], R = g.root;
   const rt_shape& s = b.shape[ix];
   const dim_t rows = s.d[s.rank - 2], cols = s.d[s.rank - 1];
   const dim_t nbatch = rows * cols > 0 ? s.numel() / (rows * cols) : 0;
@@ -32,10 +33,9 @@ void run_transpose(const bindings<step_of<Step>::nodes::size>& b) {
 
 namespace ctg::cpu {
 // out[i..., :] = table[ids[i...], :]
-template <class Step, std::size_t R>
-void run_gather(const bindings<step_of<Step>::nodes::size>& b) {
-  using T = typename tl::at_t<R, typename step_of<Step>::nodes>::dtype;
-  constexpr std::size_t it = schedule<Step>::table.child(R, 0), ii = schedule<Step>::table.child(R, 1);
+template <class T>
+void run_gather(const group_call& g, const bindings_view& b, workspace&, float*) {
+  const std::size_t it = g.child[0], ii = g.child[1], R = g.root;
   const rt_shape& ts = b.shape[it];
   const dim_t rows = ts.d[0], row_len = rows ? ts.numel() / rows : 0;
   const i32* ids = b.template as<const i32>(ii);
@@ -48,21 +48,18 @@ void run_gather(const bindings<step_of<Step>::nodes::size>& b) {
 // A zero table with each row of g added at its id, in the compute type (the
 // node's dtype: every row adds in it, rounded once later). Repeated ids add
 // up in the order of the ids: deterministic.
-template <class Step, std::size_t R>
-void run_scatter_add(const bindings<step_of<Step>::nodes::size>& b) {
-  using nodes = typename step_of<Step>::nodes;
-  using TO = typename tl::at_t<R, nodes>::dtype;
-  constexpr std::size_t ig = schedule<Step>::table.child(R, 0), ii = schedule<Step>::table.child(R, 1);
-  using TG = typename tl::at_t<ig, nodes>::dtype;
+template <class TO, class TG>
+void run_scatter_add(const group_call& g, const bindings_view& b, workspace&, float*) {
+  const std::size_t ig = g.child[0], ii = g.child[1], R = g.root;
   const rt_shape& os = b.shape[R];
   const dim_t rows = os.d[0], row_len = rows ? os.numel() / rows : 0;
   const i32* ids = b.template as<const i32>(ii);
-  const TG* g = b.template as<const TG>(ig);
+  const TG* rows_in = b.template as<const TG>(ig);
   TO* out = b.template as<TO>(R);
   std::fill(out, out + os.numel(), TO(0));
   for (dim_t i = 0, n = b.shape[ii].numel(); i < n; ++i) {
     TO* o = out + ids[i] * row_len;
-    const TG* gi = g + i * row_len;
+    const TG* gi = rows_in + i * row_len;
     for (dim_t k = 0; k < row_len; ++k) o[k] += static_cast<TO>(load_as<TG>(gi[k]));
   }
 }

@@ -3,15 +3,16 @@
 // (numpy's rule), each batch through cpu::gemm (one FMA chain per output, in
 // k order, accumulated in f32; f64 for f64):
 //
-//   ctg::cpu::run_matmul<Step, R>(bindings, workspace);      // C = A B
-//   ctg::cpu::run_fp8_matmul<Step, R>(bindings, workspace);  // op(A) op(B) of fp8 payloads, scaled once
+//   ctg::cpu::run_matmul<TA, TB, TC>(call, bindings, workspace, nullptr);  // C = A B
+//   ctg::cpu::run_fp8_matmul<QA, QB, TC, TransposeA, TransposeB>(...);   // op(A) op(B) of fp8 payloads, scaled once
+// (call.child: A and B; call.root: C.)
 #include <algorithm>
 
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/lower/loop_layout.hpp>
-#include <ctg/lower/schedule.hpp>
+#include <ctg/lower/group.hpp>
 
 namespace ctg::detail {
 // The batches of a product C[batch..., M, N] of A[batch_a..., ., .] and
@@ -41,13 +42,9 @@ void for_each_batch(const rt_shape& sa, const rt_shape& sb, const rt_shape& sc, 
 
 namespace ctg::cpu {
 // Batched C[M,N] = A[M,K] B[K,N].
-template <class Step, std::size_t R>
-void run_matmul(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
-  using nodes = typename step_of<Step>::nodes;
-  constexpr std::size_t ia = schedule<Step>::table.child(R, 0), ib = schedule<Step>::table.child(R, 1);
-  using TA = typename tl::at_t<ia, nodes>::dtype;
-  using TB = typename tl::at_t<ib, nodes>::dtype;
-  using TC = typename tl::at_t<R, nodes>::dtype;
+template <class TA, class TB, class TC>
+void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  const std::size_t ia = g.child[0], ib = g.child[1], R = g.root;
   const rt_shape &sa = b.shape[ia], &sc = b.shape[R];
   const dim_t M = sc.d[sc.rank - 2], N = sc.d[sc.rank - 1], K = sa.d[sa.rank - 1];
   const TA* A = b.template as<const TA>(ia);
@@ -60,17 +57,12 @@ void run_matmul(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
 
 // Each batch: the payloads widened to f32 (exactly), multiplied by cpu::gemm,
 // times scale_inv(A) * scale_inv(B), rounded once to the result type.
-template <class Step, std::size_t R>
-void run_fp8_matmul(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
-  using nodes = typename step_of<Step>::nodes;
-  using node = tl::at_t<R, nodes>;
-  constexpr std::size_t ia = schedule<Step>::table.child(R, 0), ib = schedule<Step>::table.child(R, 1);
-  using QA = typename tl::at_t<ia, nodes>::dtype;
-  using QB = typename tl::at_t<ib, nodes>::dtype;
-  using TC = typename node::dtype;
+template <class QA, class QB, class TC, bool TransposeA, bool TransposeB>
+void run_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  const std::size_t ia = g.child[0], ib = g.child[1], R = g.root;
   const rt_shape &sa = b.shape[ia], &sc = b.shape[R];
   const dim_t M = sc.d[sc.rank - 2], N = sc.d[sc.rank - 1];
-  const dim_t K = node::transpose_a ? sa.d[sa.rank - 2] : sa.d[sa.rank - 1];
+  const dim_t K = TransposeA ? sa.d[sa.rank - 2] : sa.d[sa.rank - 1];
   const QA* A = b.template as<const QA>(ia);
   const QB* B = b.template as<const QB>(ib);
   TC* C = b.template as<TC>(R);
@@ -82,9 +74,9 @@ void run_fp8_matmul(const bindings<step_of<Step>::nodes::size>& b, workspace& ws
     const QA* a = A + oa * M * K;
     const QB* bm = B + ob * K * N;
     for (dim_t i = 0; i < M; ++i)  // a_f32[i][k]
-      for (dim_t k = 0; k < K; ++k) ws.fp8_a[i * K + k] = to_float(node::transpose_a ? a[k * M + i] : a[i * K + k]);
+      for (dim_t k = 0; k < K; ++k) ws.fp8_a[i * K + k] = to_float(TransposeA ? a[k * M + i] : a[i * K + k]);
     for (dim_t k = 0; k < K; ++k)  // b_f32[k][j]
-      for (dim_t j = 0; j < N; ++j) ws.fp8_b[k * N + j] = to_float(node::transpose_b ? bm[j * K + k] : bm[k * N + j]);
+      for (dim_t j = 0; j < N; ++j) ws.fp8_b[k * N + j] = to_float(TransposeB ? bm[j * K + k] : bm[k * N + j]);
     gemm(M, N, K, ws.fp8_a.data(), ws.fp8_b.data(), ws.fp8_c.data(), ws.gemm);
     TC* cm = C + batch * M * N;
     for (dim_t i = 0, n = M * N; i < n; ++i) cm[i] = store_as<TC>(ws.fp8_c[i] * scale);

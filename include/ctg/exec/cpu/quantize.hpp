@@ -3,28 +3,25 @@
 // scale its recipe gives) and dequantize. A quantized buffer holds the
 // payload, then its side data (exec/buffers.hpp): amax, scale, scale_inv.
 //
-//   ctg::cpu::run_quantize<Step, R>(bindings, amax_out);  // amax_out: where this run's amax
-//                                                         // goes (delayed scaling), or null
-//   ctg::cpu::run_dequantize<Step, R>(bindings);
+//   ctg::cpu::run_quantize<TX, Fmt, Delayed, Margin>(call, bindings, workspace, amax_out);
+//       amax_out: where this run's amax goes (delayed scaling), or null;
+//       call.child: the tensor, then (delayed) its scale leaf
+//   ctg::cpu::run_dequantize<Fmt, T>(call, bindings, workspace, nullptr);
 #include <cmath>
 
 #include <ctg/core/fp8_scaling.hpp>
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/buffers.hpp>
-#include <ctg/lower/schedule.hpp>
+#include <ctg/exec/cpu/workspace.hpp>
+#include <ctg/lower/group.hpp>
 
 namespace ctg::cpu {
 
 // Delayed scaling casts with the stored scale while it takes the amax (one
 // loop); current scaling takes the amax first, then the scale from it.
-template <class Step, std::size_t R>
-void run_quantize(const bindings<step_of<Step>::nodes::size>& b, float* amax_out) {
-  using nodes = typename step_of<Step>::nodes;
-  using node = tl::at_t<R, nodes>;
-  using Fmt = typename node::dtype;
-  using S = typename node::scaling;
-  constexpr std::size_t ix = schedule<Step>::table.child(R, 0);
-  using TX = typename tl::at_t<ix, nodes>::dtype;
+template <class TX, class Fmt, bool Delayed, int Margin>
+void run_quantize(const group_call& g, const bindings_view& b, workspace&, float* amax_out) {
+  const std::size_t ix = g.child[0], R = g.root;
   const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
   const TX* x = b.template as<const TX>(ix);
   Fmt* q = b.template as<Fmt>(R);
@@ -34,8 +31,8 @@ void run_quantize(const bindings<step_of<Step>::nodes::size>& b, float* amax_out
     if (a > amax || a != a) amax = a;  // a NaN stays: the scale is then kept (delayed) or 1 (current)
   };
   float scale = 1.0f;
-  if constexpr (S::is_delayed) {
-    scale = *b.template as<const float>(tl::index_of_v<typename S::scale_leaf, nodes>);
+  if constexpr (Delayed) {
+    scale = *b.template as<const float>(g.child[1]);
     for (std::size_t i = 0; i < n; ++i) {
       const float v = static_cast<float>(load_as<TX>(x[i]));
       take(v);
@@ -44,7 +41,7 @@ void run_quantize(const bindings<step_of<Step>::nodes::size>& b, float* amax_out
     if (amax_out) *amax_out = amax;
   } else {
     for (std::size_t i = 0; i < n; ++i) take(static_cast<float>(load_as<TX>(x[i])));
-    if (std::isfinite(amax)) scale = fp8_scaling::current_scale(amax, node::fp8_max, S::margin);
+    if (std::isfinite(amax)) scale = fp8_scaling::current_scale(amax, dtype_traits<Fmt>::max, Margin);
     for (std::size_t i = 0; i < n; ++i) q[i] = fp8_scaling::quantize<Fmt>(static_cast<float>(load_as<TX>(x[i])), scale);
   }
   float* side = fp8_side(b, R);
@@ -53,12 +50,9 @@ void run_quantize(const bindings<step_of<Step>::nodes::size>& b, float* amax_out
   side[2] = 1.0f / scale;
 }
 
-template <class Step, std::size_t R>
-void run_dequantize(const bindings<step_of<Step>::nodes::size>& b) {
-  using nodes = typename step_of<Step>::nodes;
-  using T = typename tl::at_t<R, nodes>::dtype;
-  constexpr std::size_t iq = schedule<Step>::table.child(R, 0);
-  using Fmt = typename tl::at_t<iq, nodes>::dtype;
+template <class Fmt, class T>
+void run_dequantize(const group_call& g, const bindings_view& b, workspace&, float*) {
+  const std::size_t iq = g.child[0], R = g.root;
   const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
   const Fmt* q = b.template as<const Fmt>(iq);
   const float scale_inv = fp8_side(b, iq)[2];

@@ -63,20 +63,33 @@ struct backend {
     return const_cast<std::byte*>(static_cast<const std::byte*>(fed));
   }
 
-  template <class Step, std::size_t R>
-  static void run_group(const bindings<step_of<Step>::nodes::size>& b, workspace& ws) {
-    constexpr node_kind k = tl::at_t<R, typename step_of<Step>::nodes>::kind;
-    if constexpr (k == node_kind::matmul) run_matmul<Step, R>(b, ws);
-    else if constexpr (k == node_kind::fp8_matmul) run_fp8_matmul<Step, R>(b, ws);
-    else if constexpr (k == node_kind::transpose) run_transpose<Step, R>(b);
-    else if constexpr (k == node_kind::gather) run_gather<Step, R>(b);
-    else if constexpr (k == node_kind::scatter_add) run_scatter_add<Step, R>(b);
-    else if constexpr (k == node_kind::dequantize) run_dequantize<Step, R>(b);
-    else run_fused<Step, R>(b, ws);
-  }
-  template <class Step, std::size_t R>
-  static void run_quantize(const bindings<step_of<Step>::nodes::size>& b, workspace&, float* amax) {
-    cpu::run_quantize<Step, R>(b, amax);
+  // The runner of group R of step Key, instantiated on name-free types
+  // (dtypes, flags, a fused group's plan): steps share them.
+  template <class Key, std::size_t R>
+  static consteval runner_t<workspace> runner_for() {
+    using node = tl::at_t<R, typename step_of<Key>::nodes>;
+    using T = typename node::dtype;
+    using C0 = detail::child_dtype_t<Key, R, 0>;
+    using C1 = detail::child_dtype_t<Key, R, 1>;
+    if constexpr (node::kind == node_kind::stack || node::kind == node_kind::stack_grad) {
+      return nullptr;
+    } else if constexpr (node::kind == node_kind::matmul) {
+      return &run_matmul<C0, C1, T>;
+    } else if constexpr (node::kind == node_kind::fp8_matmul) {
+      return &run_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+    } else if constexpr (node::kind == node_kind::transpose) {
+      return &run_transpose<T>;
+    } else if constexpr (node::kind == node_kind::gather) {
+      return &run_gather<T>;
+    } else if constexpr (node::kind == node_kind::scatter_add) {
+      return &run_scatter_add<T, C0>;
+    } else if constexpr (node::kind == node_kind::quantize) {
+      return &run_quantize<C0, T, node::scaling::is_delayed, node::scaling::margin>;
+    } else if constexpr (node::kind == node_kind::dequantize) {
+      return &run_dequantize<C0, T>;
+    } else {
+      return &run_fused<kernel::fused_plan_t<Key, R>>;
+    }
   }
   // After a successful step: this step's amax into history slot 0, then
   // TransformerEngine's update of scale and history.
@@ -89,6 +102,14 @@ struct backend {
 
 template <class Step>
 using store = basic_store<backend, step_key_t<Step>>;
+
+// Group R of a step (or key) on bindings filled by hand: what a store runs
+// at that position (the device tests' host reference).
+template <class Step, std::size_t R, std::size_t N>
+void run_group(const bindings<N>& b, workspace& ws, float* amax = nullptr) {
+  using K = step_key_t<step_of<Step>>;
+  backend::runner_for<K, R>()(group_call_of<K, R>(), b.view(), ws, amax);
+}
 
 }  // namespace cpu
 

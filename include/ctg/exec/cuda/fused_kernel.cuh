@@ -20,23 +20,16 @@
 
 namespace ctg::cuda {
 
-// What a kernel is instantiated on: one type naming the group's body, its
-// inlined reductions, its root reduction (void: none) and its output dtype.
-// (One wrapper, not four template arguments: nvcc's host pass spells a
-// kernel's bare type arguments through the typedefs they were reached by,
-// which name the user's graph; inside a template-id it spells them plainly.)
-template <class Body, class Reductions, class RootReduction, class T>
-struct group_desc {
-  using body = Body;
-  using reductions = Reductions;
-  using root_reduction = RootReduction;
-  using dtype = T;
-};
+// Kernels are instantiated on a group's name-free plan (kernel::fused_plan:
+// body, inlined reductions, root reduction, dtype), one type: nvcc's host
+// pass spells a kernel's bare type arguments through the typedefs they were
+// reached by, which name the user's graph; inside a template-id it spells
+// them plainly.
 
-template <class G, std::size_t K, std::size_t NR>
+template <class Plan, std::size_t K, std::size_t NR>
 __global__ void elementwise_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes) {
-  using Body = typename G::body;
-  using T = typename G::dtype;
+  using Body = typename Plan::body;
+  using T = typename Plan::dtype;
   T* out = static_cast<T*>(out_bytes);
   const dim_t L = layout.row_length(), total = layout.rows() * L;
   for (dim_t e = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; e < total; e += dim_t{gridDim.x} * blockDim.x) {
@@ -73,14 +66,13 @@ __device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, do
 
 namespace ctg::cuda {
 
-// Root: either the group's elementwise output (RootReduction = void) or a row
-// reduction written once per row.
-template <class G, unsigned Threads, std::size_t K, std::size_t NR>
+// Root: either the group's elementwise output or (loop_kind::row_reduce) a
+// row reduction written once per row.
+template <class Plan, unsigned Threads, std::size_t K, std::size_t NR>
 __global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes) {
-  using Body = typename G::body;
-  using Reductions = typename G::reductions;
-  using RootReduction = typename G::root_reduction;
-  using T = typename G::dtype;
+  using Body = typename Plan::body;
+  using Reductions = typename Plan::reductions;
+  using T = typename Plan::dtype;
   T* out = static_cast<T*>(out_bytes);
   __shared__ typename cub::BlockReduce<double, Threads>::TempStorage temp;
   __shared__ double shared;
@@ -91,37 +83,37 @@ __global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, k
     [&]<class... Rs>(tl::list<Rs...>) {
       ((t.local[Rs::slot] = detail::block_row_reduce<Rs, Threads>(t, L, &temp, &shared)), ...);
     }(Reductions{});
-    if constexpr (std::is_void_v<RootReduction>) {
+    if constexpr (Plan::loop != loop_kind::row_reduce) {
       for (dim_t j = threadIdx.x; j < L; j += Threads) out[row * L + j] = store_as<T>(Body::value(t, j));
     } else {
-      using root = kernel::row_reduction<0, RootReduction, T, Body>;
+      using root = kernel::row_reduction<0, typename Plan::root_op, T, Body>;
       const double v = detail::block_row_reduce<root, Threads>(t, L, &temp, &shared);
       if (threadIdx.x == 0) out[row] = store_as<T>(v);
     }
   }
 }
 
-// Launches group R of Step over `layout`, writing `out`, on the device's stream.
-template <class Step, std::size_t R, std::size_t K, std::size_t NR, class T>
-void launch_group(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout, T* out) {
-  using root = tl::at_t<R, typename step_of<Step>::nodes>;
-  using reductions = kernel::reductions_t<Step, R>;
-  constexpr loop_kind loop = detail::group_info<Step, R>::loop;
-  constexpr bool row_root = loop == loop_kind::row_reduce;
+// Launches the fused group with this plan over `layout`, writing `out`, on the device's stream.
+template <class GroupPlan, std::size_t K, std::size_t NR, class T>
+void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout, T* out) {
+  // (The plan spelled as a template-id: GroupPlan may have been reached
+  // through kernel::fused_plan_t, which names the graph.)
+  using Plan = kernel::fused_plan<typename GroupPlan::body, typename GroupPlan::reductions, typename GroupPlan::dtype,
+                                  GroupPlan::loop, typename GroupPlan::root_op, GroupPlan::root_advances,
+                                  GroupPlan::inputs>;
+  constexpr loop_kind loop = Plan::loop;
   static_assert(loop != loop_kind::axis_reduce, "ctg: internal: reductions over other axes have no CUDA kernel yet");
   constexpr unsigned threads = 256;
-  if constexpr (loop == loop_kind::flat || (loop == loop_kind::rows && reductions::size == 0)) {
+  if constexpr (loop == loop_kind::flat || (loop == loop_kind::rows && Plan::reductions::size == 0)) {
     const std::size_t total = static_cast<std::size_t>(layout.rows() * layout.row_length());
     if (total == 0) return;
-    using G = group_desc<kernel::body_t<Step, R>, reductions, void, T>;
-    elementwise_group<G><<<dev.blocks_for(total, threads), threads, 0, dev.stream()>>>(c, layout, out);
+    elementwise_group<Plan><<<dev.blocks_for(total, threads), threads, 0, dev.stream()>>>(c, layout, out);
     check_launch("ctg::cuda::elementwise_group");
   } else {
-    using G = group_desc<kernel::body_t<Step, R>, reductions, std::conditional_t<row_root, typename root::op, void>, T>;
     const std::size_t rows = static_cast<std::size_t>(layout.rows());
     if (rows == 0) return;
     const unsigned blocks = static_cast<unsigned>(rows < 65535 ? rows : 65535);
-    row_group<G, threads><<<blocks, threads, 0, dev.stream()>>>(c, layout, out);
+    row_group<Plan, threads><<<blocks, threads, 0, dev.stream()>>>(c, layout, out);
     check_launch("ctg::cuda::row_group");
   }
 }
