@@ -10,8 +10,9 @@
 // x_1 .. x_{N-1} in slots 1 .. N-1 for backward. Backward: for i = N-1 .. 0,
 // the block's backward part at x_i (after its forward part again, when the
 // stack recomputes) turns the gradient of x_{i+1} into that of x_i and gives
-// layer i's parameter gradients. FP8 amaxes are kept per layer and applied to
-// each layer's slice of the stacked state after the step commits.
+// layer i's parameter gradients. FP8 amaxes are kept per layer and folded
+// into each layer's states when the step commits; the states (each layer's
+// slice of the stacked state leaves) update once the step is complete.
 #include <array>
 #include <cstddef>
 
@@ -34,6 +35,7 @@ class stack_runner {
   using block_store = basic_store<Backend, block_key>;
   static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
   static constexpr std::size_t quantizers = fp8_state<block_key>::count;
+  static constexpr std::size_t states = fp8_state<block_key>::states;
 
   // What all layers keep, as sized by the last plan.
   std::size_t kept_bytes() const { return kept_stride_ * layers_kept; }
@@ -104,23 +106,20 @@ class stack_runner {
     }
   }
 
-  // After the parent's step commits: each layer's FP8 state from its amaxes.
+  // After the parent's run commits: each layer's FP8 amaxes into its states' (max over their uses).
+  void fold_state() {
+    for (std::size_t i = 0; i < S::layers; ++i)
+      fp8_state<block_key>::fold(&pending_[i * quantizers], &combined_[i * states]);
+  }
+  // When the parent's step is complete: each layer's FP8 states updated once, on their slices.
   template <class Parent>
   void update_state(Parent& p) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-        using Q = typename fp8_state<block_key>::template quantizer<J>;
-        using scale_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::scale_leaf>::type;
-        using history_leaf = typename detail::stacked_leaf<S::layers, typename Q::scaling::history_leaf>::type;
-        float* scale = reinterpret_cast<float*>(p.mem_.param_bytes(tl::index_of_v<scale_leaf, typename Parent::nodes>));
-        float* hist = reinterpret_cast<float*>(p.mem_.param_bytes(tl::index_of_v<history_leaf, typename Parent::nodes>));
-        constexpr std::size_t h = Q::scaling::recipe::history;
-        for (std::size_t i = 0; i < S::layers; ++i)
-          fp8_state<block_key>::template update<Backend, J>(hist + i * h, scale + i, &pending_[i * quantizers + J]);
-      };
-      (one(std::integral_constant<std::size_t, K>{}), ...);
-      (void)one;
-    }(std::make_index_sequence<quantizers>{});
+    for (std::size_t i = 0; i < S::layers; ++i)
+      fp8_state<block_key>::template update<Backend>(&combined_[i * states], [&]<class L>(std::type_identity<L>) {
+        using stacked = typename detail::stacked_leaf<S::layers, L>::type;
+        return reinterpret_cast<float*>(p.mem_.param_bytes(tl::index_of_v<stacked, typename Parent::nodes>)) +
+               i * L::dims::static_numel;
+      });
   }
 
  private:
@@ -160,7 +159,8 @@ class stack_runner {
   block_store block_;
   typename Backend::arena kept_;
   std::size_t kept_stride_ = 0;
-  std::array<float, S::layers * quantizers + 1> pending_{};  // [layer][quantizer] amaxes of this step
+  std::array<float, S::layers * quantizers + 1> pending_{};  // [layer][quantizer] amaxes of this run
+  std::array<float, S::layers * states + 1> combined_{};     // [layer][state] amaxes since the last update
 };
 
 }  // namespace ctg

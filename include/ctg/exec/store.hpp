@@ -284,6 +284,7 @@ class basic_store {
     mem_.publish(count);
     ++key_.step;
     copy_grads();
+    fold_state();
     update_state();
     return count ? static_cast<float>(load_as(host[0])) : 0.0f;
   }
@@ -301,17 +302,16 @@ class basic_store {
     }(std::make_index_sequence<Step::wrt::size>{});
   }
 
+  // After a successful run: its FP8 amaxes into each scaling state's (the max over its uses).
+  void fold_state() {
+    fp8_.fold();
+    std::apply([&](auto&... rt) { (rt.fold_state(), ...); }, stacks_);
+  }
+  // When the step is complete: each FP8 scaling state updated once.
   void update_state() {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-        using S = typename fp8_state<Key>::template quantizer<J>::scaling;
-        float* hist = reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<typename S::history_leaf, nodes>));
-        float* scale = reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<typename S::scale_leaf, nodes>));
-        fp8_state<Key>::template update<Backend, J>(hist, scale, &fp8_.pending[J]);
-      };
-      (one(std::integral_constant<std::size_t, K>{}), ...);
-      (void)one;
-    }(std::make_index_sequence<fp8_state<Key>::count>{});
+    fp8_.template update<Backend>([&]<class L>(std::type_identity<L>) {
+      return reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<L, nodes>));
+    });
     std::apply([&](auto&... rt) { (rt.update_state(*this), ...); }, stacks_);
   }
 
