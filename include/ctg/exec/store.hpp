@@ -16,14 +16,16 @@
 //     template <class Key, std::size_t R> static void run_quantize(const bindings<N>&, workspace&, float* amax);
 //     static void delayed_update(float* history, std::size_t length, float* scale, const float* amax,
 //                                float fp8_max, int margin, fp8_scaling::amax_algo algo);
+//     template <class T> static void accumulate(std::byte* dst, const std::byte* src, std::size_t n);  // dst += src
 //   };
 //
 // A run: bind the feeds and resolve shapes, place buffers (exec/buffers.hpp),
 // run the program's positions in order (entering a checkpoint region's
 // recompute where the program says, a stack through exec/stack_runner.hpp),
-// then commit: check the loss if asked, publish it, copy the gradients, count
-// the step and update the FP8 state. Nothing a user can read changes before
-// the commit, so a step that throws changes nothing.
+// then commit: check the loss if asked, publish it, copy (or, within a set of
+// micro-batches, add) the gradients, count the step and update the FP8 state.
+// Nothing a user can read changes before the commit, so a step that throws
+// changes nothing.
 #include <cmath>
 #include <span>
 #include <string>
@@ -33,6 +35,7 @@
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/fp8_state.hpp>
 #include <ctg/exec/index_checks.hpp>
+#include <ctg/exec/micro_batch_set.hpp>
 #include <ctg/exec/stack_runner.hpp>
 #include <ctg/graph/autodiff.hpp>
 
@@ -133,6 +136,24 @@ class basic_store {
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
   void check_finite(bool on) { check_finite_ = on; }
 
+  // Gradient accumulation (exec/micro_batch_set.hpp): the next steps come in
+  // sets of k micro-batches; once a set is complete, grad<L>() holds the mean
+  // of their gradients (each step's backward starts from 1/k, and the steps
+  // add up), and the FP8 scaling states have updated once, from the max of
+  // the set's amaxes. k = 1 (the default): every step is a set. Changing k
+  // while a set is under way throws ctg::error and changes nothing.
+  void accumulate(std::uint32_t k) { acc_.set(k); }
+  std::uint32_t micro_batches() const { return acc_.size(); }
+  // Micro-batches in the current set (k when complete; 0 once consumed).
+  std::uint32_t accumulated() const { return acc_.accumulated(); }
+  // What an optimizer calls once it has applied a complete set (checked
+  // before it changed anything): the next step starts a new set.
+  void consume_grads() {
+    if (!acc_.complete())
+      throw error("ctg: consume_grads: the gradients hold " + acc_.progress() + "; only a complete set is consumed");
+    acc_.consume();
+  }
+
   // Run one step: check the feeds (which at compile time; their sizes and
   // index values at run time), resolve shapes, run every group, then commit.
   template <class... Feeds>
@@ -224,19 +245,23 @@ class basic_store {
     fill_runtime_scalars();
   }
 
-  // 1/count of a mean, known once the run's shapes are.
+  // The loss seed (1/k of the micro-batch set), and 1/count of a mean, known
+  // once the run's shapes are.
   void fill_runtime_scalars() {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
         if constexpr (tl::at_t<J, nodes>::kind == node_kind::runtime_scalar) {
           using T = typename tl::at_t<J, nodes>::dtype;
-          // (its children give shapes only: they are not in the table's edges)
+          // (a mean's children give shapes only: they are not in the table's edges; the seed has none)
           using children = typename tl::at_t<J, nodes>::children;
-          constexpr std::size_t big = tl::index_of_v<tl::at_t<0, children>, nodes>;
-          constexpr std::size_t small = tl::index_of_v<tl::at_t<1, children>, nodes>;
-          const auto& shape = mem_.bound().shape;
-          const double ratio = static_cast<double>(shape[small].numel()) / static_cast<double>(shape[big].numel());
-          const T v = store_as<T>(ratio);
+          double value = acc_.loss_seed();
+          if constexpr (children::size == 2) {
+            constexpr std::size_t big = tl::index_of_v<tl::at_t<0, children>, nodes>;
+            constexpr std::size_t small = tl::index_of_v<tl::at_t<1, children>, nodes>;
+            const auto& shape = mem_.bound().shape;
+            value = static_cast<double>(shape[small].numel()) / static_cast<double>(shape[big].numel());
+          }
+          const T v = store_as<T>(value);
           Backend::upload(mem_.bound().buf[J], &v, sizeof v);
         }
       };
@@ -283,19 +308,25 @@ class basic_store {
     // Nothing visible changed before this point.
     mem_.publish(count);
     ++key_.step;
-    copy_grads();
+    copy_grads(acc_.next_starts_set());
     fold_state();
-    update_state();
+    acc_.count_step();
+    if (acc_.complete()) update_state();
     return count ? static_cast<float>(load_as(host[0])) : 0.0f;
   }
 
-  void copy_grads() {
+  // The step's gradients into the store's: written by the first step of a
+  // set of micro-batches, added by the others.
+  void copy_grads(bool first) {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       auto one = [&]<std::size_t W>(std::integral_constant<std::size_t, W>) {
         using L = tl::at_t<W, typename Step::wrt>;
-        if constexpr (detail::stored_leaf<L>())  // a stack carry's gradient is read from the output
-          Backend::copy(mem_.grad_bytes(tl::index_of_v<L, nodes>), output_bytes<Step::template grad_output<L>>(),
-                        L::dims::static_numel * sizeof(typename L::dtype));
+        if constexpr (detail::stored_leaf<L>()) {  // a stack carry's gradient is read from the output
+          std::byte* dst = mem_.grad_bytes(tl::index_of_v<L, nodes>);
+          const std::byte* src = output_bytes<Step::template grad_output<L>>();
+          if (first) Backend::copy(dst, src, L::dims::static_numel * sizeof(typename L::dtype));
+          else Backend::template accumulate<typename L::dtype>(dst, src, L::dims::static_numel);
+        }
       };
       (one(std::integral_constant<std::size_t, K>{}), ...);
       (void)one;
@@ -307,7 +338,7 @@ class basic_store {
     fp8_.fold();
     std::apply([&](auto&... rt) { (rt.fold_state(), ...); }, stacks_);
   }
-  // When the step is complete: each FP8 scaling state updated once.
+  // When the set of micro-batches is complete: each FP8 scaling state updated once.
   void update_state() {
     fp8_.template update<Backend>([&]<class L>(std::type_identity<L>) {
       return reinterpret_cast<float*>(mem_.param_bytes(tl::index_of_v<L, nodes>));
@@ -329,6 +360,7 @@ class basic_store {
   decltype(stack_runners(std::make_index_sequence<N>{})) stacks_;
   typename Backend::workspace ws_;
   random_key key_{};
+  micro_batch_set acc_;
   bool recomputing_ = false;  // running a forward part again: record no state
   bool check_finite_ = false;
 };

@@ -26,8 +26,13 @@
 // leaf: take the written values as masters with sync_masters(store), or load
 // the optimizer's state with them (io::load(path, store, opt)).
 //
+// Gradients come in sets (store.accumulate(k): the mean of k micro-batches;
+// k = 1 by default): a step takes a complete set and consumes it, so each
+// set is applied once; an incomplete or consumed set throws ctg::error and
+// changes nothing.
+//
 // One step(store, lr), with t = steps() + 1 and g the gradient of the last
-// successful step as read from the store (store grads are never written):
+// complete set as read from the store (store grads are never written):
 //   1. total = sqrt(sum over every trainable leaf of sum g^2), accumulated in
 //      double, returned rounded to f32. If any gradient element is not finite,
 //      throw ctg::error naming the first such leaf (in Step::wrt order) and
@@ -252,6 +257,7 @@ class adamw {
   float step(Store& s, float lr) {
     if (!(std::isfinite(lr) && lr >= 0.0f))
       throw error("ctg: adamw: lr must be finite and >= 0, found " + std::to_string(lr) + "; nothing was updated");
+    check_grads_complete(s);
     // Pass 1: read only. Norm and finiteness of every gradient.
     double total_sq = 0.0;
     for_each_trainable([&]<std::size_t K, class L>() {
@@ -292,6 +298,7 @@ class adamw {
         detail::adamw_update<T>(g.data(), p.data(), m, v, nullptr, p.size(), c);
     });
     steps_ = t;
+    s.consume_grads();
     return total;
   }
 
@@ -443,6 +450,18 @@ class adamw {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (f.template operator()<K, tl::at_t<K, trainable>>(), ...);
     }(std::make_index_sequence<trainable::size>{});
+  }
+
+  // Throws unless the store holds a complete set of gradients not applied yet.
+  static void check_grads_complete(const Store& s) {
+    const std::uint32_t have = s.accumulated(), want = s.micro_batches();
+    if (have == 0)
+      throw error("ctg: adamw: no gradients since the last update (each set is applied once): run a step first; "
+                  "nothing was updated");
+    if (have != want)
+      throw error("ctg: adamw: the gradients hold " + std::to_string(have) + " of " + std::to_string(want) +
+                  " micro-batches (store.accumulate(" + std::to_string(want) + ")): run the rest first; nothing "
+                  "was updated");
   }
 
   // Throws unless trainable leaf L (index K) holds what its master gives.
