@@ -194,6 +194,9 @@ class basic_store {
   // its parent's buffers, key and stacked leaves.
   template <class, class, std::size_t>
   friend class stack_runner;
+  // A store over several steps binds its other steps' leaves to its own.
+  template <class, class, class...>
+  friend class shared_store;
 
   // ---------------------------------------------- the parts of a step ----
   // The forward and backward parts run apart: run_forward_part writes the
@@ -307,11 +310,13 @@ class basic_store {
                     "); nothing was written");
     // Nothing visible changed before this point.
     mem_.publish(count);
-    ++key_.step;
-    copy_grads(acc_.next_starts_set());
-    fold_state();
-    acc_.count_step();
-    if (acc_.complete()) update_state();
+    if (!on_shared_leaves_) {  // (a step on another store's leaves writes none of its state)
+      ++key_.step;
+      copy_grads(acc_.next_starts_set());
+      fold_state();
+      acc_.count_step();
+      if (acc_.complete()) update_state();
+    }
     return count ? static_cast<float>(load_as(host[0])) : 0.0f;
   }
 
@@ -362,6 +367,7 @@ class basic_store {
   random_key key_{};
   micro_batch_set acc_;
   bool recomputing_ = false;  // running a forward part again: record no state
+  bool on_shared_leaves_ = false;  // runs on another store's leaves (exec/shared_store.hpp)
   bool check_finite_ = false;
 };
 
