@@ -8,8 +8,8 @@
 //
 // Compile cost: every model step is one graph type, and the model's width and
 // precision policy are part of it. Each policy's steps (training step, the
-// same model keeping every layer for the memory figure, sampling forward)
-// compile in their own translation unit, train_<policy>.cpp, so a parallel
+// same model keeping every layer for the memory figure, sampling forward on
+// the training store's parameters) compile in their own translation unit, train_<policy>.cpp, so a parallel
 // build runs them side by side and no unit holds all the types at once
 // (figures: bench/RESULTS.md). Each further width (-DTINY_LM_WIDTHS=32,64)
 // adds about as much again. The transformer's blocks are one ctg::nn::stack,

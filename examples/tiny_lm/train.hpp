@@ -32,24 +32,6 @@ auto find_stack(ctg::tl::list<Ns...>)
     -> ctg::tl::at_t<0, ctg::tl::concat_t<std::conditional_t<Ns::kind == ctg::node_kind::stack, ctg::tl::list<Ns>,
                                                              ctg::tl::list<>>...>>;
 
-// Copy every parameter of the training store into the sampling store (the
-// same leaf types: one model, two graphs).
-template <class From, class To>
-void copy_params(From& from, To& to) {
-  [&]<class... Ls>(ctg::tl::list<Ls...>) {
-    auto one = [&]<class L>(std::type_identity<L>) {
-      if constexpr (!L::fed) {
-        static_assert(ctg::tl::contains_v<L, typename From::step_type::nodes>,
-                      "the sampling graph reads a parameter the training graph does not have");
-        auto src = from.template param<L>();
-        auto dst = to.template param<L>();
-        std::copy(src.begin(), src.end(), dst.begin());
-      }
-    };
-    (one(std::type_identity<Ls>{}), ...);
-  }(ctg::leaves_t<typename To::step_type::nodes>{});
-}
-
 // ---------------------------------------------------------- train, sample ----
 // Cfg with every layer's values kept for backward (for the memory comparison).
 // At namespace scope: a local class may not have static data members.
@@ -76,7 +58,8 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
   using Step = decltype(step);
   using Stack = decltype(find_stack(typename Step::nodes{}));
   using params = typename Step::wrt;
-  auto sample_step = ctg::forward(M::logits(Ids{}, Pos{}));
+  // Sampling: the same model without dropout, over the training store's leaves.
+  auto sample_step = ctg::forward(M::evaluation::logits(Ids{}, Pos{}));
   using SampleStep = decltype(sample_step);
   static_assert(std::is_same_v<ctg::dtype_t<decltype(loss)>, ctg::f32>);
 
@@ -132,9 +115,10 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
     std::printf("graph of the training step: %s\n", o.graph.c_str());
   }
 
-  // Parameters, optimizer, schedule.
+  // Parameters, optimizer, schedule. One store for both steps: sampling reads
+  // the parameters training writes (no copy).
   ctg::cpu::device dev;
-  auto store = ctg::make_store(dev, step);
+  auto store = ctg::make_store(dev, step, sample_step);
 
   // Activation memory, from the stores' plans for this batch and seq (no step
   // runs): every layer recomputed in backward (this model), and, for
@@ -205,10 +189,8 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
   std::printf("trained in %.1f s: loss %.3f -> %.3f nats/char (unigram entropy %.3f)\n", train_s, first_loss,
               last_loss, unigram_entropy(data, voc.size()));
 
-  // Sampling: the logits graph, with the trained parameters copied by leaf.
+  // Sampling: the logits graph, on the trained parameters.
   if (o.sample > 0) {
-    auto sampler = ctg::make_store(dev, sample_step);
-    copy_params(store, sampler);
     std::string prompt = o.prompt;
     if (prompt.empty()) prompt = o.data.empty() ? "template <" : c.text.substr(0, 16);
     std::vector<i32> context;
@@ -219,8 +201,8 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
       const std::size_t n = std::min(context.size(), T);  // positions the model was trained on
       const std::vector<i32> window(context.end() - static_cast<std::ptrdiff_t>(n), context.end());
       std::vector<i32> wpos(pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(n));
-      run_step(sample_step, sampler, ctg::feed<Ids>(window, 1, n), ctg::feed<Pos>(wpos, n));
-      const auto logits = sampler.value();  // [1, n, vocab], in the policy's matmul type
+      run_step(sample_step, store, ctg::feed<Ids>(window, 1, n), ctg::feed<Pos>(wpos, n));
+      const auto logits = store.value(sample_step);  // [1, n, vocab], in the policy's matmul type
       const auto row = logits.subspan((n - 1) * static_cast<std::size_t>(Cfg::vocab));
       double mx = -std::numeric_limits<double>::infinity(), z = 0.0;
       for (std::size_t v = 0; v < voc.size(); ++v)  // only ids that occur in the text

@@ -3,6 +3,7 @@
 // weight decay and clipping, an f32 master for a bf16 leaf, frozen leaves
 // untouched, non-finite gradients rejected with nothing changed.
 #include "error_message.hpp"
+#include "temp_files.hpp"
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -341,4 +342,57 @@ TEST_CASE("sync_masters re-takes masters from re-initialised parameters") {
   CHECK(opt.master<B>()[0] != 0.75f);
   opt.sync_masters(f.store);
   for (float v : opt.master<B>()) CHECK(v == 0.75f);
+}
+
+// Issue 15, item 5: the f32 master owns a narrow parameter's value. A write to
+// the stored parameter after the optimizer exists would be undone by its next
+// update; instead that update throws, naming the leaf, and changes nothing.
+TEST_CASE("a direct write to a bf16 parameter after the optimizer exists: the next step throws, then sync_masters") {
+  fixture f;
+  opt_t opt(f.store, {.lr = 1e-3f, .weight_decay = 0.0f});
+  f.run(0);
+  opt.step(f.store);
+  f.run(1);
+  f.store.param<B>()[2] = ctg::bf16(0.75f);  // far from what the master holds
+  const snapshot before(f.store, opt);
+  const std::string m = message_of([&] { opt.step(f.store); });
+  CHECK(m.find("parameter 'b' was written") != std::string::npos);
+  CHECK(m.find("sync_masters") != std::string::npos);
+  CHECK(snapshot(f.store, opt) == before);  // the write stands; nothing else moved
+  // Taking the written values as masters: the update starts from 0.75 (an
+  // AdamW step moves a parameter by at most about lr).
+  opt.sync_masters(f.store);
+  opt.step(f.store);
+  CHECK(std::abs(opt.master<B>()[2] - 0.75f) < 2e-3f);
+  CHECK(opt.steps() == 2);
+}
+
+TEST_CASE("a params-only load with an optimizer alive: the next step throws; loading the optimizer too continues exactly") {
+  test_util::temp_dir dir("ctg_adamw_test_");
+  fixture a;
+  opt_t oa(a.store, {.lr = 1e-2f});
+  for (int s = 0; s < 3; ++s) {
+    a.run(s);
+    oa.step(a.store);
+  }
+  ctg::io::save(dir / "full.ctg", a.store, oa);
+
+  fixture b;  // another run, its optimizer alive
+  opt_t ob(b.store, {.lr = 1e-2f});
+  b.run(5);
+  ob.step(b.store);
+  ctg::io::load(dir / "full.ctg", b.store);  // parameters only: the masters are b's
+  b.run(3);
+  const snapshot before(b.store, ob);
+  const std::string m = message_of([&] { ob.step(b.store); });
+  CHECK(m.find("parameter 'b' was written") != std::string::npos);
+  CHECK(m.find("io::load(path, store, opt)") != std::string::npos);
+  CHECK(snapshot(b.store, ob) == before);
+  // The optimizer's state with the parameters: b goes on exactly as a does.
+  ctg::io::load(dir / "full.ctg", b.store, ob);
+  a.run(3);
+  b.run(3);
+  const float na = oa.step(a.store), nb = ob.step(b.store);
+  CHECK(na == nb);
+  CHECK(snapshot(b.store, ob) == snapshot(a.store, oa));
 }

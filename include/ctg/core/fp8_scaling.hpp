@@ -51,6 +51,13 @@ CTG_HD constexpr float pow2(int e) noexcept {
   return r;
 }
 
+// The amax of two parts of one tensor, from theirs: the larger, and NaN when
+// either is NaN (a quantize loop keeps a NaN it meets, so the amax of the
+// whole tensor is NaN too). Amaxes are >= 0, so 0 is "nothing seen yet".
+CTG_HD constexpr float amax_combine(float amax, float part) noexcept {
+  return (part > amax || part != part) ? part : amax;
+}
+
 // scale = fp8_max / amax / 2^margin, or `previous` when amax is not finite or
 // not > 0 (nothing to learn from it). Computed as TE's kernels do,
 // (fp8_max * 2^-margin) / amax: the first product is exact, so one rounding.

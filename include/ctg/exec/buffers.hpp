@@ -126,11 +126,16 @@ class step_buffers {
   step_buffers() {
     params_.reserve(layout.param_bytes ? layout.param_bytes : 64);
     grads_.reserve(layout.grad_bytes ? layout.grad_bytes : 64);
-    for (std::size_t i = 0; i < N; ++i)
-      if (table.node[i].stored) b_.buf[i] = param_bytes(i);
+    for (std::size_t i = 0; i < N; ++i) {
+      leaf_[i] = params_.data() + layout.param_offset[i];
+      if (table.node[i].stored) b_.buf[i] = leaf_[i];
+    }
   }
 
-  std::byte* param_bytes(std::size_t i) { return params_.data() + layout.param_offset[i]; }
+  // Stored leaf i: in this step's own arena, or where share_leaf put it (a
+  // step over another store's leaves: exec/shared_store.hpp).
+  std::byte* param_bytes(std::size_t i) { return leaf_[i]; }
+  void share_leaf(std::size_t i, std::byte* at) { leaf_[i] = b_.buf[i] = at; }
   std::byte* grad_bytes(std::size_t i) { return grads_.data() + layout.grad_offset[i]; }
   const bindings<N>& bound() const { return b_; }
   bindings<N>& bound() { return b_; }
@@ -267,6 +272,7 @@ class step_buffers {
   }
 
   arena params_, grads_, scratch_;
+  std::array<std::byte*, N + 1> leaf_{};                // each stored leaf's values (by node index)
   arena out_[2];                                        // the first output: published and being computed
   std::size_t published_ = 0, value_count_ = 0;
   std::array<std::size_t, N> bytes_{};                  // each buffer's size in the current placement

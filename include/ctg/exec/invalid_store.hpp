@@ -33,6 +33,10 @@ struct invalid_store {
   std::uint32_t steps_run() const { return 0; }
   void set_steps_run(std::uint32_t) {}
   void check_finite(bool) {}
+  void accumulate(std::uint32_t) {}
+  std::uint32_t micro_batches() const { return 1; }
+  std::uint32_t accumulated() const { return 1; }
+  void consume_grads() {}
   template <class... Feeds>
   float run(const Feeds&...) { return 0.0f; }
   template <class... Feeds>

@@ -10,8 +10,9 @@
 // x_1 .. x_{N-1} in slots 1 .. N-1 for backward. Backward: for i = N-1 .. 0,
 // the block's backward part at x_i (after its forward part again, when the
 // stack recomputes) turns the gradient of x_{i+1} into that of x_i and gives
-// layer i's parameter gradients. FP8 amaxes are kept per layer and applied to
-// each layer's slice of the stacked state after the step commits.
+// layer i's parameter gradients. FP8 amaxes are kept per layer and folded
+// into each layer's states when the step commits; the states (each layer's
+// slice of the stacked state leaves) update once the step is complete.
 #include <array>
 #include <cstddef>
 
@@ -44,6 +45,7 @@ class stack_runner {
   static constexpr bool has_backward = grad_node < schedule<ParentKey>::size;
   static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
   static constexpr std::size_t quantizers = fp8_state<block_key>::count;
+  static constexpr std::size_t states = fp8_state<block_key>::states;
 
   // What all layers keep, as sized by the last plan.
   std::size_t kept_bytes() const { return kept_stride_ * layers_kept; }
@@ -105,16 +107,21 @@ class stack_runner {
     }
   }
 
-  // After the parent's step commits: each layer's FP8 state from its amaxes.
+  // After the parent's run commits: each layer's FP8 amaxes into its states' (max over their uses).
+  void fold_state() {
+    for (std::size_t i = 0; i < S::layers; ++i)
+      fp8_state<block_key>::fold(&pending_[i * quantizers], &combined_[i * states]);
+  }
+  // When the parent's step is complete: each layer's FP8 states updated once, on their slices.
   template <class Parent>
   void update_state(Parent& p) {
-    for (std::size_t k = 0; k < quantizers; ++k) {
-      const delayed_quantizer& q = fp8_state<block_key>::quantizers[k];
-      float* scale = reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[k].scale));
-      float* hist = reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[k].history));
+    for (std::size_t s = 0; s < states; ++s) {
+      const scaling_state& st = fp8_state<block_key>::table.state[s];
+      float* scale = reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[s].scale));
+      float* hist = reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[s].history));
       for (std::size_t i = 0; i < S::layers; ++i)
-        fp8_state<block_key>::template update<Backend>(q, hist + i * q.history_length, scale + i,
-                                                       &pending_[i * quantizers + k]);
+        fp8_state<block_key>::template update<Backend>(s, hist + i * st.history_length, scale + i,
+                                                       combined_[i * states + s]);
     }
   }
 
@@ -147,21 +154,21 @@ class stack_runner {
         Ps::dims::static_numel * sizeof(typename Ps::dtype)}...};
   }(typename S::trainable{});
 
-  // Each block quantizer's stacked state leaves in the parent.
+  // Each block scaling state's stacked leaves in the parent.
   struct state_pair {
     std::size_t scale = 0, history = 0;
   };
   static constexpr auto stacked_state = []<std::size_t... K>(std::index_sequence<K...>) {
     using parent_nodes = typename step_of<ParentKey>::nodes;
     using block_nodes = typename block_step::nodes;
-    return std::array<state_pair, quantizers>{state_pair{
-        tl::index_of_v<typename detail::stacked_leaf<
-                           S::layers, tl::at_t<fp8_state<block_key>::quantizers[K].scale, block_nodes>>::type,
-                       parent_nodes>,
-        tl::index_of_v<typename detail::stacked_leaf<
-                           S::layers, tl::at_t<fp8_state<block_key>::quantizers[K].history, block_nodes>>::type,
+    constexpr const auto& t = fp8_state<block_key>::table;
+    return std::array<state_pair, states>{
+        state_pair{tl::index_of_v<typename detail::stacked_leaf<S::layers, tl::at_t<t.state[K].scale, block_nodes>>::type,
+                                  parent_nodes>,
+                   tl::index_of_v<
+                       typename detail::stacked_leaf<S::layers, tl::at_t<t.state[K].history, block_nodes>>::type,
                        parent_nodes>}...};
-  }(std::make_index_sequence<quantizers>{});
+  }(std::make_index_sequence<states>{});
 
   // Layer i's slice of every stacked leaf into the block's own leaves, and
   // the layer's random key.
@@ -175,7 +182,7 @@ class stack_runner {
   // Layer i's amaxes of one part of the block (forward: quantizers of forward nodes).
   void take_amaxes(std::size_t layer, bool forward_part) {
     for (std::size_t k = 0; k < quantizers; ++k)
-      if ((fp8_state<block_key>::quantizers[k].node < block_store::prog.forward_end) == forward_part)
+      if ((fp8_state<block_key>::table.quantizer_node[k] < block_store::prog.forward_end) == forward_part)
         pending_[layer * quantizers + k] = block_.fp8_.pending[k];
   }
 
@@ -191,7 +198,8 @@ class stack_runner {
   block_store block_;
   typename Backend::arena kept_;
   std::size_t kept_stride_ = 0;
-  std::array<float, S::layers * quantizers + 1> pending_{};  // [layer][quantizer] amaxes of this step
+  std::array<float, S::layers * quantizers + 1> pending_{};  // [layer][quantizer] amaxes of this run
+  std::array<float, S::layers * states + 1> combined_{};     // [layer][state] amaxes since the last update
 };
 
 }  // namespace ctg

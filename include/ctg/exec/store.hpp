@@ -17,14 +17,16 @@
 //     template <class Key, std::size_t R> static consteval runner_t<workspace> runner_for();
 //     static void delayed_update(float* history, std::size_t length, float* scale, const float* amax,
 //                                float fp8_max, int margin, fp8_scaling::amax_algo algo);
+//     template <class T> static void accumulate(std::byte* dst, const std::byte* src, std::size_t n);  // dst += src
 //   };
 //
 // A run: bind the feeds and resolve shapes, place buffers (exec/buffers.hpp),
 // run the program's positions in order (entering a checkpoint region's
 // recompute where the program says, a stack through exec/stack_runner.hpp),
-// then commit: check the loss if asked, publish it, copy the gradients, count
-// the step and update the FP8 state. Nothing a user can read changes before
-// the commit, so a step that throws changes nothing.
+// then commit: check the loss if asked, publish it, copy (or, within a set of
+// micro-batches, add) the gradients, count the step and update the FP8 state.
+// Nothing a user can read changes before the commit, so a step that throws
+// changes nothing.
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -35,6 +37,7 @@
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/fp8_state.hpp>
 #include <ctg/exec/index_checks.hpp>
+#include <ctg/exec/micro_batch_set.hpp>
 #include <ctg/exec/stack_runner.hpp>
 #include <ctg/graph/autodiff.hpp>
 
@@ -134,6 +137,24 @@ class basic_store {
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
   void check_finite(bool on) { check_finite_ = on; }
 
+  // Gradient accumulation (exec/micro_batch_set.hpp): the next steps come in
+  // sets of k micro-batches; once a set is complete, grad<L>() holds the mean
+  // of their gradients (each step's backward starts from 1/k, and the steps
+  // add up), and the FP8 scaling states have updated once, from the max of
+  // the set's amaxes. k = 1 (the default): every step is a set. Changing k
+  // while a set is under way throws ctg::error and changes nothing.
+  void accumulate(std::uint32_t k) { acc_.set(k); }
+  std::uint32_t micro_batches() const { return acc_.size(); }
+  // Micro-batches in the current set (k when complete; 0 once consumed).
+  std::uint32_t accumulated() const { return acc_.accumulated(); }
+  // What an optimizer calls once it has applied a complete set (checked
+  // before it changed anything): the next step starts a new set.
+  void consume_grads() {
+    if (!acc_.complete())
+      throw error("ctg: consume_grads: the gradients hold " + acc_.progress() + "; only a complete set is consumed");
+    acc_.consume();
+  }
+
   // Run one step: check the feeds (which at compile time; their sizes and
   // index values at run time), resolve shapes, run every group, then commit.
   template <class... Feeds>
@@ -167,6 +188,9 @@ class basic_store {
   // its parent's buffers, key and stacked leaves.
   template <class, class, std::size_t>
   friend class stack_runner;
+  // A store over several steps binds its other steps' leaves to its own.
+  template <class, class, class...>
+  friend class shared_store;
 
   // ---------------------------------------------- the parts of a step ----
   // The forward and backward parts run apart: run_forward_part writes the
@@ -218,20 +242,19 @@ class basic_store {
     fill_runtime_scalars();
   }
 
-  // 1/count of a mean, known once the run's shapes are, in its dtype (f32 or f64).
+  // The loss seed (1/k of the micro-batch set), and 1/count of a mean, known
+  // once the run's shapes are, each in its node's dtype.
   void fill_runtime_scalars() {
     const auto& b = mem_.bound();
     for (std::size_t i = 0; i < N; ++i) {
       const detail::node_desc& d = table.node[i];
       if (d.kind != node_kind::runtime_scalar) continue;
-      const double ratio =
-          static_cast<double>(b.shape[d.count_of[1]].numel()) / static_cast<double>(b.shape[d.count_of[0]].numel());
-      if (d.elem_bytes == sizeof(double)) {
-        Backend::upload(b.buf[i], &ratio, sizeof ratio);
-      } else {
-        const float v = static_cast<float>(ratio);
-        Backend::upload(b.buf[i], &v, sizeof v);
-      }
+      double value = acc_.loss_seed();  // (a mean's 1/count reads two shapes; the seed none)
+      if (d.count_of[0] != detail::no_node)
+        value = static_cast<double>(b.shape[d.count_of[1]].numel()) / static_cast<double>(b.shape[d.count_of[0]].numel());
+      std::byte bytes[sizeof(double)];
+      d.store_scalar(value, bytes);
+      Backend::upload(b.buf[i], bytes, d.elem_bytes);
     }
   }
 
@@ -291,15 +314,22 @@ class basic_store {
                     "); nothing was written");
     // Nothing visible changed before this point.
     mem_.publish(count);
-    ++key_.step;
-    copy_grads();
-    update_state();
+    if (!on_shared_leaves_) {  // (a step on another store's leaves writes none of its state)
+      ++key_.step;
+      copy_grads(acc_.next_starts_set());
+      fold_state();
+      acc_.count_step();
+      if (acc_.complete()) update_state();
+    }
     return count ? static_cast<float>(load_as(host[0])) : 0.0f;
   }
 
-  // Each wrt leaf's gradient, from its output into the leaf's gradient buffer.
+  // Each wrt leaf's gradient, from its output into the leaf's gradient
+  // buffer: written by the first step of a set of micro-batches, added by
+  // the others (in the leaf's dtype).
   struct grad_copy {
-    std::size_t leaf = 0, output = 0, bytes = 0;
+    std::size_t leaf = 0, output = 0, elements = 0, bytes = 0;
+    void (*add)(std::byte*, const std::byte*, std::size_t) = nullptr;
   };
   static constexpr auto grad_copies = []<class... Ls>(tl::list<Ls...>) {
     constexpr std::size_t n = (std::size_t(0) + ... + detail::stored_leaf<Ls>());  // (a carry's is read from the output)
@@ -309,21 +339,31 @@ class basic_store {
       if constexpr (detail::stored_leaf<L>())
         c[k++] = {tl::index_of_v<L, nodes>,
                   tl::index_of_v<tl::at_t<Step::template grad_output<L>, typename Step::outputs>, nodes>,
-                  L::dims::static_numel * sizeof(typename L::dtype)};
+                  L::dims::static_numel, L::dims::static_numel * sizeof(typename L::dtype),
+                  &Backend::template accumulate<typename L::dtype>};
     };
     (one(std::type_identity<Ls>{}), ...);
     (void)one;
     return c;
   }(typename Step::wrt{});
-  void copy_grads() {
-    for (const grad_copy& c : grad_copies) Backend::copy(mem_.grad_bytes(c.leaf), mem_.bound().buf[c.output], c.bytes);
+  void copy_grads(bool first) {
+    for (const grad_copy& c : grad_copies) {
+      if (first) Backend::copy(mem_.grad_bytes(c.leaf), mem_.bound().buf[c.output], c.bytes);
+      else c.add(mem_.grad_bytes(c.leaf), mem_.bound().buf[c.output], c.elements);
+    }
   }
 
+  // After a successful run: its FP8 amaxes into each scaling state's (the max over its uses).
+  void fold_state() {
+    fp8_.fold();
+    std::apply([&](auto&... rt) { (rt.fold_state(), ...); }, stacks_);
+  }
+  // When the set of micro-batches is complete: each FP8 scaling state updated once.
   void update_state() {
-    for (std::size_t k = 0; k < fp8_state<Key>::count; ++k) {
-      const delayed_quantizer& q = fp8_state<Key>::quantizers[k];
-      fp8_state<Key>::template update<Backend>(q, reinterpret_cast<float*>(mem_.param_bytes(q.history)),
-                                               reinterpret_cast<float*>(mem_.param_bytes(q.scale)), &fp8_.pending[k]);
+    for (std::size_t s = 0; s < fp8_state<Key>::states; ++s) {
+      const scaling_state& st = fp8_state<Key>::table.state[s];
+      fp8_state<Key>::template update<Backend>(s, reinterpret_cast<float*>(mem_.param_bytes(st.history)),
+                                               reinterpret_cast<float*>(mem_.param_bytes(st.scale)), fp8_.combined[s]);
     }
     std::apply([&](auto&... rt) { (rt.update_state(*this), ...); }, stacks_);
   }
@@ -342,7 +382,9 @@ class basic_store {
   decltype(stack_runners(std::make_index_sequence<N>{})) stacks_;
   typename Backend::workspace ws_;
   random_key key_{};
+  micro_batch_set acc_;
   bool recomputing_ = false;  // running a forward part again: record no state
+  bool on_shared_leaves_ = false;  // runs on another store's leaves (exec/shared_store.hpp)
   bool check_finite_ = false;
 };
 

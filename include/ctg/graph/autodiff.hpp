@@ -94,7 +94,7 @@ constexpr auto sum_contributions(tl::list<Cs...>) {
 template <class Loss, class Fwd, class N>
 consteval auto gradient_of() {
   if constexpr (CTG_SAME(N, Loss)) {
-    return std::type_identity<constant_node<1.0, typename Loss::dtype>>{};
+    return std::type_identity<loss_seed_node<typename Loss::dtype>>{};
   } else if constexpr (!N::requires_grad) {
     return std::type_identity<no_gradient>{};
   } else {

@@ -21,10 +21,14 @@
 //       torchao's tensorwise scaling: the scale from this tensor's amax in
 //       this step (the quantize group takes the amax, then casts). No state.
 //
+// Formats: a scaling's recipe fixes the formats of the products it takes part
+// in (Recipe::formats: forward operands, gradient; precision/fp8_scaling.hpp);
+// fp8_matmul checks its operands and its gradient scaling against them.
+//
 // Gradients: quantize and dequantize pass the gradient straight through, in
 // the dtype the tensor was quantized from. fp8_matmul's backward quantizes
-// the incoming gradient to e5m2 with its own scaling (HYBRID: e4m3 forward,
-// e5m2 backward) and multiplies it with the saved fp8 operands. A frozen
+// the incoming gradient to its gradient scaling's format (e5m2 under HYBRID:
+// e4m3 forward, e5m2 backward) and multiplies it with the saved fp8 operands. A frozen
 // leaf quantized stays frozen: the node requires grad exactly when its input
 // does (B1).
 #include <ctg/graph/ops.hpp>
@@ -122,12 +126,49 @@ constexpr auto dequantize(Q) {
   static_assert(Q::kind == node_kind::quantize, "ctg: dequantize takes a quantized tensor (ctg::quantize)");
   return node_t<dequantize_node<T, node_t<Q>>>{};
 }
-// fp8_matmul<Out, GradScaling>(a, b): a @ b for quantized a and b, the result in Out.
+namespace detail {
+// The formats of one product follow its recipes (precision/fp8_scaling.hpp):
+// each operand in its recipe's forward format, and the gradient's recipe of
+// the same formats as the operands' (so the gradient is quantized to the
+// format they say). The first mistake is reported alone; the note above it
+// names the format and the recipe.
+template <class Fmt, class Recipe>
+consteval bool fp8_operand_format() {
+  constexpr bool ok = std::is_same_v<Fmt, typename Recipe::formats::forward>;
+  static_assert(ok, "ctg: fp8 format: an fp8_matmul operand is not in its recipe's forward format (Fmt and "
+                    "Recipe in the note above; precision::hybrid and all_e4m3 quantize operands to e4m3)");
+  return ok;
+}
+template <class OperandRecipe, class GradientRecipe>
+consteval bool fp8_gradient_format() {
+  constexpr bool ok = std::is_same_v<typename OperandRecipe::formats, typename GradientRecipe::formats>;
+  static_assert(ok, "ctg: fp8 format: the gradient's recipe has other formats than the operands' (the note "
+                    "above names both recipes): the gradient would be quantized to another format than the "
+                    "product's recipe says");
+  return ok;
+}
+template <class A, class B, class GradScaling>
+consteval bool fp8_formats_follow_recipes() {
+  using RA = typename A::scaling::recipe;
+  using RB = typename B::scaling::recipe;
+  if constexpr (!fp8_operand_format<typename A::dtype, RA>()) return false;
+  else if constexpr (!fp8_operand_format<typename B::dtype, RB>()) return false;
+  else if constexpr (std::is_void_v<GradScaling>) return true;
+  else if constexpr (!fp8_gradient_format<RA, typename GradScaling::recipe>()) return false;
+  else return fp8_gradient_format<RB, typename GradScaling::recipe>();
+}
+}  // namespace detail
+
+// fp8_matmul<Out, GradScaling>(a, b): a @ b for quantized a and b, the result
+// in Out. Their formats must follow their recipes (detail::fp8_formats_follow_recipes).
 template <class Out, class GradScaling, expr A, expr B>
 constexpr auto fp8_matmul(A, B) {
   static_assert(detail::fp8_matmul_shape<A, B, false, false>().ok,
                 "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
-  return node_t<fp8_matmul_node<node_t<A>, node_t<B>, false, false, Out, GradScaling>>{};
+  if constexpr (!detail::fp8_formats_follow_recipes<A, B, GradScaling>())
+    return node_t<failed_node<shape_from<detail::fp8_matmul_shape<A, B, false, false>()>, Out, node_t<A>, node_t<B>>>{};
+  else
+    return node_t<fp8_matmul_node<node_t<A>, node_t<B>, false, false, Out, GradScaling>>{};
 }
 
 }  // namespace ctg

@@ -20,7 +20,7 @@ namespace ctg {
 enum class node_kind {
   leaf,            // param / frozen / input: a buffer owned by the store or fed
   constant,        // a literal, inlined into every loop that reads it
-  runtime_scalar,  // a scalar known once run-time shapes are (e.g. 1/count for mean)
+  runtime_scalar,  // a scalar known at run time (1/count for mean, the loss seed)
   random,          // a counter-based random value per element, inlined into every loop that reads it
   elementwise,     // one value per output element from the children's values there
   reduce,          // sum / mean / max over some axes
@@ -208,6 +208,19 @@ struct recip_count_node {
   using dtype = T;
   using dims = shape<>;
   using children = tl::list<Big, Small>;
+  static constexpr node_kind kind = node_kind::runtime_scalar;
+  static constexpr bool requires_grad = false;
+};
+
+// Where backward starts: the gradient of the loss with respect to itself, 1,
+// or 1/k while a store accumulates k micro-batches (exec/micro_batch_set.hpp).
+// The store writes it before each run.
+template <class T>
+struct loss_seed_node {
+  using ctg_node = void;
+  using dtype = T;
+  using dims = shape<>;
+  using children = tl::list<>;
   static constexpr node_kind kind = node_kind::runtime_scalar;
   static constexpr bool requires_grad = false;
 };

@@ -134,12 +134,13 @@ template <std::size_t K, class T, class Q, class G>
 constexpr auto rule(dequantize_node<T, Q>, G g) {
   return g;
 }
-// y = op(A) op(B) with the gradient g quantized to e5m2 (gq):
+// y = op(A) op(B) with the gradient g quantized (gq) to the gradient format
+// of GS's recipe (e5m2 under precision::hybrid):
 //   d op(A) = gq op(B)^T,  d op(B) = op(A)^T gq,  and transposed back where op is.
 template <std::size_t K, class A, class B, bool TA, bool TB, class Out, class GS, class G>
 constexpr auto rule(fp8_matmul_node<A, B, TA, TB, Out, GS>, G) {
   static_assert(!std::is_void_v<GS>, "ctg: this fp8_matmul has no gradient scaling (a backward product)");
-  using gq = node_t<quantize_node<e5m2, node_t<G>, GS>>;
+  using gq = node_t<quantize_node<typename GS::recipe::formats::gradient, node_t<G>, GS>>;
   if constexpr (K == 0) {
     if constexpr (!TA) return node_t<fp8_matmul_node<gq, B, false, !TB, Out, void>>{};
     else return node_t<fp8_matmul_node<B, gq, TB, true, Out, void>>{};

@@ -19,6 +19,21 @@ struct wrt_t {};
 template <class... Leaves>
 inline constexpr wrt_t<Leaves...> wrt{};
 
+namespace detail {
+// Does Store run Step: the step it was made for, or, for a store over several
+// steps (exec/shared_store.hpp: Store::steps), one of them? And what runs it.
+template <class Store, class Step>
+consteval bool store_runs() {
+  if constexpr (requires { typename Store::steps; }) return tl::contains_v<Step, typename Store::steps>;
+  else return std::is_same_v<typename Store::step_type, Step>;
+}
+template <class Step, class Store>
+auto& runner_of(Store& store) {
+  if constexpr (requires { typename Store::steps; }) return store.template runner<Step>();
+  else return store;
+}
+}  // namespace detail
+
 // A compiled step: the graph of outputs, run by a store on some device.
 // Outputs are the loss (or the forward value) followed by the gradients.
 // Fuse = false gives every node its own buffer and loop: the unfused
@@ -38,16 +53,17 @@ struct graph_step {
   static constexpr std::size_t grad_output = 1 + tl::index_of_v<L, Wrt>;
   static_assert(detail::check_leaf_names<nodes>());  // (reports a clash itself, naming both leaves)
 
-  // A store runs the step it was made for and no other: another step on it
+  // A store runs the steps it was made for and no other: another step on it
   // (an evaluation step, unfused(step), a step of another model) would run
   // the store's own step, or read buffers laid out for another graph.
   template <class Store, class... Feeds>
   float operator()(Store& store, const Feeds&... feeds) const {
-    constexpr bool own = std::is_same_v<typename Store::step_type, graph_step>;
+    constexpr bool own = detail::store_runs<Store, graph_step>();
     static_assert(own,
-                  "ctg: this step does not run on this store: a store runs only the step it was made for "
-                  "(make a store per step: ctg::make_store(dev, step); unfused(step) is another step)");
-    if constexpr (own) return store.run(feeds...);
+                  "ctg: this step does not run on this store: a store runs only the steps it was made for "
+                  "(ctg::make_store(dev, step), or ctg::make_store(dev, train, eval...) for a training step and "
+                  "the forward steps over its parameters; unfused(step) is another step)");
+    if constexpr (own) return detail::runner_of<graph_step>(store).run(feeds...);
     else return 0.0f;
   }
 };

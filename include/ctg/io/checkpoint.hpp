@@ -278,9 +278,22 @@ record_list checkpoint_records(Store& store, store_key<Store>& key, Optimizer&..
   return recs;
 }
 
+// A store in the middle of a set of micro-batches (store.accumulate(k)) holds
+// a partial gradient sum and FP8 amaxes that no file keeps: it is neither
+// saved nor loaded into.
+template <class Store>
+void check_between_sets(const Store& s, const std::filesystem::path& path) {
+  if constexpr (requires { s.accumulated(); s.micro_batches(); })
+    if (s.accumulated() != 0 && s.accumulated() != s.micro_batches())
+      throw error(file_where(path) + "the store is in the middle of a set of micro-batches (" +
+                  std::to_string(s.accumulated()) + " of " + std::to_string(s.micro_batches()) +
+                  "), whose gradients and FP8 amaxes a file does not keep: save or load between sets");
+}
+
 // save and load, with no optimizer or one.
 template <class Store, class... Optimizer>
 void save_checkpoint(const std::filesystem::path& path, Store& store, const Optimizer&... opt) {
+  check_between_sets(store, path);
   auto key = store_key<Store>::of(store);
   const record_list recs = checkpoint_records(store, key, opt...);
   std::vector<state_file::record> out;
@@ -290,6 +303,7 @@ void save_checkpoint(const std::filesystem::path& path, Store& store, const Opti
 
 template <class Store, class... Optimizer>
 void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&... opt) {
+  check_between_sets(store, path);
   auto key = store_key<Store>::of(store);
   record_list recs = checkpoint_records(store, key, opt...);
   load_records(path, recs.records, sizeof...(Optimizer) > 0, [&](const std::string& where) {

@@ -6,6 +6,7 @@
 // passes after this one is stated once, in kind_info_of; no pass lists kinds.
 #include <bit>
 #include <cstddef>
+#include <cstring>
 
 #include <ctg/graph/traits.hpp>
 
@@ -88,7 +89,8 @@ struct node_desc {
   const char* name = nullptr;     // a leaf's name
   shape_rule shape{};
   std::size_t shape_from = no_node;
-  std::size_t count_of[2] = {no_node, no_node};  // a run-time scalar: 1 / (numel [0] / numel [1])
+  std::size_t count_of[2] = {no_node, no_node};  // a mean's run-time scalar: 1 / (numel [0] / numel [1])
+  void (*store_scalar)(double, std::byte*) = nullptr;  // a run-time scalar: its value in its dtype
   bool transpose_a = false, transpose_b = false;  // fp8_matmul
   bool delayed = false;           // a quantize with delayed scaling (it records an amax)
   std::size_t layers = 1;         // a stack's buffer holds this many layer values
@@ -156,6 +158,13 @@ constexpr unsigned long long element_bits(double v) {
   else return std::bit_cast<unsigned long long>(x);
 }
 
+// A run-time scalar's value, rounded once to T, as T's bytes.
+template <class T>
+void store_scalar_as(double v, std::byte* out) {
+  const T x = store_as<T>(v);
+  std::memcpy(out, &x, sizeof x);
+}
+
 // How node N's run-time shape is found (see shape_rule).
 template <class Nodes, class N>
 constexpr void describe_shape(node_desc& d) {
@@ -168,8 +177,11 @@ constexpr void describe_shape(node_desc& d) {
   else if constexpr (N::kind == node_kind::constant) d.shape = shape_rule::scalar;
   else if constexpr (N::kind == node_kind::runtime_scalar) {
     d.shape = shape_rule::scalar;
-    d.count_of[0] = tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>;
-    d.count_of[1] = tl::index_of_v<tl::at_t<1, typename N::children>, Nodes>;
+    d.store_scalar = &store_scalar_as<typename N::dtype>;
+    if constexpr (N::children::size == 2) {  // a mean's 1/count (the loss seed has no children)
+      d.count_of[0] = tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>;
+      d.count_of[1] = tl::index_of_v<tl::at_t<1, typename N::children>, Nodes>;
+    }
   } else if constexpr (N::kind == node_kind::random || N::kind == node_kind::quantize ||
                        N::kind == node_kind::dequantize || N::kind == node_kind::stack ||
                        N::kind == node_kind::stack_grad)

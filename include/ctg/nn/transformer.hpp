@@ -48,11 +48,21 @@ consteval double dropout_of() {
   if constexpr (requires { Cfg::dropout; }) return Cfg::dropout;
   else return 0.0;
 }
+// Cfg with no dropout.
+template <class Cfg>
+struct without_dropout : Cfg {
+  static constexpr double dropout = 0.0;
+};
 }  // namespace ctg::detail
 
 namespace ctg::nn {
 template <class Cfg, precision::policy P>
 struct transformer {
+  // The same model without dropout, over the same leaves: what evaluation
+  // and sampling steps are built from (a store shares a training step's
+  // parameters with them: ctg::make_store(dev, train, eval), exec/shared_store.hpp).
+  using evaluation = transformer<detail::without_dropout<Cfg>, P>;
+
   // One block; its parameters are named "<Prefix>.attn.wq", "<Prefix>.ln1.scale", ...
   template <fixed_string Prefix>
   struct block {

@@ -19,12 +19,26 @@
 // in place. Frozen leaves and inputs get no state and are never written; so
 // are params that are not in this step's wrt<...>.
 //
+// The master owns a narrow parameter's value; the stored parameter is what
+// the optimizer last made of it. A write to it afterwards (through
+// store.param<L>(), store.upload, a params-only io::load, safetensors) would
+// be undone by the next update, so the next step throws instead, naming the
+// leaf: take the written values as masters with sync_masters(store), or load
+// the optimizer's state with them (io::load(path, store, opt)).
+//
+// Gradients come in sets (store.accumulate(k): the mean of k micro-batches;
+// k = 1 by default): a step takes a complete set and consumes it, so each
+// set is applied once; an incomplete or consumed set throws ctg::error and
+// changes nothing.
+//
 // One step(store, lr), with t = steps() + 1 and g the gradient of the last
-// successful step as read from the store (store grads are never written):
+// complete set as read from the store (store grads are never written):
 //   1. total = sqrt(sum over every trainable leaf of sum g^2), accumulated in
 //      double, returned rounded to f32. If any gradient element is not finite,
 //      throw ctg::error naming the first such leaf (in Step::wrt order) and
-//      change nothing: no parameter, master, moment or the step count.
+//      change nothing: no parameter, master, moment or the step count. If a
+//      narrow parameter no longer holds its master's rounding (written since
+//      the last update), the same (see above).
 //   2. if max_grad_norm > 0: coef = min(max_grad_norm / (total + 1e-6f), 1)
 //      in f32, and g = g * coef (as clip_grad_norm_ scales the grads in place).
 //   3. per element, in f32, in PyTorch's operation order, with the scalar
@@ -142,6 +156,19 @@ inline double sum_of_squares(const T* __restrict g, std::size_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// The first element of a narrow parameter that no longer holds what its
+// master gives (n if none), compared at the narrower of the two precisions
+// (T's for bf16/f16/fp8, f32's for f64); NaN matches NaN.
+template <class T>
+inline std::size_t first_master_mismatch(const T* p, const float* w, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float a = static_cast<float>(load_as<T>(p[i]));
+    const float b = sizeof(T) > sizeof(float) ? w[i] : static_cast<float>(load_as<T>(store_as<T>(w[i])));
+    if (!(a == b || (a != a && b != b))) return i;
+  }
+  return n;
+}
+
 // The per-step scalars, each rounded to f32 once.
 struct adamw_coeffs {
   float grad_scale;  // clip coefficient (1 when not clipping)
@@ -230,6 +257,7 @@ class adamw {
   float step(Store& s, float lr) {
     if (!(std::isfinite(lr) && lr >= 0.0f))
       throw error("ctg: adamw: lr must be finite and >= 0, found " + std::to_string(lr) + "; nothing was updated");
+    check_grads_complete(s);
     // Pass 1: read only. Norm and finiteness of every gradient.
     double total_sq = 0.0;
     for_each_trainable([&]<std::size_t K, class L>() {
@@ -237,6 +265,7 @@ class adamw {
       const double ss = detail::sum_of_squares(g.data(), g.size());
       if (!std::isfinite(ss)) throw_not_finite<L>(g);
       total_sq += ss;
+      if constexpr (detail::has_master_copy<typename L::dtype>) check_master<K, L>(s);
     });
     if (!std::isfinite(total_sq)) throw error("ctg: adamw: the global gradient norm overflows; nothing was updated");
     const float total = static_cast<float>(std::sqrt(total_sq));
@@ -269,6 +298,7 @@ class adamw {
         detail::adamw_update<T>(g.data(), p.data(), m, v, nullptr, p.size(), c);
     });
     steps_ = t;
+    s.consume_grads();
     return total;
   }
 
@@ -304,8 +334,8 @@ class adamw {
     }
   }
 
-  // Re-take every master from the store's parameters (after re-initialising
-  // them). Moments and the step count are kept.
+  // Re-take every master from the store's parameters (after writing them:
+  // re-initialising, a params-only load). Moments and the step count are kept.
   void sync_masters(Store& s) {
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
@@ -420,6 +450,32 @@ class adamw {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (f.template operator()<K, tl::at_t<K, trainable>>(), ...);
     }(std::make_index_sequence<trainable::size>{});
+  }
+
+  // Throws unless the store holds a complete set of gradients not applied yet.
+  static void check_grads_complete(const Store& s) {
+    const std::uint32_t have = s.accumulated(), want = s.micro_batches();
+    if (have == 0)
+      throw error("ctg: adamw: no gradients since the last update (each set is applied once): run a step first; "
+                  "nothing was updated");
+    if (have != want)
+      throw error("ctg: adamw: the gradients hold " + std::to_string(have) + " of " + std::to_string(want) +
+                  " micro-batches (store.accumulate(" + std::to_string(want) + ")): run the rest first; nothing "
+                  "was updated");
+  }
+
+  // Throws unless trainable leaf L (index K) holds what its master gives.
+  template <std::size_t K, class L>
+  void check_master(Store& s) const {
+    const auto p = s.template param<L>();
+    const float* w = state_.data() + layout.master[K];
+    const std::size_t i = detail::first_master_mismatch(p.data(), w, p.size());
+    if (i == p.size()) return;
+    throw error(std::string("ctg: adamw: parameter '") + L::name.c_str() +
+                "' was written after the optimizer last set it (element " + std::to_string(i) + " holds " +
+                std::to_string(static_cast<double>(load_as(p[i]))) + ", its f32 master " + std::to_string(w[i]) +
+                "): an update would undo the write. Take the written values as masters (opt.sync_masters(store)) "
+                "or load the optimizer's state with them (io::load(path, store, opt)); nothing was updated");
   }
 
   template <class L, class G>

@@ -5,18 +5,22 @@
 //       master parameters in f32; norms, softmax and the loss in f32; every
 //       product of an activation with a parameter leaf (linear layers,
 //       attention projections, SwiGLU, lm_head) runs in FP8: the activation
-//       and the weight quantized to e4m3, the incoming gradient in backward
-//       to e5m2 (HYBRID), the exact fp8 values multiplied with f32
-//       accumulation, the result in Compute. Products of two activations
-//       (attention's q k^T and probs v) stay in Compute, as in
-//       TransformerEngine without FP8 attention.
+//       and the weight quantized to the recipe's forward format, the
+//       incoming gradient in backward to its gradient format (e4m3 and e5m2
+//       under precision::hybrid, the default), the exact fp8 values
+//       multiplied with f32 accumulation, the result in Compute. Products of
+//       two activations (attention's q k^T and probs v) stay in Compute, as
+//       in TransformerEngine without FP8 attention.
 //
-// Recipe is precision::delayed<History, Margin, Algo> or
-// precision::current<Margin> (fp8_scaling.hpp). Under delayed scaling each
-// product of weight "<w>" has three scaling states in the store, named after
-// it and saved with the parameters:
+// Recipe is precision::delayed<History, Margin, Algo, Formats> or
+// precision::current<Margin, Formats> (fp8_scaling.hpp). Under delayed
+// scaling each weight "<w>" has three scaling states in the store, named
+// after it and saved with the parameters:
 //   "<w>.fp8_input", "<w>.fp8_weight", "<w>.fp8_grad"   (each ".scale" and ".amax_history")
 // Inside nn::stack they are per layer like the weight ("layers.{i}.attn.wq.fp8_input.scale").
+// A weight used in several products (tied, shared) keeps these three states:
+// each is updated once per step from the max of the amaxes of all its uses
+// (exec/fp8_state.hpp).
 #include <ctg/graph/fp8.hpp>
 #include <ctg/precision/fp8_scaling.hpp>
 #include <ctg/precision/policy.hpp>
@@ -43,8 +47,8 @@ inline constexpr bool is_fp8_policy_v<fp8<Recipe, Compute>> = true;
 namespace ctg::detail {
 template <class Recipe>
 inline constexpr bool is_delayed_recipe_v = false;
-template <std::size_t H, int M, precision::amax_algo A>
-inline constexpr bool is_delayed_recipe_v<precision::delayed<H, M, A>> = true;
+template <std::size_t H, int M, precision::amax_algo A, class F>
+inline constexpr bool is_delayed_recipe_v<precision::delayed<H, M, A, F>> = true;
 
 // The scaling of one fp8 tensor named Name under Recipe.
 template <class Recipe, fixed_string Name>
@@ -61,8 +65,9 @@ constexpr auto weight_matmul(X x, W w) {
   if constexpr (is_fp8_policy_v<P> && is_leaf_v<W>) {
     using R = typename P::recipe;
     constexpr auto name = W::name;
-    auto xq = quantize<e4m3, detail::scaling_for<R, name + ".fp8_input">>(for_matmul<P>(x));
-    auto wq = quantize<e4m3, detail::scaling_for<R, name + ".fp8_weight">>(w);
+    using F = typename R::formats::forward;
+    auto xq = quantize<F, detail::scaling_for<R, name + ".fp8_input">>(for_matmul<P>(x));
+    auto wq = quantize<F, detail::scaling_for<R, name + ".fp8_weight">>(w);
     return fp8_matmul<typename P::matmul_type, detail::scaling_for<R, name + ".fp8_grad">>(xq, wq);
   } else {
     return matmul(for_matmul<P>(x), for_matmul<P>(w));

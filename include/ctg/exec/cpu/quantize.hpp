@@ -26,10 +26,8 @@ void run_quantize(const group_call& g, const bindings_view& b, workspace&, float
   const TX* x = b.template as<const TX>(ix);
   Fmt* q = b.template as<Fmt>(R);
   float amax = 0.0f;
-  auto take = [&](float v) {
-    const float a = std::fabs(v);
-    if (a > amax || a != a) amax = a;  // a NaN stays: the scale is then kept (delayed) or 1 (current)
-  };
+  // (a NaN stays: the scale is then kept (delayed) or 1 (current))
+  auto take = [&](float v) { amax = fp8_scaling::amax_combine(amax, std::fabs(v)); };
   float scale = 1.0f;
   if constexpr (Delayed) {
     scale = *b.template as<const float>(g.child[1]);

@@ -91,6 +91,13 @@ struct backend {
       return &run_fused<kernel::fused_plan_t<Key, R>>;
     }
   }
+  // Gradient accumulation: dst += src, in T's compute type, rounded once to T.
+  template <class T>
+  static void accumulate(std::byte* dst, const std::byte* src, std::size_t n) {
+    T* d = reinterpret_cast<T*>(dst);
+    const T* a = reinterpret_cast<const T*>(src);
+    for (std::size_t i = 0; i < n; ++i) d[i] = store_as<T>(load_as<T>(d[i]) + load_as<T>(a[i]));
+  }
   // After a successful step: this step's amax into history slot 0, then
   // TransformerEngine's update of scale and history.
   static void delayed_update(float* history, std::size_t length, float* scale, const float* amax, float fp8_max,

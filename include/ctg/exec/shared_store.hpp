@@ -1,0 +1,148 @@
+#pragma once
+// One store for a training step and the forward steps that read the same
+// parameters (evaluation, sampling), for any backend:
+//
+//   auto train  = ctg::value_and_grad(M::loss(Ids{}, Pos{}, Tg{}));
+//   auto sample = ctg::forward(M::evaluation::logits(Ids{}, Pos{}));    // no dropout
+//   auto store  = ctg::make_store(dev, train, sample);
+//   train(store, feeds...);  opt.step(store);
+//   sample(store, feeds...);  auto logits = store.value(sample);
+//
+// The store is the training step's (basic_store: its leaves, gradients, FP8
+// state, seed and step count, what an optimizer and the checkpoint files
+// see), plus one runner per other step whose stored leaves are bound to the
+// training step's: no copy, so a step sees every update the moment it is
+// made. The leaves are matched by name and type at compile time: every leaf
+// another step stores must be one the training step stores, of the same
+// type. The other steps are forward steps without dropout, and running them
+// changes no state: no step count, no FP8 scaling update (their quantizers
+// read the training step's scales), no gradient.
+#include <tuple>
+#include <type_traits>
+
+#include <ctg/exec/invalid_store.hpp>
+#include <ctg/exec/store.hpp>
+
+namespace ctg {
+
+namespace detail {
+// The checks on one step that shares a training step's leaves (Main: the
+// training step's nodes). Each mistake is reported once, in a function
+// templated on what the note should name; all return true, so a
+// static_assert over them adds no error of its own.
+template <class Other>
+consteval bool check_forward_only() {
+  static_assert(Other::wrt::size == 0,
+                "ctg: a store's other steps are forward steps (ctg::forward): the first step given to make_store "
+                "is the one that trains; another training step needs a store of its own");
+  return true;
+}
+template <class Other>
+consteval bool check_no_dropout() {
+  constexpr bool none = []<class... Ns>(tl::list<Ns...>) {
+    return ((Ns::kind != node_kind::random) && ...);
+  }(typename Other::nodes{});
+  static_assert(none,
+                "ctg: a step sharing a training store runs without dropout (it evaluates the trained model): build "
+                "it from the model without dropout (nn::transformer<Cfg, P>::evaluation)");
+  return true;
+}
+template <class L>
+consteval void report_leaf_not_in_training_step() {
+  static_assert(sizeof(L) == 0,
+                "ctg: a step sharing a training store reads a leaf the training step does not have (L in the note "
+                "above): the store holds the training step's leaves only");
+}
+// Leaf L of another step against the training step's leaves Ms.
+template <class L, class... Ms>
+consteval bool check_shared_leaf(tl::list<Ms...>) {
+  if constexpr (!stored_leaf<L>() || (std::is_same_v<L, Ms> || ...)) {
+    return true;
+  } else if constexpr (!((L::name == Ms::name) || ...)) {
+    report_leaf_not_in_training_step<L>();
+    return true;
+  } else {  // the same name, another type: the clash names both
+    (report_name_clash<L, Ms>(), ...);
+    return true;
+  }
+}
+template <class MainNodes, class Other>
+consteval bool check_shares_leaves() {
+  if constexpr (!check_forward_only<Other>() || !check_no_dropout<Other>()) return true;
+  else
+    return []<class... Ls>(tl::list<Ls...>) {
+      return (check_shared_leaf<Ls>(leaves_t<MainNodes>{}) && ...);
+    }(leaves_t<typename Other::nodes>{});
+}
+}  // namespace detail
+
+// MainKey, OtherKeys: the steps' keys (graph/step.hpp); the first trains.
+template <class Backend, class MainKey, class... OtherKeys>
+class shared_store : public basic_store<Backend, MainKey> {
+  using main_store = basic_store<Backend, MainKey>;
+
+ public:
+  // The steps this store runs (graph_step's call operator looks here).
+  using steps = tl::list<step_of<MainKey>, step_of<OtherKeys>...>;
+  static_assert((detail::check_shares_leaves<typename step_of<MainKey>::nodes, step_of<OtherKeys>>() && ...));
+
+  shared_store() {
+    std::apply([&](auto&... other) { (bind(other), ...); }, others_);
+  }
+
+  // The store that runs Step: this one, or the runner of another step
+  // (with the training step's seed and step count).
+  template <class Step>
+  auto& runner() {
+    if constexpr (std::is_same_v<Step, step_of<MainKey>>) {
+      return static_cast<main_store&>(*this);
+    } else {
+      auto& r = std::get<basic_store<Backend, step_key_t<Step>>>(others_);
+      r.key_ = this->key_;
+      return r;
+    }
+  }
+
+  // The value of Step's first output after its last run.
+  using main_store::value;
+  template <class Step>
+    requires tl::contains_v<Step, steps>
+  auto value(const Step&) {
+    return runner<Step>().value();
+  }
+
+ private:
+  // Every leaf the other step stores is the training step's (checked above;
+  // after a reported mistake, those that are).
+  template <class OtherKey>
+  void bind(basic_store<Backend, OtherKey>& other) {
+    using other_nodes = typename step_of<OtherKey>::nodes;
+    [&]<class... Ns>(tl::list<Ns...>) {
+      auto one = [&]<class L>(std::type_identity<L>) {
+        if constexpr (detail::stored_leaf<L>() && tl::contains_v<L, typename main_store::nodes>)
+          other.mem_.share_leaf(tl::index_of_v<L, other_nodes>,
+                                this->mem_.param_bytes(tl::index_of_v<L, typename main_store::nodes>));
+      };
+      (one(std::type_identity<Ns>{}), ...);
+      (void)one;
+    }(other_nodes{});
+    other.on_shared_leaves_ = true;
+  }
+
+  std::tuple<basic_store<Backend, OtherKeys>...> others_;
+};
+
+// make_store(dev, train, eval...): one store for a training step and the
+// forward steps that read its parameters (see the top of this file).
+template <class Device, class Main, class Other, class... More>
+auto make_store(Device dev, Main main, Other, More...) {
+  if constexpr (std::is_same_v<Main, invalid_step> || std::is_same_v<Other, invalid_step> ||
+                (std::is_same_v<More, invalid_step> || ...)) {
+    return invalid_store{};  // (already reported)
+  } else {
+    using backend = typename decltype(make_store(dev, main))::backend_type;
+    return shared_store<backend, step_key_t<Main>, step_key_t<Other>, step_key_t<More>...>{};
+  }
+}
+
+}  // namespace ctg
