@@ -109,6 +109,13 @@ consteval auto gradient_of() {
 }
 }  // namespace detail
 
+namespace detail {
+template <class Root, class... Leaves>
+struct step_outputs<Root, tl::list<Leaves...>> {
+  using type = tl::list<Root, gradient_t<Root, topo_t<tl::list<Root>>, Leaves>...>;
+};
+}  // namespace detail
+
 // ------------------------------------------------------- value_and_grad ----
 
 namespace detail {
@@ -177,8 +184,7 @@ constexpr auto value_and_grad(Loss, wrt_t<Leaves...>) {
     static_assert(sizeof...(Leaves) > 0, "ctg: value_and_grad needs at least one leaf in wrt<...>");
     return invalid_step{};
   } else if constexpr ((detail::check_wrt_leaf<Loss, Leaves>() & ...)) {
-    using fwd = topo_t<tl::list<Loss>>;
-    return graph_step<tl::list<Loss, gradient_t<Loss, fwd, Leaves>...>, tl::list<Leaves...>>{};
+    return graph_step<node_t<Loss>, tl::list<Leaves...>>{};
   } else {
     return invalid_step{};
   }

@@ -34,19 +34,31 @@ auto& runner_of(Store& store) {
 }
 }  // namespace detail
 
-// A compiled step: the graph of outputs, run by a store on some device.
-// Outputs are the loss (or the forward value) followed by the gradients.
+namespace detail {
+// A step's outputs: its root, then the gradient of the root with respect to
+// each wrt leaf (graph/autodiff.hpp defines it).
+template <class Root, class Wrt>
+struct step_outputs;
+}  // namespace detail
+
+// A compiled step, run by a store on some device: Root (the loss, or a
+// forward value) and the gradient of Root with respect to each Wrt leaf.
+// The step's type names only Root, its leaves and flags, never the backward
+// graph, which autodiff derives from them: so does every name a compiler
+// prints or mangles for the step's runtime (half the compile time went to
+// mangling names that spelled the backward graph).
 // Fuse = false gives every node its own buffer and loop: the unfused
 // reference that fused execution is tested against. The forward part of the
-// step is ForwardRoot and every node it reads (by default: the first output,
-// the loss); the rest is the backward part.
-template <class Outputs, class Wrt, bool Fuse = true, class ForwardRoot = tl::at_t<0, Outputs>>
+// step is ForwardRoot and every node it reads (by default: Root); the rest is
+// the backward part.
+template <class Root, class Wrt, bool Fuse = true, class ForwardRoot = Root>
 struct graph_step {
-  using outputs = Outputs;
+  using root = Root;
+  using outputs = typename detail::step_outputs<Root, Wrt>::type;
   using wrt = Wrt;
   using forward_root = ForwardRoot;
   static constexpr bool fuse = Fuse;
-  using nodes = topo_t<Outputs>;
+  using nodes = topo_t<outputs>;
   // The output holding the gradient of wrt leaf L (the outputs are the loss,
   // then one gradient per wrt leaf, in wrt order).
   template <class L>
@@ -147,16 +159,16 @@ concept step_store = requires(S& s, const S& cs, std::uint64_t seed, std::uint32
 };
 
 // unfused(step): the same step with no fusion (one loop and one buffer per node).
-template <class Outputs, class Wrt, bool Fuse, class ForwardRoot>
-constexpr auto unfused(graph_step<Outputs, Wrt, Fuse, ForwardRoot>) {
-  return graph_step<Outputs, Wrt, false, ForwardRoot>{};
+template <class Root, class Wrt, bool Fuse, class ForwardRoot>
+constexpr auto unfused(graph_step<Root, Wrt, Fuse, ForwardRoot>) {
+  return graph_step<Root, Wrt, false, ForwardRoot>{};
 }
 
 // forward(e): a step that only evaluates e (any shape); read it with store.value().
 template <expr E>
 constexpr auto forward(E) {
   if constexpr (detail::holds_failed(topo_t<tl::list<E>>{})) return invalid_step{};  // already reported
-  else return graph_step<tl::list<E>, tl::list<>>{};
+  else return graph_step<node_t<E>, tl::list<>>{};
 }
 
 }  // namespace ctg

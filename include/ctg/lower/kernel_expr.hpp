@@ -158,12 +158,12 @@ consteval auto kernel_expr_of() {
   if constexpr (node::kind == node_kind::constant) {
     return std::type_identity<kernel::constant<node::value, T>>{};
   } else if constexpr (node::kind == node_kind::random) {
-    return std::type_identity<kernel::dropout<node::stream, node::probability, info::info.input_slot[I],
+    return std::type_identity<kernel::dropout<node::stream, node::probability, info::info.input_slot(I),
                                       advances_inner<node>>>{};
   } else if constexpr (I != R && t.materialized[I]) {
-    return std::type_identity<kernel::load<info::info.input_slot[I], T, advances_inner<node>>>{};
+    return std::type_identity<kernel::load<info::info.input_slot(I), T, advances_inner<node>>>{};
   } else if constexpr (node::kind == node_kind::reduce) {
-    return std::type_identity<kernel::local<info::info.reduction_slot[I], T>>{};
+    return std::type_identity<kernel::local<info::info.reduction_slot(I), T>>{};
   } else {
     static_assert(node::kind == node_kind::elementwise, "ctg: internal: a group body holds only elementwise nodes");
     using kop = typename kernel::name_free_op<typename node::op>::type;

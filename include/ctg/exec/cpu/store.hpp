@@ -120,8 +120,8 @@ void run_group(const bindings<N>& b, workspace& ws, float* amax = nullptr) {
 
 }  // namespace cpu
 
-template <class Outputs, class Wrt, bool Fuse>
-cpu::store<graph_step<Outputs, Wrt, Fuse>> make_store(cpu::device, graph_step<Outputs, Wrt, Fuse>) {
+template <class Root, class Wrt, bool Fuse>
+cpu::store<graph_step<Root, Wrt, Fuse>> make_store(cpu::device, graph_step<Root, Wrt, Fuse>) {
   return {};
 }
 // After a failed check (already reported), add no errors of its own.
