@@ -24,7 +24,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <ctg/core/config.hpp>
 #include <ctg/lower/group.hpp>
+
+CTG_HOT_BEGIN
 
 namespace ctg::kernel {
 
@@ -255,3 +258,5 @@ using fused_plan_t = fused_plan<
     ctg::detail::advances_inner<tl::at_t<R, typename step_of<Step>::nodes>>, ctg::detail::group_info<Step, R>::ninputs>;
 
 }  // namespace ctg::kernel
+
+CTG_HOT_END

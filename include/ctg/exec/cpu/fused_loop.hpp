@@ -8,10 +8,13 @@
 //   ctg::cpu::run_fused<kernel::fused_plan_t<Step, R>>(call, bindings, workspace, nullptr);
 #include <algorithm>
 
+#include <ctg/core/config.hpp>
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/lower/kernel_expr.hpp>
 #include <ctg/lower/loop_layout.hpp>
+
+CTG_HOT_BEGIN
 
 namespace ctg::detail {
 
@@ -147,3 +150,5 @@ void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float
 }
 
 }  // namespace ctg::cpu
+
+CTG_HOT_END
