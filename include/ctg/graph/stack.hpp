@@ -56,7 +56,7 @@ template <class Known, class List>
 struct backward_only_state;
 template <class Known, class... Ls>
 struct backward_only_state<Known, tl::list<Ls...>> {
-  using type = tl::concat_t<std::conditional_t<Ls::role == leaf_role::state && !tl::contains_v<Ls, Known>,
+  using type = tl::concat_t<std::conditional_t<Ls::role == leaf_role::state && !tl::contains<Ls, Known>::value,
                                                tl::list<Ls>, tl::list<>>...>;
 };
 

@@ -7,7 +7,7 @@ namespace ctg {
 
 // ------------------------------------------------------- topological order ---
 namespace detail {
-template <class Acc, class N, bool Seen = tl::contains_v<N, Acc>>
+template <class Acc, class N, bool Seen = tl::contains<N, Acc>::value>
 struct topo_visit {
   using type = Acc;  // already listed
 };
@@ -47,24 +47,26 @@ consteval bool grad_path() {
   else return []<class... C>(tl::list<C...>) { return (has_grad_path_v<C, L> || ...); }(typename E::children{});
 }
 
+// N, when it is a trainable leaf E's gradient reaches (on E and N only: what
+// is instantiated per node must not spell the node list, core/type_list.hpp).
+template <class E, class N>
+consteval auto trained_leaf() {
+  if constexpr (is_leaf_v<N>) {
+    if constexpr (N::role == leaf_role::param) {  // (a path search only for parameters)
+      if constexpr (has_grad_path_v<E, N>) return tl::list<N>{};
+      else return tl::list<>{};
+    } else {
+      return tl::list<>{};
+    }
+  } else {
+    return tl::list<>{};
+  }
+}
 template <class E, class Nodes>
 struct trainable_leaves;
 template <class E, class... Ns>
 struct trainable_leaves<E, tl::list<Ns...>> {
-  template <class N>
-  static consteval auto keep() {
-    if constexpr (is_leaf_v<N>) {
-      if constexpr (N::role == leaf_role::param) {  // (a path search only for parameters)
-        if constexpr (has_grad_path_v<E, N>) return tl::list<N>{};
-        else return tl::list<>{};
-      } else {
-        return tl::list<>{};
-      }
-    } else {
-      return tl::list<>{};
-    }
-  }
-  using type = tl::concat_t<decltype(keep<Ns>())...>;
+  using type = tl::concat_t<decltype(trained_leaf<E, Ns>())...>;
 };
 }  // namespace detail
 

@@ -172,10 +172,10 @@ consteval auto kernel_expr_of() {
     using kop = typename kernel::name_free_op<typename node::op>::type;
     using first_child = tl::at_t<0, typename node::children>;
     if constexpr (std::is_same_v<kop, kernel::pass> && std::is_same_v<typename first_child::dtype, T>) {
-      return kernel_expr_of<Step, R, tl::index_of_v<first_child, nodes>>();  // nothing to compute, nothing to round
+      return kernel_expr_of<Step, R, tl::index_of<first_child, nodes>::value>();  // nothing to compute, nothing to round
     } else {
       return []<class... X>(tl::list<X...>) {
-        return std::type_identity<kernel::apply<kop, T, typename decltype(kernel_expr_of<Step, R, tl::index_of_v<X, nodes>>())::type...>>{};
+        return std::type_identity<kernel::apply<kop, T, typename decltype(kernel_expr_of<Step, R, tl::index_of<X, nodes>::value>())::type...>>{};
       }(typename node::children{});
     }
   }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include <ctg/graph/step.hpp>
 #include <ctg/graph/traits.hpp>
 
 namespace ctg {
@@ -258,9 +259,12 @@ consteval auto shape_sources() {
   }
 }
 
-// Node i of a step: its facts, then what depends on the step.
-template <class Nodes, class N, std::size_t E>
-constexpr void describe(plan_table<Nodes::size, E>& t, std::size_t i, std::size_t& edge, bool output, bool grad) {
+// Node i of a step: its facts, then what depends on the step. (On the
+// step's key, not its node list: what is instantiated per node must not
+// spell the list in its name; see core/type_list.hpp.)
+template <class Key, class N, std::size_t Size, std::size_t E>
+constexpr void describe(plan_table<Size, E>& t, std::size_t i, std::size_t& edge, bool output, bool grad) {
+  using Nodes = typename step_of<Key>::nodes;
   node_desc& d = t.node[i];
   d = node_facts_v<N>;
   d.output = output;
@@ -268,22 +272,23 @@ constexpr void describe(plan_table<Nodes::size, E>& t, std::size_t i, std::size_
   t.first_child[i] = edge;
   if constexpr (edges_of<N> > 0)
     [&]<class... C>(tl::list<C...>) {
-      ((t.children[edge++] = tl::index_of_v<C, Nodes>), ...);
+      ((t.children[edge++] = tl::index_of<C, Nodes>::value), ...);
     }(typename N::children{});
   t.first_child[i + 1] = edge;
   [&]<class... S>(tl::list<S...>) {
     if constexpr (N::kind == node_kind::runtime_scalar) {
       std::size_t k = 0;
-      ((d.count_of[k++] = tl::index_of_v<S, Nodes>), ...);
+      ((d.count_of[k++] = tl::index_of<S, Nodes>::value), ...);
     } else {
-      ((d.shape_from = tl::index_of_v<S, Nodes>), ...);
+      ((d.shape_from = tl::index_of<S, Nodes>::value), ...);
     }
   }(decltype(shape_sources<N>()){});
 }
 
-// The table of Step's nodes, groups not yet decided.
-template <class Step>
+// The table of the nodes of the step keyed Key, groups not yet decided.
+template <class Key>
 consteval auto describe_step() {
+  using Step = step_of<Key>;
   using nodes = typename Step::nodes;
   constexpr std::size_t E = []<class... Ns>(tl::list<Ns...>) {
     return (std::size_t(0) + ... + edges_of<Ns>);
@@ -291,9 +296,9 @@ consteval auto describe_step() {
   plan_table<nodes::size, E> p;
   [&]<class... Ns>(tl::list<Ns...>) {
     std::size_t i = 0, edge = 0;
-    ((describe<nodes, Ns, E>(p, i++, edge,
-                             tl::contains_v<Ns, typename Step::outputs> || CTG_SAME(Ns, typename Step::forward_root),
-                             tl::contains_v<Ns, typename Step::wrt>)),
+    ((describe<Key, Ns, nodes::size, E>(p, i++, edge,
+                             tl::contains<Ns, typename Step::outputs>::value || CTG_SAME(Ns, typename Step::forward_root),
+                             tl::contains<Ns, typename Step::wrt>::value)),
      ...);
   }(nodes{});
   return p;
