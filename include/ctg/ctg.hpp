@@ -10,5 +10,6 @@
 #include "lower/program.hpp"
 #include "exec/cpu/store.hpp"
 #include "exec/shared_store.hpp"
+#include "dist/shard.hpp"
 #include "optim/adamw.hpp"
 #include "optim/lr_schedule.hpp"

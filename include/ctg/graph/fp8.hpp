@@ -32,6 +32,7 @@
 // leaf quantized stays frozen: the node requires grad exactly when its input
 // does (B1).
 #include <ctg/graph/ops.hpp>
+#include <ctg/graph/sharding.hpp>
 
 namespace ctg {
 
@@ -55,7 +56,9 @@ struct current {
 }  // namespace scaling
 
 // The fp8 payload of X under Scaling, with its amax, scale and scale_inv.
-template <class Fmt, class X, class Scaling>
+// ShardedPayload: the payload is sharded after quantization (dist::shard of a
+// quantized leaf, graph/sharding.hpp); the values are the same.
+template <class Fmt, class X, class Scaling, bool ShardedPayload = false>
 struct quantize_node {
   static_assert(is_fp8_v<Fmt>, "ctg: quantize makes e4m3 or e5m2 tensors");
   static_assert(element_type<typename X::dtype> && !is_fp8_v<typename X::dtype>,
@@ -70,6 +73,7 @@ struct quantize_node {
   static constexpr bool requires_grad = X::requires_grad;
   static constexpr replay state_replay = replay::exact;
   static constexpr float fp8_max = dtype_traits<Fmt>::max;  // 448 (e4m3), 57344 (e5m2)
+  static constexpr bool sharded = ShardedPayload;
 };
 
 // Q's real values as T.
@@ -116,9 +120,17 @@ struct fp8_matmul_node {
 };
 
 // quantize<Fmt, Scaling>(x): x as an fp8 tensor (see the top of this file).
+// Quantizing a sharded leaf is the B3 ordering bug (graph/sharding.hpp).
 template <class Fmt, class Scaling, expr X>
 constexpr auto quantize(X) {
-  return node_t<quantize_node<Fmt, node_t<X>, Scaling>>{};
+  constexpr bool after_shard = detail::sees_a_shard<X>();
+  static_assert(!after_shard,
+                "ctg: quantize before shard: this quantizer reads a sharded leaf, so each rank would scale by the "
+                "amax of its own slice; quantize the whole leaf, then shard the quantized tensor: "
+                "dist::shard(quantize<Fmt, Scaling>(w)) (a policy's weight_matmul takes the unsharded leaf: write that "
+                "product as fp8_matmul(quantize(x), dist::shard(quantize(w))))");
+  if constexpr (after_shard) return node_t<failed_node<typename X::dims, Fmt, node_t<X>>>{};
+  else return node_t<quantize_node<Fmt, node_t<X>, Scaling>>{};
 }
 // dequantize<T>(q): the real values of fp8 tensor q, as T.
 template <class T, expr Q>
@@ -165,7 +177,9 @@ template <class Out, class GradScaling, expr A, expr B>
 constexpr auto fp8_matmul(A, B) {
   static_assert(detail::fp8_matmul_shape<A, B, false, false>().ok,
                 "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
-  if constexpr (!detail::fp8_formats_follow_recipes<A, B, GradScaling>())
+  if constexpr (A::kind == node_kind::failed || B::kind == node_kind::failed)  // (reported already)
+    return node_t<failed_node<shape_from<detail::fp8_matmul_shape<A, B, false, false>()>, Out, node_t<A>, node_t<B>>>{};
+  else if constexpr (!detail::fp8_formats_follow_recipes<A, B, GradScaling>())
     return node_t<failed_node<shape_from<detail::fp8_matmul_shape<A, B, false, false>()>, Out, node_t<A>, node_t<B>>>{};
   else
     return node_t<fp8_matmul_node<node_t<A>, node_t<B>, false, false, Out, GradScaling>>{};

@@ -126,8 +126,8 @@ constexpr auto rule(gather_node<Table, Ids>, G) {
 
 // quantize and dequantize pass the gradient straight through; autodiff casts
 // it to the dtype the tensor was quantized from.
-template <std::size_t K, class Fmt, class X, class S, class G>
-constexpr auto rule(quantize_node<Fmt, X, S>, G g) {
+template <std::size_t K, class Fmt, class X, class S, bool Sharded, class G>
+constexpr auto rule(quantize_node<Fmt, X, S, Sharded>, G g) {
   return g;
 }
 template <std::size_t K, class T, class Q, class G>
