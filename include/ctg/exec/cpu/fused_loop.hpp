@@ -6,6 +6,12 @@
 // equal groups of any steps share them:
 //
 //   ctg::cpu::run_fused<kernel::fused_plan_t<Step, R>>(call, bindings, workspace, nullptr);
+//
+// Threads (the workspace's pool) take fixed pieces: blocks of elements
+// (multiples of 16: the vector blocks of one thread's loop), blocks of rows,
+// and for a reduction over other axes blocks of output columns, each over
+// every row in row order. No reduction is split, so every value is computed
+// by the same operations in the same order whatever the thread count.
 #include <algorithm>
 
 #include <ctg/exec/bindings.hpp>
@@ -45,73 +51,115 @@ struct cpu_fused_group {
     ((c.local[Rs::slot] = Rs::value_of(Rs::combine_in_order(c, L), L)), ...);
   }
 
-  // L outputs of the body, in blocks of 16 with no loop-carried dependence:
-  // the inlined expression vectorizes (outputs never alias the group's inputs).
-  static CTG_FORCEINLINE void write_row(const ctx& c, T* o, dim_t L) {
-    dim_t j = 0;
-    for (; j + 16 <= L; j += 16) {
+  // Outputs j0 .. j1-1 of the body (j0 a multiple of 16), in blocks of 16
+  // with no loop-carried dependence: the inlined expression vectorizes
+  // (outputs never alias the group's inputs).
+  static CTG_FORCEINLINE void write_range(const ctx& c, T* o, dim_t j0, dim_t j1) {
+    dim_t j = j0;
+    for (; j + 16 <= j1; j += 16) {
 #pragma GCC ivdep
       for (dim_t u = 0; u < 16; ++u) o[j + u] = store_as<T>(body::value(c, j + u));
     }
-    for (; j < L; ++j) o[j] = store_as<T>(body::value(c, j));
+    for (; j < j1; ++j) o[j] = store_as<T>(body::value(c, j));
   }
+  static CTG_FORCEINLINE void write_row(const ctx& c, T* o, dim_t L) { write_range(c, o, 0, L); }
 };
+
+// Elements per thread task (a multiple of 16): below two of them, one thread.
+inline constexpr dim_t cpu_task_elements = 16384;
+
+// Rows [0, rows) of row_length L in tasks of whole rows, f(row_begin, row_end)
+// on the pool when there is one and the work is worth it.
+template <class F>
+void cpu_row_tasks(cpu::thread_pool* pool, dim_t rows, dim_t L, F&& f) {
+  const dim_t per = std::max<dim_t>(1, cpu_task_elements / std::max<dim_t>(L, 1));
+  const dim_t tasks = (rows + per - 1) / per;
+  if (!pool || tasks < 2) {
+    f(dim_t(0), rows);
+    return;
+  }
+  auto task = [&](std::size_t t, unsigned) {
+    const dim_t r0 = static_cast<dim_t>(t) * per;
+    f(r0, std::min(rows, r0 + per));
+  };
+  pool->for_each(static_cast<std::size_t>(tasks), task);
+}
 
 }  // namespace ctg::detail
 
 namespace ctg::cpu {
 // Every element in one pass (all inputs have the output's shape).
 template <class Plan>
-void run_flat(const group_call& g, const bindings_view& b) {
+void run_flat(const group_call& g, const bindings_view& b, thread_pool* pool = nullptr) {
   using F = detail::cpu_fused_group<Plan>;
   typename F::ctx c;
   F::layout(g, b, c);  // fills the context; every base stays 0
   const dim_t total = b.shape[g.iteration].numel();
-  F::write_row(c, b.template as<typename F::T>(g.root), total);
+  typename F::T* out = b.template as<typename F::T>(g.root);
+  constexpr dim_t per = detail::cpu_task_elements;
+  const dim_t tasks = (total + per - 1) / per;
+  if (!pool || tasks < 2) {
+    F::write_row(c, out, total);
+    return;
+  }
+  auto task = [&](std::size_t t, unsigned) {
+    const dim_t j0 = static_cast<dim_t>(t) * per;
+    F::write_range(c, out, j0, std::min(total, j0 + per));
+  };
+  pool->for_each(static_cast<std::size_t>(tasks), task);
 }
 
 // Row by row along the last dim: the row's reductions first, then its elements.
 template <class Plan>
-void run_rows(const group_call& g, const bindings_view& b) {
+void run_rows(const group_call& g, const bindings_view& b, thread_pool* pool = nullptr) {
   using F = detail::cpu_fused_group<Plan>;
-  typename F::ctx c;
-  const auto layout = F::layout(g, b, c);
+  typename F::ctx c0;
+  const auto layout = F::layout(g, b, c0);
   const dim_t L = layout.row_length(), rows = L ? layout.rows() : 0;
   typename F::T* out = b.template as<typename F::T>(g.root);
-  for (dim_t row = 0; row < rows; ++row) {
-    layout.enter_row(c, row);
-    F::inline_reductions(c, L, typename Plan::reductions{});
-    F::write_row(c, out + row * L, L);
-  }
+  detail::cpu_row_tasks(pool, rows, L, [&](dim_t r0, dim_t r1) {
+    typename F::ctx c = c0;
+    for (dim_t row = r0; row < r1; ++row) {
+      layout.enter_row(c, row);
+      F::inline_reductions(c, L, typename Plan::reductions{});
+      F::write_row(c, out + row * L, L);
+    }
+  });
 }
 
 // Row by row, the root reducing each row to one value (an empty row gives
 // the reduction's value over nothing: sum 0, mean NaN, max -inf).
 template <class Plan>
-void run_row_reduce(const group_call& g, const bindings_view& b) {
+void run_row_reduce(const group_call& g, const bindings_view& b, thread_pool* pool = nullptr) {
   using F = detail::cpu_fused_group<Plan>;
   using rr = typename F::root_reduction;
-  typename F::ctx c;
-  const auto layout = F::layout(g, b, c);
+  typename F::ctx c0;
+  const auto layout = F::layout(g, b, c0);
   const dim_t L = layout.row_length(), rows = layout.rows();
   typename F::T* out = b.template as<typename F::T>(g.root);
-  for (dim_t row = 0; row < rows; ++row) {
-    layout.enter_row(c, row);
-    F::inline_reductions(c, L, typename Plan::reductions{});
-    out[row] = store_as<typename F::T>(rr::value_of(rr::combine_in_order(c, L), L));
-  }
+  detail::cpu_row_tasks(pool, rows, L, [&](dim_t r0, dim_t r1) {
+    typename F::ctx c = c0;
+    for (dim_t row = r0; row < r1; ++row) {
+      layout.enter_row(c, row);
+      F::inline_reductions(c, L, typename Plan::reductions{});
+      out[row] = store_as<typename F::T>(rr::value_of(rr::combine_in_order(c, L), L));
+    }
+  });
 }
 
 // The root reduces axes other than (or besides) the last: every input row
 // combines into the f64 accumulators of the output elements it maps to, in
 // row order; each is finalized and rounded once at the end (so an output
 // element that no input reaches, in an empty tensor, is the value over nothing).
+// Threads take blocks of the row's columns (each over every row, in order:
+// the serial order of every accumulator) when the root advances along the
+// row; a root that reduces the row too runs on one thread.
 template <class Plan>
 void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws) {
   using F = detail::cpu_fused_group<Plan>;
   using Op = typename Plan::root_op;
-  typename F::ctx c;
-  const auto layout = F::layout(g, b, c);
+  typename F::ctx c0;
+  const auto layout = F::layout(g, b, c0);
   const rt_shape& it = b.shape[g.iteration];
   const rt_shape& os = b.shape[g.root];
   const dim_t total = it.numel(), L = layout.row_length(), rows = L ? layout.rows() : 0;
@@ -121,16 +169,31 @@ void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws)
   ws.reserve_for(static_cast<std::size_t>(out_count));  // (a store has reserved it already)
   double* acc = ws.axis_acc.data();
   std::fill(acc, acc + out_count, Op::template identity<double>());
-  for (dim_t row = 0; row < rows; ++row) {
-    layout.enter_row(c, row);
-    const dim_t out_base = layout.row_offset(row, out_stride);
-    F::inline_reductions(c, L, typename Plan::reductions{});
-    if constexpr (Plan::root_advances) {
-      for (dim_t j = 0; j < L; ++j)
-        acc[out_base + j] = Op::combine(acc[out_base + j], static_cast<double>(F::body::value(c, j)));
-    } else {
-      acc[out_base] = Op::combine(acc[out_base], F::root_reduction::combine_in_order(c, L));
+  auto columns = [&](dim_t j0, dim_t j1) {
+    typename F::ctx c = c0;
+    for (dim_t row = 0; row < rows; ++row) {
+      layout.enter_row(c, row);
+      const dim_t out_base = layout.row_offset(row, out_stride);
+      F::inline_reductions(c, L, typename Plan::reductions{});
+      if constexpr (Plan::root_advances) {
+        for (dim_t j = j0; j < j1; ++j)
+          acc[out_base + j] = Op::combine(acc[out_base + j], static_cast<double>(F::body::value(c, j)));
+      } else {
+        acc[out_base] = Op::combine(acc[out_base], F::root_reduction::combine_in_order(c, L));
+      }
     }
+  };
+  thread_pool* pool = ws.pool();
+  const dim_t per = std::max<dim_t>(16, (L / (pool ? 2 * static_cast<dim_t>(pool->size()) : 1) + 15) / 16 * 16);
+  const dim_t tasks = (L + per - 1) / per;
+  if (Plan::root_advances && pool && tasks > 1 && total >= 2 * detail::cpu_task_elements) {
+    auto task = [&](std::size_t t, unsigned) {
+      const dim_t j0 = static_cast<dim_t>(t) * per;
+      columns(j0, std::min(L, j0 + per));
+    };
+    pool->for_each(static_cast<std::size_t>(tasks), task);
+  } else {
+    columns(0, L);
   }
   const double count = static_cast<double>(total) / static_cast<double>(out_count);
   typename F::T* out = b.template as<typename F::T>(g.root);
@@ -140,9 +203,9 @@ void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws)
 // A fused group with this plan, in the loop shape the lowering chose.
 template <class Plan>
 void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float*) {
-  if constexpr (Plan::loop == loop_kind::flat) run_flat<Plan>(g, b);
-  else if constexpr (Plan::loop == loop_kind::rows) run_rows<Plan>(g, b);
-  else if constexpr (Plan::loop == loop_kind::row_reduce) run_row_reduce<Plan>(g, b);
+  if constexpr (Plan::loop == loop_kind::flat) run_flat<Plan>(g, b, ws.pool());
+  else if constexpr (Plan::loop == loop_kind::rows) run_rows<Plan>(g, b, ws.pool());
+  else if constexpr (Plan::loop == loop_kind::row_reduce) run_row_reduce<Plan>(g, b, ws.pool());
   else run_axis_reduce<Plan>(g, b, ws);
 }
 
