@@ -208,10 +208,11 @@ __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* co
 // (an even count: odd K is padded), b at a panel of K2 rows of NV*16 dwords
 // (bf16 pairs, the even k in the low half). See the top of this file for the
 // chain each output runs.
-template <int MR, int NV>
-__attribute__((target("avx512f,avx512bf16"))) void gemm_tile_bf16(dim_t K2, const std::uint16_t* const* a,
-                                                                  const std::uint32_t* b, float* c, dim_t ldc, int mr,
-                                                                  int nr) {
+// TC: float, or bf16 (each sum rounded in registers as f32_to_bf16_bits does:
+// to nearest even, any NaN to 0x7FFF).
+template <int MR, int NV, class TC>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile_bf16(
+    dim_t K2, const std::uint16_t* const* a, const std::uint32_t* b, TC* c, dim_t ldc, int mr, int nr) {
   const std::uint16_t* ar[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) ar[r] = a[r];
@@ -239,8 +240,19 @@ __attribute__((target("avx512f,avx512bf16"))) void gemm_tile_bf16(dim_t K2, cons
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       const int lanes = std::min(nr - 16 * v, 16);
-      if (lanes == 16) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
-      else if (lanes > 0) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, __mmask16((1u << lanes) - 1), acc[r][v]);
+      if (lanes <= 0) continue;
+      const __mmask16 m = lanes == 16 ? __mmask16(0xFFFF) : __mmask16((1u << lanes) - 1);
+      if constexpr (std::is_same_v<TC, float>) {
+        _mm512_mask_storeu_ps(c + r * ldc + 16 * v, m, acc[r][v]);
+      } else {
+        const __m512i u = _mm512_castps_si512(acc[r][v]);
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+        const __mmask16 nan =
+            _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+        h = _mm512_mask_mov_epi32(h, nan, _mm512_set1_epi32(0x7FFF));
+        _mm256_mask_storeu_epi16(c + r * ldc + 16 * v, m, _mm512_cvtepi32_epi16(h));
+      }
     }
   }
 }
@@ -257,16 +269,19 @@ inline gemm_kernels gemm_kernels_for(gemm_isa isa) {
   }
 }
 
-// The vdpbf16ps tiles (8 x 32 and 8 x 16).
-using gemm_tile_bf16_fn = void (*)(dim_t K2, const std::uint16_t* const* a, const std::uint32_t* b, float* c,
-                                   dim_t ldc, int mr, int nr);
+// The vdpbf16ps tiles (8 x 32 and 8 x 16), with f32 or bf16 results.
+template <class TC>
+using gemm_tile_bf16_fn = void (*)(dim_t K2, const std::uint16_t* const* a, const std::uint32_t* b, TC* c, dim_t ldc,
+                                   int mr, int nr);
+template <class TC>
 struct gemm_bf16_kernels {
   int mr = 8, nr_wide = 32, nr_narrow = 16;
-  gemm_tile_bf16_fn wide = nullptr, narrow = nullptr;
+  gemm_tile_bf16_fn<TC> wide = nullptr, narrow = nullptr;
 };
-inline gemm_bf16_kernels gemm_bf16_kernels_for() {
+template <class TC>
+gemm_bf16_kernels<TC> gemm_bf16_kernels_for() {
 #if CTG_GEMM_X86
-  return {8, 32, 16, gemm_tile_bf16<8, 2>, gemm_tile_bf16<8, 1>};
+  return {8, 32, 16, gemm_tile_bf16<8, 2, TC>, gemm_tile_bf16<8, 1, TC>};
 #else
   return {};
 #endif
@@ -277,6 +292,7 @@ inline bool gemm_isa_available(gemm_isa isa) {
   __builtin_cpu_init();
   if (isa == gemm_isa::avx512_bf16)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512bf16");
   if (isa == gemm_isa::avx512) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
   if (isa == gemm_isa::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -348,7 +364,8 @@ void gemm_pack_b(const gemm_kernels& ks, dim_t N, dim_t K, const TB* B, float* o
 // Panels [p0, p1) of bf16 B[K,N] -> ceil(K/2) x width dwords each: row p of
 // a panel holds (B[2p, j], B[2p+1, j]) in the low and high half; B[K, j] and
 // columns past N are zero.
-inline void gemm_pack_b_pairs(const gemm_bf16_kernels& ks, dim_t N, dim_t K, const bf16* B, std::uint32_t* out,
+template <class Kernels>
+void gemm_pack_b_pairs(const Kernels& ks, dim_t N, dim_t K, const bf16* B, std::uint32_t* out,
                               dim_t p0, dim_t p1) {
   const dim_t K2 = (K + 1) / 2;
   for (dim_t p = p0; p < p1; ++p) {
@@ -394,28 +411,21 @@ void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, const float* A, dim_t 
   }
 }
 
-// The same with vdpbf16ps: A's rows as bf16, lda (even) apart.
+// The same with vdpbf16ps: A's rows as bf16, lda (even) apart; TC f32 or bf16.
 template <class TC>
-void gemm_tiles_bf16(const gemm_bf16_kernels& ks, dim_t N, dim_t K2, const std::uint16_t* A, dim_t lda,
+void gemm_tiles_bf16(const gemm_bf16_kernels<TC>& ks, dim_t N, dim_t K2, const std::uint16_t* A, dim_t lda,
                      const std::uint32_t* bp, TC* C, dim_t i_begin, dim_t i_end, dim_t p0, dim_t p1) {
-  float tile[gemm_max_tile];
   const std::uint16_t* rows[gemm_max_mr];
   for (dim_t p = p0; p < p1; ++p) {
     const dim_t j0 = p * ks.nr_wide;
     const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
     const int nr = static_cast<int>(std::min<dim_t>(w, N - j0));
-    const gemm_tile_bf16_fn fn = w == ks.nr_wide ? ks.wide : ks.narrow;
+    const gemm_tile_bf16_fn<TC> fn = w == ks.nr_wide ? ks.wide : ks.narrow;
     const std::uint32_t* panel = bp + j0 * K2;
     for (dim_t i0 = i_begin; i0 < i_end; i0 += ks.mr) {
       const int mr = static_cast<int>(std::min<dim_t>(ks.mr, i_end - i0));
       for (int r = 0; r < ks.mr; ++r) rows[r] = A + (i0 - i_begin + std::min(r, mr - 1)) * lda;
-      if constexpr (std::is_same_v<TC, f32>) {
-        fn(K2, rows, panel, C + i0 * N + j0, N, mr, nr);
-      } else {
-        fn(K2, rows, panel, tile, nr, mr, nr);
-        for (int r = 0; r < mr; ++r)
-          for (int j = 0; j < nr; ++j) C[(i0 + r) * N + j0 + j] = store_as<TC>(tile[r * nr + j]);
-      }
+      fn(K2, rows, panel, C + i0 * N + j0, N, mr, nr);
     }
   }
 }
@@ -478,7 +488,7 @@ void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const
 template <class TC>
 void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC* C, cpu::gemm_workspace& ws,
                      cpu::thread_pool* pool) {
-  const gemm_bf16_kernels ks = gemm_bf16_kernels_for();
+  const gemm_bf16_kernels<TC> ks = gemm_bf16_kernels_for<TC>();
   const dim_t K2 = (K + 1) / 2, lda = 2 * K2;
   const dim_t panels = gemm_panels(ks.nr_wide, ks.nr_narrow, N);
   const gemm_split s = gemm_split_for(M, N, K, ks.mr, panels, pool);
@@ -536,7 +546,8 @@ void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B
   } else {
     static_assert(std::is_same_v<compute_t<TC>, f32>);
     if (M <= 0 || N <= 0) return;
-    if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16>) {
+    if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16> &&
+                  (std::is_same_v<TC, f32> || std::is_same_v<TC, bf16>)) {
       if (isa == gemm_isa::avx512_bf16 && K > 0) return gemm_bf16_pairs(M, N, K, A, B, C, ws, pool);
     }
     gemm_f32_chains(isa, M, N, K, A, B, C, ws, pool);
