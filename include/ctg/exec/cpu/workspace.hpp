@@ -13,6 +13,7 @@ namespace ctg::cpu {
 
 struct workspace {
   std::vector<double> axis_acc;          // one per output element of an axis reduction
+  std::vector<dim_t> axis_rows, axis_start;  // its input rows grouped by output row (run_axis_reduce)
   std::vector<float> fp8_a, fp8_b, fp8_c;  // an fp8 matmul's widened operands and its f32 product
   gemm_workspace gemm;
   std::vector<gemm_workspace> batch_gemm;  // [worker]: a batched matmul's batches, one per thread at a time
