@@ -168,9 +168,8 @@ inline std::string printable(const std::string& s) {
 
 // One function per precision policy, each in its own translation unit
 // (train_f32.cpp, train_bf16.cpp, train_fp8.cpp): a policy's steps are
-// graph types of their own, and compiling all of them in one unit took
-// 180 s and 4.4 GB with g++ 12 -O3 (bench/RESULTS.md). train_fp8.cpp alone
-// takes 2 minutes, so it is built only with -DCTG_TINY_LM_FP8=ON.
+// graph types of their own, compiled in parallel (bench/RESULTS.md has each
+// unit's cost). -DCTG_TINY_LM_FP8=OFF leaves train_fp8.cpp out.
 int train_f32(const options& o, const corpus& c);
 int train_bf16(const options& o, const corpus& c);
 int train_fp8(const options& o, const corpus& c);

@@ -39,7 +39,7 @@
 namespace tiny_lm {
 namespace {
 
-// The fp8 policy's unit (train_fp8.cpp) is built only with -DCTG_TINY_LM_FP8=ON.
+// The fp8 policy's unit (train_fp8.cpp) is left out with -DCTG_TINY_LM_FP8=OFF.
 #ifndef TINY_LM_FP8
 #define TINY_LM_FP8 0
 #endif
@@ -88,7 +88,7 @@ A bad flag or value exits with code 2.
 )",
               static_cast<long long>(max_seq), static_cast<long long>(max_seq), compiled_widths_text().c_str(),
               fp8_compiled ? "(compiled in)"
-                           : "Not in this build: configure with -DCTG_TINY_LM_FP8=ON (~2 more minutes of compile)",
+                           : "Not in this build: configured with -DCTG_TINY_LM_FP8=OFF",
               static_cast<long long>(lm_config<64>::vocab));
 }
 
@@ -148,8 +148,8 @@ bool parse_flags(int argc, char** argv, options& o) {
       if (value != "f32" && value != "bf16" && value != "fp8")
         throw usage_error("--policy takes f32, bf16 or fp8, found '" + value + "'");
       if (value == "fp8" && !fp8_compiled)
-        throw usage_error("--policy fp8 is not compiled into this build: its graphs cost ~2 minutes of compile; "
-                          "configure with -DCTG_TINY_LM_FP8=ON (e.g. cmake --preset default -DCTG_TINY_LM_FP8=ON)");
+        throw usage_error("--policy fp8 is not compiled into this build (configured with -DCTG_TINY_LM_FP8=OFF); "
+                          "configure with -DCTG_TINY_LM_FP8=ON");
       o.policy = value;
     } else if (flag == "--seed") {
       char* end = nullptr;

@@ -51,7 +51,7 @@ struct outcome {
 template <class Step, class Root>
 outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed) {
   using nodes = typename Step::nodes;
-  constexpr std::size_t R = ctg::tl::index_of_v<Root, nodes>;
+  constexpr std::size_t R = ctg::tl::index_of<Root, nodes>::value;
   using info = ctg::detail::group_info<Step, R>;
   constexpr std::size_t K = info::ninputs > 0 ? info::ninputs : 1;
   constexpr std::size_t NR = info::nreductions > 0 ? info::nreductions : 1;

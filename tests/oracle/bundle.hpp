@@ -138,7 +138,7 @@ std::vector<T> tensor::as() const {
   std::vector<T> r(numel());
   std::vector<std::byte> bytes = data;
   detail::to_little(bytes.data(), r.size(), sizeof(T));  // little -> native is the same swap
-  std::memcpy(r.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(r.data(), bytes.data(), bytes.size());  // (an empty vector's data() may be null)
   return r;
 }
 
@@ -155,7 +155,7 @@ class writer {
       throw std::runtime_error("bundle: tensor '" + name + "' has " + std::to_string(values.size()) +
                                " elements but its dims hold " + std::to_string(t.numel()));
     t.data.resize(values.size() * sizeof(T));
-    std::memcpy(t.data.data(), values.data(), t.data.size());
+    if (!t.data.empty()) std::memcpy(t.data.data(), values.data(), t.data.size());
     detail::to_little(t.data.data(), values.size(), sizeof(T));
     add(std::move(t));
   }
@@ -199,7 +199,7 @@ inline std::vector<tensor> read(const std::string& path) {
   if (!f) throw std::runtime_error("bundle: cannot open " + path);
   std::vector<char> raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   std::vector<std::byte> b(raw.size());
-  std::memcpy(b.data(), raw.data(), raw.size());
+  if (!raw.empty()) std::memcpy(b.data(), raw.data(), raw.size());
   detail::cursor c(b, path);
   const std::byte* m = c.take(4);
   for (std::size_t i = 0; i < 4; ++i)

@@ -54,7 +54,7 @@ using Y = decltype(ctg::cast<ctg::f32>(H{} + F{}) + B{});
 using Loss = decltype(ctg::mean(ctg::square(Y{})));
 using Step = decltype(ctg::value_and_grad(Loss{}));
 template <class N>
-constexpr std::size_t at = ctg::tl::index_of_v<N, Step::nodes>;
+constexpr std::size_t at = ctg::tl::index_of<N, Step::nodes>::value;
 constexpr const ctg::step_description& d = ctg::description<Step>;
 
 constexpr bool same_dims(const ctg::shape_value& a, std::initializer_list<ctg::dim_t> b) {
@@ -192,13 +192,13 @@ TEST_CASE("a checkpoint region: its values are recomputed in backward, not kept,
   using Ckpt = CStep<Checkpointed>;
   constexpr const ctg::step_description& p = ctg::description<Plain>;
   constexpr const ctg::step_description& c = ctg::description<Ckpt>;
-  constexpr std::size_t m = ctg::tl::index_of_v<M1, Ckpt::nodes>;
-  constexpr std::size_t cp = ctg::tl::index_of_v<Checkpointed, Ckpt::nodes>;
+  constexpr std::size_t m = ctg::tl::index_of<M1, Ckpt::nodes>::value;
+  constexpr std::size_t cp = ctg::tl::index_of<Checkpointed, Ckpt::nodes>::value;
   // The matmul inside the region is recomputed and not kept; without the checkpoint it is kept.
   static_assert(c.node[m].region == cp && c.node[m].recomputed && !c.node[m].kept);
   static_assert(c.node[cp].checkpoint && c.node[cp].kept && !c.node[cp].recomputed);
   static_assert(c.group[c.node[m].group].recomputed && c.group[c.node[m].group].region == cp);
-  constexpr std::size_t pm = ctg::tl::index_of_v<M1, Plain::nodes>;
+  constexpr std::size_t pm = ctg::tl::index_of<M1, Plain::nodes>::value;
   static_assert(p.node[pm].kept && !p.node[pm].recomputed && p.node[pm].region == ctg::no_index);
   // As many groups recomputed as the program runs again.
   constexpr auto& prog = ctg::program<Ckpt>::table;
@@ -234,7 +234,7 @@ TEST_CASE("a stack's block is described as its own step, drawn inside the stack'
   using C = ctg::nn::checkpointing;
   using S = SStep<C::every_layer>;
   using Block = typename Stacked<C::every_layer>::backward_step;
-  constexpr std::size_t r = ctg::tl::index_of_v<Stacked<C::every_layer>, S::nodes>;
+  constexpr std::size_t r = ctg::tl::index_of<Stacked<C::every_layer>, S::nodes>::value;
   constexpr const ctg::step_description& d = ctg::description<S>;
   constexpr const ctg::step_description& b = ctg::description<Block>;
   static_assert(d.node[r].op == "stack" && d.node[r].layers == 2 && d.node[r].recomputes_layers);
@@ -314,12 +314,12 @@ TEST_CASE("every kind of node has an op name: fp8, dropout, gather and its gradi
     CAPTURE(kind);
     CHECK(seen[kind]);  // every kind but failed (no step holds one) was looked at
   }
-  constexpr std::size_t q = ctg::tl::index_of_v<Q, KStep::nodes>, lin = ctg::tl::index_of_v<Lin, KStep::nodes>;
+  constexpr std::size_t q = ctg::tl::index_of<Q, KStep::nodes>::value, lin = ctg::tl::index_of<Lin, KStep::nodes>::value;
   static_assert(k.node[q].op == "quantize" && k.node[q].dtype == "e4m3" && k.node[q].requires_grad);
   static_assert(k.node[lin].op == "fp8_matmul" && k.node[lin].dtype == "f32");
-  constexpr std::size_t mask = ctg::tl::index_of_v<ctg::tl::at_t<1, Dropped::children>, KStep::nodes>;
+  constexpr std::size_t mask = ctg::tl::index_of<ctg::tl::at_t<1, Dropped::children>, KStep::nodes>::value;
   static_assert(k.node[mask].op == "dropout_mask" && k.node[mask].name == "drop" && k.node[mask].value == 0.25);
-  constexpr std::size_t scale = ctg::tl::index_of_v<SX::scale_leaf, KStep::nodes>;
+  constexpr std::size_t scale = ctg::tl::index_of<SX::scale_leaf, KStep::nodes>::value;
   static_assert(k.node[scale].op == "state" && k.node[scale].name == "lin.x.scale" && !k.node[scale].requires_grad);
 
   const std::string dot = ctg::io::to_dot(KStep{});

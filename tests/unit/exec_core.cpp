@@ -19,7 +19,7 @@ using B = ctg::param<"b", ctg::f32, 5>;
 
 // The index of the node that roots the group producing E in Step.
 template <class Step, class E>
-constexpr std::size_t root_of = ctg::schedule<Step>::table.group[ctg::tl::index_of_v<E, typename Step::nodes>];
+constexpr std::size_t root_of = ctg::schedule<Step>::table.group[ctg::tl::index_of<E, typename Step::nodes>::value];
 
 ctg::rt_shape dims(std::initializer_list<ctg::dim_t> d) {
   ctg::rt_shape s;
@@ -69,7 +69,7 @@ TEST_CASE("a CPU group runner runs one group from hand-filled bindings") {
   using Step = decltype(ctg::forward(e));
   using nodes = Step::nodes;
   constexpr std::size_t R = root_of<Step, E>;
-  static_assert(R == ctg::tl::index_of_v<E, nodes>, "softmax(x + b) is one group");
+  static_assert(R == ctg::tl::index_of<E, nodes>::value, "softmax(x + b) is one group");
   static_assert(ctg::detail::group_info<Step, R>::ninputs == 2);
 
   const ctg::dim_t rows = 3;
@@ -78,7 +78,7 @@ TEST_CASE("a CPU group runner runs one group from hand-filled bindings") {
   for (std::size_t i = 0; i < b.size(); ++i) b[i] = 0.1f * static_cast<float>(i);
 
   ctg::bindings<nodes::size> bind;
-  constexpr std::size_t ix = ctg::tl::index_of_v<X, nodes>, ib = ctg::tl::index_of_v<B, nodes>;
+  constexpr std::size_t ix = ctg::tl::index_of<X, nodes>::value, ib = ctg::tl::index_of<B, nodes>::value;
   bind.buf[ix] = reinterpret_cast<std::byte*>(x.data());
   bind.buf[ib] = reinterpret_cast<std::byte*>(b.data());
   bind.buf[R] = reinterpret_cast<std::byte*>(out.data());

@@ -221,6 +221,26 @@ static_assert(ctg::group_count_v<decltype(ctg::forward(rmsnorm_f32(Wb{})))> == 1
 static_assert(ctg::group_count_v<decltype(ctg::forward(ctg::sum(ctg::exp(ctg::tanh(W32{}) * W32{}))))> == 1);
 static_assert(ctg::group_count_v<decltype(ctg::forward(ctg::matmul(Xf{}, W1{})))> == 1);
 
+// ------------------------------------------------------------- vertices ---
+// A node with children is a node_ref named by a hash of its definition's
+// printed name: equal expressions are one vertex, and expressions that differ
+// in anything (an operand, an op, a constant in its last bit, a dropout name
+// or probability) are different vertices.
+static_assert(std::is_same_v<decltype(ctg::exp(W32{}) * Xf{}), decltype(ctg::exp(W32{}) * Xf{})>);
+static_assert(!std::is_same_v<decltype(ctg::exp(W32{}) * Xf{}), decltype(Xf{} * ctg::exp(W32{}))>);
+static_assert(!std::is_same_v<decltype(W32{} * ctg::lit<0.1>), decltype(W32{} * ctg::lit<0.10000000000000002>)>);
+static_assert(!std::is_same_v<decltype(ctg::dropout<"a">(W32{}, ctg::lit<0.1>)),
+                              decltype(ctg::dropout<"b">(W32{}, ctg::lit<0.1>))>);
+static_assert(!std::is_same_v<decltype(ctg::dropout<"a">(W32{}, ctg::lit<0.1>)),
+                              decltype(ctg::dropout<"a">(W32{}, ctg::lit<0.2>))>);
+// Deep sharing stays cheap: 40 residual steps are 40 vertices deep, each a name of constant size.
+template <int N, class X>
+constexpr auto residuals(X x) {
+  if constexpr (N == 0) return x;
+  else return residuals<N - 1>(x + ctg::tanh(x));
+}
+static_assert(std::is_same_v<ctg::dtype_t<decltype(residuals<40>(W32{}))>, f32>);
+
 }  // namespace
 
 TEST_CASE("graph_static: the compile-time queries above were checked by the compiler") {

@@ -12,7 +12,7 @@ namespace op = ctg::op;
 using ctg::f32;
 
 template <class Step, class Node>
-constexpr std::size_t index_in = ctg::tl::index_of_v<Node, typename Step::nodes>;
+constexpr std::size_t index_in = ctg::tl::index_of<Node, typename Step::nodes>::value;
 
 // The same model twice, under different leaf names.
 template <ctg::fixed_string XName, ctg::fixed_string BName>

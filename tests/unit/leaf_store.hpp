@@ -27,7 +27,7 @@ struct leaf_store {
 
   template <class L>
   std::span<typename L::dtype> param() {
-    return std::get<ctg::tl::index_of_v<L, ctg::tl::list<Ls...>>>(values);
+    return std::get<ctg::tl::index_of<L, ctg::tl::list<Ls...>>::value>(values);
   }
   std::vector<unsigned char> bytes() const {
     std::vector<unsigned char> out;

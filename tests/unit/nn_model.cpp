@@ -34,5 +34,5 @@ TEST_CASE("a stack's type, and its compiled graphs, do not depend on the number 
   static_assert(ctg::group_count_v<decltype(ctg::value_and_grad(L2{}))> ==
                 ctg::group_count_v<decltype(ctg::value_and_grad(L4{}))>);
   // the stacked leaves carry the layer count as their leading dim
-  static_assert(ctg::tl::contains_v<ctg::param<"layers.{i}.mlp.w2", ctg::f32, 4, 6, 4>, ctg::params_t<L4>>);
+  static_assert(ctg::tl::contains<ctg::param<"layers.{i}.mlp.w2", ctg::f32, 4, 6, 4>, ctg::params_t<L4>>::value);
 }

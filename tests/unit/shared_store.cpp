@@ -69,7 +69,7 @@ TEST_CASE("an evaluation step over a training store's leaves: no copy, no state 
     eval(store, ctg::feed<X>(xe, 3));
     auto copy = ctg::make_store(dev, eval);  // every leaf the evaluation reads, copied (parameters, FP8 state)
     auto copy_leaf = [&]<class L>(std::type_identity<L>) {
-      if constexpr (!L::fed && ctg::tl::contains_v<L, decltype(eval)::nodes>) {
+      if constexpr (!L::fed && ctg::tl::contains<L, decltype(eval)::nodes>::value) {
         const auto from = store.param<L>();
         std::copy(from.begin(), from.end(), copy.param<L>().begin());
       }

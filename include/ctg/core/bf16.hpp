@@ -7,20 +7,22 @@
 #include <ctg/core/config.hpp>
 #include <ctg/core/float_bits.hpp>
 
+CTG_HOT_BEGIN
+
 namespace ctg {
 
 namespace detail {
 
 // f32 -> bf16, round-to-nearest-even; overflow rounds to infinity; any NaN
 // becomes 0x7FFF, as cuda_bf16.h's __float2bfloat16 does (host and sm_80+).
-CTG_HD constexpr std::uint16_t f32_to_bf16_bits(float f) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr std::uint16_t f32_to_bf16_bits(float f) noexcept {
   const std::uint32_t u = f32_bits(f);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFFu;
   return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
 // bf16 -> f32 is exact; NaN payloads and signs are kept (as __bfloat162float).
-CTG_HD constexpr float bf16_bits_to_f32(std::uint16_t b) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr float bf16_bits_to_f32(std::uint16_t b) noexcept {
   return f32_from_bits(static_cast<std::uint32_t>(b) << 16);
 }
 
@@ -30,13 +32,15 @@ struct bf16 {
   std::uint16_t bits;
 
   constexpr bf16() = default;
-  explicit constexpr CTG_HD bf16(float f) noexcept : bits(detail::f32_to_bf16_bits(f)) {}
-  static constexpr CTG_HD bf16 from_bits(std::uint16_t b) noexcept {
+  CTG_FORCEINLINE explicit constexpr CTG_HD bf16(float f) noexcept : bits(detail::f32_to_bf16_bits(f)) {}
+  CTG_FORCEINLINE static constexpr CTG_HD bf16 from_bits(std::uint16_t b) noexcept {
     bf16 r{};
     r.bits = b;
     return r;
   }
-  explicit constexpr CTG_HD operator float() const noexcept { return detail::bf16_bits_to_f32(bits); }
+  CTG_FORCEINLINE explicit constexpr CTG_HD operator float() const noexcept { return detail::bf16_bits_to_f32(bits); }
 };
 
 }  // namespace ctg
+
+CTG_HOT_END

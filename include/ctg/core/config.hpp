@@ -23,3 +23,19 @@
 #else
 #define CTG_NOINLINE __attribute__((noinline))
 #endif
+
+// CTG_HOT_BEGIN ... CTG_HOT_END enclose the code that runs once per element
+// (dtype conversions, element functions, group loops, the GEMM, the
+// optimizer's update). Under g++ without optimization (-O0: a Debug build,
+// the asan preset) that code is compiled with -O2 anyway, so a debug build of
+// a model can train; everything else keeps the debug flags (and -g applies
+// to all of it). -DCTG_DEBUG_KERNELS keeps the hot code at -O0 too. Other
+// compilers have no per-function optimization level: there it does nothing.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__OPTIMIZE__) && \
+    !defined(CTG_DEBUG_KERNELS)
+#define CTG_HOT_BEGIN _Pragma("GCC push_options") _Pragma("GCC optimize(\"O2\")")
+#define CTG_HOT_END _Pragma("GCC pop_options")
+#else
+#define CTG_HOT_BEGIN
+#define CTG_HOT_END
+#endif

@@ -12,7 +12,10 @@
 //    they need a scale ("ctg: fp8 needs a scale").
 #include <type_traits>
 
+#include <ctg/core/config.hpp>
 #include <ctg/core/dtypes.hpp>
+
+CTG_HOT_BEGIN
 
 namespace ctg {
 
@@ -60,3 +63,5 @@ CTG_HD CTG_FORCEINLINE constexpr C round_to(C v) {
 }
 
 }  // namespace ctg
+
+CTG_HOT_END

@@ -10,6 +10,8 @@
 #include <ctg/core/f16.hpp>
 #include <ctg/core/fp8.hpp>
 
+CTG_HOT_BEGIN
+
 namespace ctg {
 
 using f32 = float;
@@ -119,7 +121,7 @@ struct dtype_traits<e5m2> {
 // to_float: exact for the narrow types; f64 is rounded to nearest f32.
 template <class T>
   requires element_type<T>
-CTG_HD constexpr float to_float(T v) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr float to_float(T v) noexcept {
   if constexpr (std::is_same_v<T, f32>) {
     return v;
   } else {
@@ -130,7 +132,7 @@ CTG_HD constexpr float to_float(T v) noexcept {
 // from_float: round-to-nearest-even; fp8 saturates to ±max, NaN stays NaN.
 template <class T>
   requires element_type<T>
-CTG_HD constexpr T from_float(float v) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr T from_float(float v) noexcept {
   if constexpr (std::is_same_v<T, f32>) {
     return v;
   } else if constexpr (std::is_same_v<T, f64>) {
@@ -141,3 +143,5 @@ CTG_HD constexpr T from_float(float v) noexcept {
 }
 
 }  // namespace ctg
+
+CTG_HOT_END

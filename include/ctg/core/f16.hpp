@@ -7,6 +7,8 @@
 #include <ctg/core/config.hpp>
 #include <ctg/core/float_bits.hpp>
 
+CTG_HOT_BEGIN
+
 namespace ctg {
 
 namespace detail {
@@ -14,7 +16,7 @@ namespace detail {
 // f32 -> f16, round-to-nearest-even with subnormals; overflow rounds to
 // infinity (|x| >= 65520); any NaN becomes 0x7FFF, as cuda_fp16.h's
 // __float2half does.
-CTG_HD constexpr std::uint16_t f32_to_f16_bits(float f) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr std::uint16_t f32_to_f16_bits(float f) noexcept {
   const std::uint32_t u = f32_bits(f);
   const std::uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return 0x7FFFu;
@@ -25,7 +27,7 @@ CTG_HD constexpr std::uint16_t f32_to_f16_bits(float f) noexcept {
 
 // f16 -> f32 is exact; every NaN becomes 0x7FFFFFFF, as __half2float does.
 // Branch-free (selects, one unconditional f32 subtraction) so loops vectorize.
-CTG_HD constexpr float f16_bits_to_f32(std::uint16_t h) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr float f16_bits_to_f32(std::uint16_t h) noexcept {
   const std::uint32_t sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
   const std::uint32_t e = (h >> 10) & 0x1Fu;
   const std::uint32_t m = h & 0x3FFu;
@@ -43,13 +45,15 @@ struct f16 {
   std::uint16_t bits;
 
   constexpr f16() = default;
-  explicit constexpr CTG_HD f16(float f) noexcept : bits(detail::f32_to_f16_bits(f)) {}
-  static constexpr CTG_HD f16 from_bits(std::uint16_t b) noexcept {
+  CTG_FORCEINLINE explicit constexpr CTG_HD f16(float f) noexcept : bits(detail::f32_to_f16_bits(f)) {}
+  CTG_FORCEINLINE static constexpr CTG_HD f16 from_bits(std::uint16_t b) noexcept {
     f16 r{};
     r.bits = b;
     return r;
   }
-  explicit constexpr CTG_HD operator float() const noexcept { return detail::f16_bits_to_f32(bits); }
+  CTG_FORCEINLINE explicit constexpr CTG_HD operator float() const noexcept { return detail::f16_bits_to_f32(bits); }
 };
 
 }  // namespace ctg
+
+CTG_HOT_END

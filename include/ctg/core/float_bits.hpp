@@ -7,6 +7,8 @@
 
 #include <ctg/core/config.hpp>
 
+CTG_HOT_BEGIN
+
 namespace ctg::detail {
 
 // std::bit_cast is a host function; nvcc would need --expt-relaxed-constexpr
@@ -15,12 +17,12 @@ namespace ctg::detail {
 template <class To, class From>
   requires(sizeof(To) == sizeof(From) && std::is_trivially_copyable_v<To> &&
            std::is_trivially_copyable_v<From>)
-CTG_HD constexpr To hd_bit_cast(const From& from) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr To hd_bit_cast(const From& from) noexcept {
   return __builtin_bit_cast(To, from);
 }
 
-CTG_HD constexpr std::uint32_t f32_bits(float f) noexcept { return hd_bit_cast<std::uint32_t>(f); }
-CTG_HD constexpr float f32_from_bits(std::uint32_t u) noexcept { return hd_bit_cast<float>(u); }
+CTG_HD CTG_FORCEINLINE constexpr std::uint32_t f32_bits(float f) noexcept { return hd_bit_cast<std::uint32_t>(f); }
+CTG_HD CTG_FORCEINLINE constexpr float f32_from_bits(std::uint32_t u) noexcept { return hd_bit_cast<float>(u); }
 
 // The quiet NaN every narrow -> f32 conversion except bf16's returns for a
 // NaN input (what cuda_fp16.h's __half2float returns on host and device).
@@ -33,7 +35,7 @@ inline constexpr std::uint32_t f32_canonical_nan_bits = 0x7FFFFFFFu;
 // (biased exponent << M | mantissa) as if the format had more exponents, so
 // the caller decides what overflow becomes (infinity or saturation).
 template <int M, int Bias>
-CTG_HD constexpr std::uint32_t rne_magnitude(std::uint32_t a) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr std::uint32_t rne_magnitude(std::uint32_t a) noexcept {
   static_assert(M >= 1 && M <= 22 && Bias >= 1 && Bias <= 127);
   std::uint32_t e = a >> 23;  // biased f32 exponent (255 for inf: overflows)
   std::uint32_t sig = a & 0x7FFFFFu;
@@ -60,3 +62,5 @@ CTG_HD constexpr std::uint32_t rne_magnitude(std::uint32_t a) noexcept {
 }
 
 }  // namespace ctg::detail
+
+CTG_HOT_END

@@ -21,11 +21,13 @@
 #include <ctg/core/config.hpp>
 #include <ctg/core/float_bits.hpp>
 
+CTG_HOT_BEGIN
+
 namespace ctg {
 
 namespace detail {
 
-CTG_HD constexpr std::uint8_t f32_to_e4m3_bits(float f) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr std::uint8_t f32_to_e4m3_bits(float f) noexcept {
   const std::uint32_t u = f32_bits(f);
   const std::uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return 0x7Fu;  // NaN, sign dropped (as CUDA)
@@ -34,7 +36,7 @@ CTG_HD constexpr std::uint8_t f32_to_e4m3_bits(float f) noexcept {
   return static_cast<std::uint8_t>(((u >> 24) & 0x80u) | r);
 }
 
-CTG_HD constexpr std::uint8_t f32_to_e5m2_bits(float f) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr std::uint8_t f32_to_e5m2_bits(float f) noexcept {
   const std::uint32_t u = f32_bits(f);
   const std::uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return 0x7Fu;  // NaN, sign dropped (as CUDA)
@@ -45,7 +47,7 @@ CTG_HD constexpr std::uint8_t f32_to_e5m2_bits(float f) noexcept {
 
 // fp8 -> f32 is exact. Branch-free, as f16_bits_to_f32: a subnormal m * 2^(1-bias-M) is
 // computed as 2^(1-bias) * (1 + m/2^M) - 2^(1-bias), exactly.
-CTG_HD constexpr float e4m3_bits_to_f32(std::uint8_t b) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr float e4m3_bits_to_f32(std::uint8_t b) noexcept {
   const std::uint32_t sign = (static_cast<std::uint32_t>(b) & 0x80u) << 24;
   const std::uint32_t e = (b >> 3) & 0xFu;
   const std::uint32_t m = b & 0x7u;
@@ -54,7 +56,7 @@ CTG_HD constexpr float e4m3_bits_to_f32(std::uint8_t b) noexcept {
   return f32_from_bits((b & 0x7Fu) == 0x7Fu ? f32_canonical_nan_bits : (sign | f32_bits(mag)));
 }
 
-CTG_HD constexpr float e5m2_bits_to_f32(std::uint8_t b) noexcept {
+CTG_HD CTG_FORCEINLINE constexpr float e5m2_bits_to_f32(std::uint8_t b) noexcept {
   const std::uint32_t sign = (static_cast<std::uint32_t>(b) & 0x80u) << 24;
   const std::uint32_t e = (b >> 2) & 0x1Fu;
   const std::uint32_t m = b & 0x3u;
@@ -70,26 +72,26 @@ struct e4m3 {
   std::uint8_t bits;
 
   constexpr e4m3() = default;
-  explicit constexpr CTG_HD e4m3(float f) noexcept : bits(detail::f32_to_e4m3_bits(f)) {}
-  static constexpr CTG_HD e4m3 from_bits(std::uint8_t b) noexcept {
+  CTG_FORCEINLINE explicit constexpr CTG_HD e4m3(float f) noexcept : bits(detail::f32_to_e4m3_bits(f)) {}
+  CTG_FORCEINLINE static constexpr CTG_HD e4m3 from_bits(std::uint8_t b) noexcept {
     e4m3 r{};
     r.bits = b;
     return r;
   }
-  explicit constexpr CTG_HD operator float() const noexcept { return detail::e4m3_bits_to_f32(bits); }
+  CTG_FORCEINLINE explicit constexpr CTG_HD operator float() const noexcept { return detail::e4m3_bits_to_f32(bits); }
 };
 
 struct e5m2 {
   std::uint8_t bits;
 
   constexpr e5m2() = default;
-  explicit constexpr CTG_HD e5m2(float f) noexcept : bits(detail::f32_to_e5m2_bits(f)) {}
-  static constexpr CTG_HD e5m2 from_bits(std::uint8_t b) noexcept {
+  CTG_FORCEINLINE explicit constexpr CTG_HD e5m2(float f) noexcept : bits(detail::f32_to_e5m2_bits(f)) {}
+  CTG_FORCEINLINE static constexpr CTG_HD e5m2 from_bits(std::uint8_t b) noexcept {
     e5m2 r{};
     r.bits = b;
     return r;
   }
-  explicit constexpr CTG_HD operator float() const noexcept { return detail::e5m2_bits_to_f32(bits); }
+  CTG_FORCEINLINE explicit constexpr CTG_HD operator float() const noexcept { return detail::e5m2_bits_to_f32(bits); }
 };
 
 template <class T>
@@ -175,3 +177,5 @@ CTG_FP8_DENY_INCDEC(--)
 #undef CTG_FP8_NEEDS_SCALE_MSG
 
 }  // namespace ctg
+
+CTG_HOT_END

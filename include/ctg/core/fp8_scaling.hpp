@@ -35,6 +35,8 @@
 #include <ctg/core/dtype_traits.hpp>
 #include <ctg/core/float_bits.hpp>
 
+CTG_HOT_BEGIN
+
 namespace ctg::fp8_scaling {
 
 enum class amax_algo { max, most_recent };
@@ -113,3 +115,5 @@ CTG_HD constexpr float dequantize(Fmt q, float scale_inv) noexcept {
 }
 
 }  // namespace ctg::fp8_scaling
+
+CTG_HOT_END

@@ -38,6 +38,8 @@
 #include "config.hpp"
 #include "float_bits.hpp"
 
+CTG_HOT_BEGIN
+
 namespace ctg::math {
 
 #if defined(__CUDA_ARCH__)
@@ -235,3 +237,5 @@ template <class C>
 CTG_HD CTG_FORCEINLINE C sigmoid(C x) { return C(1) / (C(1) + exp(-x)); }
 
 }  // namespace ctg::math
+
+CTG_HOT_END

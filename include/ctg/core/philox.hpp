@@ -16,6 +16,8 @@
 #include <ctg/core/config.hpp>
 #include <ctg/core/hash.hpp>
 
+CTG_HOT_BEGIN
+
 namespace ctg {
 
 struct u32x4 {
@@ -75,3 +77,5 @@ CTG_HD constexpr float philox_uniform(std::uint64_t seed, std::uint32_t step, st
 CTG_HD constexpr std::uint32_t name_hash(const char* s, std::size_t n) noexcept { return fnv1a32(s, n); }
 
 }  // namespace ctg
+
+CTG_HOT_END

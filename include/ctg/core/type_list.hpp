@@ -2,6 +2,7 @@
 // Small, flat type-list utilities. Everything is a pack expansion or a fold:
 // no recursion over list length, so instantiation depth stays constant.
 #include <cstddef>
+#include <initializer_list>
 #include <type_traits>
 #include <utility>
 
@@ -20,15 +21,18 @@
 
 namespace ctg::tl {
 
-template <class... Ts>
-struct list {
-  static constexpr std::size_t size = sizeof...(Ts);
+namespace detail {
+// A list's size lives in a base named by the count alone: a static member of
+// list<Ts...> itself would be a variable whose mangled name spells the list,
+// one per list a step's passes build (core/type_list.hpp's note below).
+template <std::size_t N>
+struct list_size {
+  static constexpr std::size_t size = N;
 };
+}  // namespace detail
 
-template <class T, class List>
-inline constexpr bool contains_v = false;
-template <class T, class... Ts>
-inline constexpr bool contains_v<T, list<Ts...>> = (CTG_SAME(T, Ts) || ...);
+template <class... Ts>
+struct list : detail::list_size<sizeof...(Ts)> {};
 
 // Indexing in O(1) instantiations: overload resolution over an inheritance set.
 }  // namespace ctg::tl
@@ -55,23 +59,37 @@ struct indexed<list<Ts...>> : ::ctg::detail::type_slots<std::index_sequence_for<
 template <std::size_t I, class List>
 using at_t = typename decltype(::ctg::detail::at_impl<I>(indexed<List>{}))::type;
 
-// Position of T in a list whose elements are unique (a fold, not deduction:
-// g++ 12 crashes deducing through class-type template arguments).
 }  // namespace ctg::tl
 
+// Membership and position as types (std::bool_constant, std::integral_constant)
+// named by the return type of a function that is declared, never defined or
+// called: a variable or function template per (T, list) would be an entity
+// whose mangled name spells the whole list, and g++ mangles every entity it
+// registers, at a cost that grows with the square of the name's length (a
+// step's node list: tens of kilobytes per name, a third of a unit's time).
 namespace ctg::detail {
-template <class T, class... Ts>
-consteval std::size_t find(tl::list<Ts...>) {
-  constexpr bool hit[] = {CTG_SAME(T, Ts)..., false};
+// The position of the first true flag (the count of flags when none is).
+constexpr std::size_t first_true(std::initializer_list<bool> flags) {
   std::size_t i = 0;
-  while (i < sizeof...(Ts) && !hit[i]) ++i;
+  for (bool f : flags) {
+    if (f) return i;
+    ++i;
+  }
   return i;
 }
+template <class T, class... Ts>
+auto contained_in(tl::list<Ts...>) -> std::bool_constant<(CTG_SAME(T, Ts) || ...)>;
+template <class T, class... Ts>
+auto position_in(tl::list<Ts...>) -> std::integral_constant<std::size_t, first_true({CTG_SAME(T, Ts)...})>;
 }  // namespace ctg::detail
 
 namespace ctg::tl {
+// Is T in List: tl::contains<T, List>::value.
 template <class T, class List>
-inline constexpr std::size_t index_of_v = ::ctg::detail::find<T>(List{});
+using contains = decltype(::ctg::detail::contained_in<T>(List{}));
+// T's position in List, whose elements are unique (List's size when T is not in it).
+template <class T, class List>
+using index_of = decltype(::ctg::detail::position_in<T>(List{}));
 
 template <class List, class T>
 struct push_back;
@@ -96,7 +114,7 @@ using concat_t = typename concat<Lists...>::type;
 
 // Append T unless already present.
 template <class List, class T>
-using add_unique_t = std::conditional_t<contains_v<T, List>, List, typename push_back<List, T>::type>;
+using add_unique_t = std::conditional_t<contains<T, List>::value, List, typename push_back<List, T>::type>;
 
 // Apply a list's elements to a template.
 template <template <class...> class F, class List>

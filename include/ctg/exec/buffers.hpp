@@ -57,8 +57,8 @@ consteval bool check_fed_once() {
 }
 template <class Inputs, class F>
 consteval bool check_feed_read() {
-  static_assert(tl::contains_v<F, Inputs>, "ctg: a feed for an input this step does not read (F in the note above)");
-  return tl::contains_v<F, Inputs>;
+  static_assert(tl::contains<F, Inputs>::value, "ctg: a feed for an input this step does not read (F in the note above)");
+  return tl::contains<F, Inputs>::value;
 }
 template <class Inputs, class... Fed>
 consteval bool check_feeds() {
@@ -95,7 +95,7 @@ class step_buffers {
   static constexpr std::size_t N = nodes::size;
   static constexpr const auto& table = schedule<Key>::table;
   static constexpr const auto& prog = program<Key>::table;
-  static constexpr std::size_t first_output = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
+  static constexpr std::size_t first_output = tl::index_of<tl::at_t<0, typename Step::outputs>, nodes>::value;
   using arena = typename Backend::arena;
   using inputs = decltype(detail::fed_leaves(nodes{}));  // what a run is fed
 
@@ -184,7 +184,7 @@ class step_buffers {
   // and data are checked here, at run time.
   template <class L>
   void bind_input(const feed_t<L>& f) {
-    constexpr std::size_t i = tl::index_of_v<L, nodes>;
+    constexpr std::size_t i = tl::index_of<L, nodes>::value;
     rt_shape s = detail::static_rt(value_of<typename L::dims>());
     for (std::size_t d = 0, k = 0; d < s.rank; ++d)
       if (s.d[d] == dyn) s.d[d] = f.dyn_dims[k++];

@@ -74,11 +74,11 @@ struct fp8_state {
     auto one = [&]<class Q>(std::type_identity<Q>) {
       if constexpr (detail::is_delayed<Q>()) {
         using S = typename Q::scaling;
-        const std::size_t scale = tl::index_of_v<typename S::scale_leaf, nodes>;
+        const std::size_t scale = tl::index_of<typename S::scale_leaf, nodes>::value;
         std::size_t s = 0;
         while (s < t.states && t.state[s].scale != scale) ++s;
         if (s == t.states) {
-          t.state[t.states] = {scale, tl::index_of_v<typename S::history_leaf, nodes>, S::recipe::history,
+          t.state[t.states] = {scale, tl::index_of<typename S::history_leaf, nodes>::value, S::recipe::history,
                                Q::fp8_max, S::margin, S::recipe::algo};
           t.first[t.states++] = t.count;
         }

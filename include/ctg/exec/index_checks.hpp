@@ -49,29 +49,37 @@ struct id_check {
   const char* table = nullptr;  // a gather's table leaf name (null: a computed table)
 };
 
+// Does node N read ids whose count is known (a rule to check)?
+template <class N>
+consteval bool checks_ids() {
+  constexpr id_rule r = id_rule_of<N>();
+  return r.reads_ids && r.count != dyn;
+}
+// Node N's rule, appended at out when it has one (Key: the step's key; per
+// node, nothing is instantiated on the step's node list, core/type_list.hpp).
+template <class Key, class N>
+constexpr void append_id_check(id_check*& out) {
+  if constexpr (checks_ids<N>()) {
+    constexpr id_rule r = id_rule_of<N>();
+    using ids = tl::at_t<r.child, typename N::children>;
+    using source = typename decltype(id_source<ids>())::type;
+    id_check c{tl::index_of<source, typename step_of<Key>::nodes>::value, r, N::kind == node_kind::gather};
+    if constexpr (N::kind == node_kind::gather && is_leaf_v<tl::at_t<0, typename N::children>>)
+      c.table = tl::at_t<0, typename N::children>::name.c_str();
+    *out++ = c;
+  }
+}
+template <class Key, class... Ns>
+consteval auto make_id_checks(tl::list<Ns...>) {
+  std::array<id_check, (std::size_t(0) + ... + checks_ids<Ns>())> checks{};
+  id_check* out = checks.data();
+  (append_id_check<Key, Ns>(out), ...);
+  return checks;
+}
+
 // The rules of every node of step Key that reads ids, computed once.
 template <class Key>
-inline constexpr auto id_checks_of = []<class... Ns>(tl::list<Ns...>) {
-  using nodes = tl::list<Ns...>;
-  constexpr auto reads = []<class N>(std::type_identity<N>) {
-    constexpr id_rule r = id_rule_of<N>();
-    return r.reads_ids && r.count != dyn;
-  };
-  std::array<id_check, (std::size_t(0) + ... + reads(std::type_identity<Ns>{}))> checks{};
-  std::size_t k = 0;
-  auto one = [&]<class N>(std::type_identity<N>) {
-    if constexpr (reads(std::type_identity<N>{})) {
-      constexpr id_rule r = id_rule_of<N>();
-      using ids = tl::at_t<r.child, typename N::children>;
-      id_check c{tl::index_of_v<typename decltype(id_source<ids>())::type, nodes>, r, N::kind == node_kind::gather};
-      if constexpr (N::kind == node_kind::gather && is_leaf_v<tl::at_t<0, typename N::children>>)
-        c.table = tl::at_t<0, typename N::children>::name.c_str();
-      checks[k++] = c;
-    }
-  };
-  (one(std::type_identity<Ns>{}), ...);
-  return checks;
-}(typename step_of<Key>::nodes{});
+inline constexpr auto id_checks_of = make_id_checks<Key>(typename step_of<Key>::nodes{});
 
 // The ids of input `input` against one rule: the first one outside it is a ctg::error.
 inline void check_ids_against(const id_check& c, const char* input, const i32* ids, std::size_t n) {
@@ -97,7 +105,7 @@ template <class Key, class... Feeds>
 void check_ids(const Feeds&... feeds) {
   auto feed = [&]<class L>(const feed_t<L>& f) {
     if constexpr (index_type<typename L::dtype>) {
-      constexpr std::size_t source = tl::index_of_v<L, typename step_of<Key>::nodes>;
+      constexpr std::size_t source = tl::index_of<L, typename step_of<Key>::nodes>::value;
       for (const id_check& c : id_checks_of<Key>)
         if (c.source == source) check_ids_against(c, L::name.c_str(), f.data.data(), f.data.size());
     }

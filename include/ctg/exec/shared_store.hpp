@@ -17,6 +17,7 @@
 // type. The other steps are forward steps without dropout, and running them
 // changes no state: no step count, no FP8 scaling update (their quantizers
 // read the training step's scales), no gradient.
+#include <array>
 #include <tuple>
 #include <type_traits>
 
@@ -53,25 +54,36 @@ consteval void report_leaf_not_in_training_step() {
                 "ctg: a step sharing a training store reads a leaf the training step does not have (L in the note "
                 "above): the store holds the training step's leaves only");
 }
-// Leaf L of another step against the training step's leaves Ms.
-template <class L, class... Ms>
-consteval bool check_shared_leaf(tl::list<Ms...>) {
-  if constexpr (!stored_leaf<L>() || (std::is_same_v<L, Ms> || ...)) {
-    return true;
-  } else if constexpr (!((L::name == Ms::name) || ...)) {
-    report_leaf_not_in_training_step<L>();
-    return true;
-  } else {  // the same name, another type: the clash names both
-    (report_name_clash<L, Ms>(), ...);
-    return true;
-  }
+// The names of the leaves of the step keyed Key, in order.
+template <class Key>
+inline constexpr auto leaf_names_of = []<class... Ms>(tl::list<Ms...>) {
+  return std::array<const char*, sizeof...(Ms)>{Ms::name.c_str()...};
+}(leaves_t<typename step_of<Key>::nodes>{});
+// The position of the first of names that is name (names' size if none is).
+template <std::size_t N>
+consteval std::size_t position_of_name(const std::array<const char*, N>& names, const char* name) {
+  std::size_t i = 0;
+  while (i < N && !same_chars(names[i], name)) ++i;
+  return i;
 }
-template <class MainNodes, class Other>
+// Leaf L of another step against the leaves of the training step (keyed
+// MainKey; per leaf, nothing is named by the training step's leaf list).
+template <class MainKey, class L>
+consteval bool check_shared_leaf() {
+  using main_leaves = leaves_t<typename step_of<MainKey>::nodes>;
+  if constexpr (stored_leaf<L>() && !tl::contains<L, main_leaves>::value) {
+    constexpr std::size_t at = position_of_name(leaf_names_of<MainKey>, L::name.c_str());
+    if constexpr (at == main_leaves::size) report_leaf_not_in_training_step<L>();
+    else report_name_clash<L, tl::at_t<at, main_leaves>>();  // the same name, another type: the clash names both
+  }
+  return true;
+}
+template <class MainKey, class Other>
 consteval bool check_shares_leaves() {
   if constexpr (!check_forward_only<Other>() || !check_no_dropout<Other>()) return true;
   else
     return []<class... Ls>(tl::list<Ls...>) {
-      return (check_shared_leaf<Ls>(leaves_t<MainNodes>{}) && ...);
+      return (check_shared_leaf<MainKey, Ls>() && ...);
     }(leaves_t<typename Other::nodes>{});
 }
 }  // namespace detail
@@ -84,7 +96,7 @@ class shared_store : public basic_store<Backend, MainKey> {
  public:
   // The steps this store runs (graph_step's call operator looks here).
   using steps = tl::list<step_of<MainKey>, step_of<OtherKeys>...>;
-  static_assert((detail::check_shares_leaves<typename step_of<MainKey>::nodes, step_of<OtherKeys>>() && ...));
+  static_assert((detail::check_shares_leaves<MainKey, step_of<OtherKeys>>() && ...));
 
   shared_store() {
     std::apply([&](auto&... other) { (bind(other), ...); }, others_);
@@ -107,7 +119,7 @@ class shared_store : public basic_store<Backend, MainKey> {
   // The value of Step's first output after its last run.
   using main_store::value;
   template <class Step>
-    requires tl::contains_v<Step, steps>
+    requires tl::contains<Step, steps>::value
   auto value(const Step&) {
     return runner<Step>().value();
   }
@@ -117,17 +129,17 @@ class shared_store : public basic_store<Backend, MainKey> {
   // after a reported mistake, those that are).
   template <class OtherKey>
   void bind(basic_store<Backend, OtherKey>& other) {
-    using other_nodes = typename step_of<OtherKey>::nodes;
     [&]<class... Ns>(tl::list<Ns...>) {
-      auto one = [&]<class L>(std::type_identity<L>) {
-        if constexpr (detail::stored_leaf<L>() && tl::contains_v<L, typename main_store::nodes>)
-          other.mem_.share_leaf(tl::index_of_v<L, other_nodes>,
-                                this->mem_.param_bytes(tl::index_of_v<L, typename main_store::nodes>));
-      };
-      (one(std::type_identity<Ns>{}), ...);
-      (void)one;
-    }(other_nodes{});
+      (bind_leaf<Ns>(other), ...);
+    }(typename step_of<OtherKey>::nodes{});
     other.on_shared_leaves_ = true;
+  }
+  // One node of the other step: a stored leaf reads the training step's bytes.
+  template <class L, class OtherKey>
+  void bind_leaf(basic_store<Backend, OtherKey>& other) {
+    if constexpr (detail::stored_leaf<L>() && tl::contains<L, typename main_store::nodes>::value)
+      other.mem_.share_leaf(tl::index_of<L, typename step_of<OtherKey>::nodes>::value,
+                            this->mem_.param_bytes(tl::index_of<L, typename main_store::nodes>::value));
   }
 
   std::tuple<basic_store<Backend, OtherKeys>...> others_;

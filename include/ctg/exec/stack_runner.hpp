@@ -127,7 +127,7 @@ class stack_runner {
   }
 
  private:
-  static constexpr std::size_t block_out = tl::index_of_v<typename S::block_out, typename block_step::nodes>;
+  static constexpr std::size_t block_out = tl::index_of<typename S::block_out, typename block_step::nodes>::value;
 
 
   // Each block leaf, by node index in the block's graph and in the parent's
@@ -137,8 +137,8 @@ class stack_runner {
   };
   static constexpr auto leaf_slices = []<class... Ls>(tl::list<Ls...>) {
     return std::array<leaf_slice, sizeof...(Ls)>{
-        leaf_slice{tl::index_of_v<Ls, typename block_step::nodes>,
-                   tl::index_of_v<typename detail::stacked_leaf<S::layers, Ls>::type, typename step_of<ParentKey>::nodes>,
+        leaf_slice{tl::index_of<Ls, typename block_step::nodes>::value,
+                   tl::index_of<typename detail::stacked_leaf<S::layers, Ls>::type, typename step_of<ParentKey>::nodes>::value,
                    Ls::dims::static_numel * sizeof(typename Ls::dtype)}...};
   }(typename S::leaves{});
 
@@ -149,9 +149,9 @@ class stack_runner {
   };
   static constexpr auto param_grads = []<class... Ps>(tl::list<Ps...>) {
     return std::array<param_grad, sizeof...(Ps)>{param_grad{
-        tl::index_of_v<tl::at_t<block_step::template grad_output<Ps>, typename block_step::outputs>,
-                       typename block_step::nodes>,
-        S::grad_offset(tl::index_of_v<Ps, typename S::leaves>),
+        tl::index_of<tl::at_t<block_step::template grad_output<Ps>, typename block_step::outputs>,
+                       typename block_step::nodes>::value,
+        S::grad_offset(tl::index_of<Ps, typename S::leaves>::value),
         Ps::dims::static_numel * sizeof(typename Ps::dtype)}...};
   }(typename S::trainable{});
 
@@ -164,11 +164,11 @@ class stack_runner {
     using block_nodes = typename block_step::nodes;
     constexpr const auto& t = fp8_state<block_key>::table;
     return std::array<state_pair, states>{
-        state_pair{tl::index_of_v<typename detail::stacked_leaf<S::layers, tl::at_t<t.state[K].scale, block_nodes>>::type,
-                                  parent_nodes>,
-                   tl::index_of_v<
+        state_pair{tl::index_of<typename detail::stacked_leaf<S::layers, tl::at_t<t.state[K].scale, block_nodes>>::type,
+                                  parent_nodes>::value,
+                   tl::index_of<
                        typename detail::stacked_leaf<S::layers, tl::at_t<t.state[K].history, block_nodes>>::type,
-                       parent_nodes>}...};
+                       parent_nodes>::value}...};
   }(std::make_index_sequence<states>{});
 
   // Layer i's slice of every stacked leaf into the block's own leaves, and

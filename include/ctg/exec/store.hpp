@@ -75,10 +75,10 @@ class basic_store {
   // The values of a stored leaf (trainable, frozen or state): read, write, initialise.
   template <class L>
   std::span<typename L::dtype> param() {
-    static_assert(tl::contains_v<L, nodes>, "ctg: this leaf is not part of the step's graph");
-    static_assert(!tl::contains_v<L, nodes> || detail::stored_leaf<L>(),
+    static_assert(tl::contains<L, nodes>::value, "ctg: this leaf is not part of the step's graph");
+    static_assert(!tl::contains<L, nodes>::value || detail::stored_leaf<L>(),
                   "ctg: inputs are fed, not stored: use ctg::feed<X>");
-    return {reinterpret_cast<typename L::dtype*>(mem_.param_bytes(tl::index_of_v<L, nodes>)), L::dims::static_numel};
+    return {reinterpret_cast<typename L::dtype*>(mem_.param_bytes(tl::index_of<L, nodes>::value)), L::dims::static_numel};
   }
 
   // The gradient of L from the last successful step.
@@ -86,9 +86,9 @@ class basic_store {
   std::span<const typename L::dtype> grad() {
     constexpr bool frozen = detail::stored_leaf<L>() && L::role == leaf_role::frozen;
     static_assert(!frozen, "ctg: frozen parameter: a frozen leaf has no gradient");
-    static_assert(frozen || tl::contains_v<L, typename Step::wrt>,
+    static_assert(frozen || tl::contains<L, typename Step::wrt>::value,
                   "ctg: no gradient path: this leaf is not in the step's wrt<...>");
-    return {reinterpret_cast<const typename L::dtype*>(mem_.grad_bytes(tl::index_of_v<L, nodes>)),
+    return {reinterpret_cast<const typename L::dtype*>(mem_.grad_bytes(tl::index_of<L, nodes>::value)),
             L::dims::static_numel};
   }
 
@@ -227,7 +227,7 @@ class basic_store {
   // The buffer of output K after the last run.
   template <std::size_t K>
   const std::byte* output_bytes() const {
-    return mem_.bound().buf[tl::index_of_v<tl::at_t<K, typename Step::outputs>, nodes>];
+    return mem_.bound().buf[tl::index_of<tl::at_t<K, typename Step::outputs>, nodes>::value];
   }
 
   template <class L>
@@ -307,7 +307,7 @@ class basic_store {
   // ---------------------------------------------------------- commit ----
   float commit() {
     using T = typename tl::at_t<0, typename Step::outputs>::dtype;
-    constexpr std::size_t il = tl::index_of_v<tl::at_t<0, typename Step::outputs>, nodes>;
+    constexpr std::size_t il = tl::index_of<tl::at_t<0, typename Step::outputs>, nodes>::value;
     const std::size_t count = static_cast<std::size_t>(mem_.bound().shape[il].numel());
     std::vector<T> host(check_finite_ ? count : (count ? 1 : 0));
     Backend::download(host.data(), mem_.bound().buf[il], host.size() * sizeof(T));
@@ -340,8 +340,8 @@ class basic_store {
     std::size_t k = 0;
     auto one = [&]<class L>(std::type_identity<L>) {
       if constexpr (detail::stored_leaf<L>())
-        c[k++] = {tl::index_of_v<L, nodes>,
-                  tl::index_of_v<tl::at_t<Step::template grad_output<L>, typename Step::outputs>, nodes>,
+        c[k++] = {tl::index_of<L, nodes>::value,
+                  tl::index_of<tl::at_t<Step::template grad_output<L>, typename Step::outputs>, nodes>::value,
                   L::dims::static_numel, L::dims::static_numel * sizeof(typename L::dtype),
                   &Backend::template accumulate<typename L::dtype>};
     };

@@ -15,26 +15,41 @@ namespace ctg {
 struct no_gradient {};  // marks "no gradient reaches this node"
 
 namespace detail {
-template <class Loss, class Fwd, class N>
+template <class Loss, class N>
 consteval auto gradient_of();
 }
 
-// The gradient expression of node N, for a loss whose forward nodes are Fwd.
-template <class Loss, class Fwd, class N>
-using gradient_t = typename decltype(detail::gradient_of<Loss, Fwd, N>())::type;
+// The gradient expression of node N of Loss's graph. (What autodiff
+// instantiates per node is named by Loss and the node, never by the list of
+// Loss's nodes: see core/type_list.hpp.)
+template <class Loss, class N>
+using gradient_t = typename decltype(detail::gradient_of<Loss, N>())::type;
 
 namespace detail {
-// Who reads each forward node: for node i, the (consumer, child slot) pairs in
-// topological order of the consumer, computed once per graph as a constexpr
-// table, so finding a node's consumers costs no template instantiations.
+// Who reads each node of Loss's graph: for node i, the (consumer, child slot)
+// pairs in topological order of the consumer, computed once per graph as a
+// constexpr table, so finding a node's consumers costs no template instantiations.
 struct use {
   std::size_t consumer = 0, slot = 0;
 };
-template <class Fwd>
+struct use_edge {
+  std::size_t child, consumer, slot;
+};
+template <class C>
+inline constexpr bool passes_grad =
+    C::kind != node_kind::runtime_scalar && C::kind != node_kind::random && C::requires_grad;
+// The edges from consumer C (node c of Loss's graph) to its children.
+template <class Loss, class C>
+constexpr void append_use_edges(use_edge*& out, std::size_t c) {
+  if constexpr (passes_grad<C>)
+    [&]<class... Ks>(tl::list<Ks...>) {
+      std::size_t k = 0;
+      ((*out++ = use_edge{tl::index_of<Ks, topo_t<tl::list<Loss>>>::value, c, k++}), ...);
+    }(typename C::children{});
+}
+template <class Loss>
 struct uses_table {
-  template <class C>
-  static constexpr bool passes_grad =
-      C::kind != node_kind::runtime_scalar && C::kind != node_kind::random && C::requires_grad;
+  using Fwd = topo_t<tl::list<Loss>>;
   static constexpr std::size_t n = Fwd::size;
   static constexpr std::size_t total = []<class... Cs>(tl::list<Cs...>) {
     return (std::size_t(0) + ... + (passes_grad<Cs> ? Cs::children::size : 0));
@@ -44,22 +59,11 @@ struct uses_table {
     use entry[total + 1]{};
   };
   static constexpr table_t table = [] {
-    struct edge {
-      std::size_t child, consumer, slot;
-    };
-    edge edges[total + 1]{};
-    std::size_t e = 0;
+    use_edge edges[total + 1]{};
     [&]<class... Cs>(tl::list<Cs...>) {
+      use_edge* out = edges;
       std::size_t c = 0;
-      auto one = [&]<class C>(std::type_identity<C>) {
-        if constexpr (passes_grad<C>)
-          [&]<class... Ks>(tl::list<Ks...>) {
-            std::size_t k = 0;
-            ((edges[e++] = edge{tl::index_of_v<Ks, Fwd>, c, k++}), ...);
-          }(typename C::children{});
-        ++c;
-      };
-      (one(std::type_identity<Cs>{}), ...);
+      (append_use_edges<Loss, Cs>(out, c++), ...);
     }(Fwd{});
     table_t t;
     for (std::size_t j = 0; j < total; ++j) ++t.first[edges[j].child + 1];
@@ -72,10 +76,10 @@ struct uses_table {
 };
 
 // The contribution of one use (consumer C at index CI, through its child slot K) to N.
-template <class Loss, class Fwd, class N, std::size_t CI, std::size_t K>
+template <class Loss, class N, std::size_t CI, std::size_t K>
 consteval auto contribution() {
-  using C = tl::at_t<CI, Fwd>;
-  using G = gradient_t<Loss, Fwd, C>;
+  using C = tl::at_t<CI, topo_t<tl::list<Loss>>>;
+  using G = gradient_t<Loss, C>;
   if constexpr (CTG_SAME(G, no_gradient)) {
     return tl::list<>{};
   } else {
@@ -91,22 +95,29 @@ constexpr auto sum_contributions(tl::list<Cs...>) {
   else return (Cs{} + ...);
 }
 
-template <class Loss, class Fwd, class N>
+template <class Loss, class N>
 consteval auto gradient_of() {
   if constexpr (CTG_SAME(N, Loss)) {
     return std::type_identity<loss_seed_node<typename Loss::dtype>>{};
   } else if constexpr (!N::requires_grad) {
     return std::type_identity<no_gradient>{};
   } else {
-    constexpr auto& t = uses_table<Fwd>::table;
-    constexpr std::size_t i = tl::index_of_v<N, Fwd>, first = t.first[i];
+    constexpr auto& t = uses_table<Loss>::table;
+    constexpr std::size_t i = tl::index_of<N, topo_t<tl::list<Loss>>>::value, first = t.first[i];
     return []<std::size_t... J>(std::index_sequence<J...>) {
       using all = tl::concat_t<
-          decltype(contribution<Loss, Fwd, N, t.entry[first + J].consumer, t.entry[first + J].slot>())...>;
+          decltype(contribution<Loss, N, t.entry[first + J].consumer, t.entry[first + J].slot>())...>;
       return std::type_identity<decltype(sum_contributions(all{}))>{};
     }(std::make_index_sequence<t.first[i + 1] - first>{});
   }
 }
+}  // namespace detail
+
+namespace detail {
+template <class Root, class... Leaves>
+struct step_outputs<Root, tl::list<Leaves...>> {
+  using type = tl::list<Root, gradient_t<Root, Leaves>...>;
+};
 }  // namespace detail
 
 // ------------------------------------------------------- value_and_grad ----
@@ -148,13 +159,14 @@ consteval bool check_param_reached() {
                 "must not train, or drop the no_grad");
   return has_grad_path_v<Loss, P>;
 }
+template <class Loss, class L>
+consteval bool check_leaf_reached() {
+  if constexpr (L::role == leaf_role::param) return check_param_reached<Loss, L>();
+  else return true;
+}
 template <class Loss, class... Leaves>
 consteval bool check_params_reached(tl::list<Leaves...>) {
-  auto one = []<class L>(std::type_identity<L>) {
-    if constexpr (L::role == leaf_role::param) return check_param_reached<Loss, L>();
-    else return true;
-  };
-  return (one(std::type_identity<Leaves>{}) & ... & true);
+  return (check_leaf_reached<Loss, Leaves>() & ... & true);
 }
 }  // namespace detail
 
@@ -177,8 +189,7 @@ constexpr auto value_and_grad(Loss, wrt_t<Leaves...>) {
     static_assert(sizeof...(Leaves) > 0, "ctg: value_and_grad needs at least one leaf in wrt<...>");
     return invalid_step{};
   } else if constexpr ((detail::check_wrt_leaf<Loss, Leaves>() & ...)) {
-    using fwd = topo_t<tl::list<Loss>>;
-    return graph_step<tl::list<Loss, gradient_t<Loss, fwd, Leaves>...>, tl::list<Leaves...>>{};
+    return graph_step<node_t<Loss>, tl::list<Leaves...>>{};
   } else {
     return invalid_step{};
   }

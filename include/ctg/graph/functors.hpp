@@ -16,10 +16,13 @@
 // the graph shows it: lower/describe.hpp). Reduction functors have one too.
 #include <cstdint>
 
+#include <ctg/core/config.hpp>
 #include <ctg/core/dtypes.hpp>
 #include <ctg/core/math.hpp>
 #include <ctg/core/philox.hpp>
 #include <ctg/core/shape.hpp>
+
+CTG_HOT_BEGIN
 
 namespace ctg {
 
@@ -197,3 +200,5 @@ struct max_r {
 }  // namespace op
 
 }  // namespace ctg
+
+CTG_HOT_END

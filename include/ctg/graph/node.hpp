@@ -7,9 +7,11 @@
 //   kind           what executes it (see node_kind)
 //   requires_grad  whether a gradient flows into it
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #include <ctg/core/fixed_string.hpp>
+#include <ctg/core/hash.hpp>
 #include <ctg/core/shape.hpp>
 #include <ctg/core/type_list.hpp>
 #include <ctg/core/dtype_rules.hpp>
@@ -91,35 +93,69 @@ struct any_rg<tl::list<Cs...>> : std::bool_constant<any_requires_grad<Cs...>> {}
 // -------------------------------------------------------------- vertices ----
 //
 // A node's type names its children. Were the children the node types
-// themselves, a node's printed name would spell its whole subtree: a DAG
-// spelled as a tree, exponential in the depth of residual connections. A
-// compiler prints that name for every entity instantiated on the node, in
-// its debug information and diagnostics (a transformer's forward alone took
-// g++ -g past 10 GB). So the graph's vertices are:
+// themselves, a node's name would spell its whole subtree: a DAG spelled as
+// a tree, exponential in the depth of residual connections. A compiler
+// prints that name for every entity instantiated on the node (debug
+// information, diagnostics) and mangles it into every symbol: a transformer's
+// forward alone took g++ -g past 10 GB, and mangling, whose cost grows with
+// the square of what a name spells, took half of the FP8 model's compile time.
+// So the graph's vertices are:
 //   - childless nodes (leaves, constants, literals), as they are;
-//   - every other node as node_ref<K>: a class derived from the node's
-//     definition (so it has all its members), where K is the closure type of
-//     a lambda made for that definition. Compilers print K as
-//     "<lambda(auto:1)>", so a vertex's name has constant size, and so has a
-//     definition's, whose children are vertices too.
-// node_t<N> is N's vertex (node_t of a vertex is itself). Equal definitions
-// give one K, so equal expressions are still one node. Every op returns a
-// vertex and takes any expression.
+//   - every other node as node_ref<A, B>: a class derived from the node's
+//     definition (so it has all its members), named by a 128-bit hash of the
+//     definition's own printed name, in which the children are node_refs too.
+//     A vertex's name has constant size, whatever lies below it.
+// node_t<N> is N's vertex (node_t of a vertex is itself): equal definitions
+// give one vertex, so equal expressions are still one node. Every op returns
+// a vertex and takes any expression.
+//
+// The hash is mapped back to the definition through a friend function that
+// node_t defines when it first meets the definition (detail::define_node),
+// found by argument-dependent lookup on the hash's tag. Two definitions with
+// one hash in a translation unit would define that function twice: a compile
+// error, never a silent merge (and, at 128 bits, not a practical event).
 namespace detail {
-template <class Def>
-inline constexpr auto node_key = [](auto) { return std::type_identity<Def>{}; };
-template <class K>
-using definition_of = typename decltype(K{}(0))::type;
+struct name_hash128 {
+  std::uint64_t a = 0, b = 0;
+};
+// T's name as this compiler prints it (in __PRETTY_FUNCTION__), hashed
+// forwards and backwards with FNV-1a.
+template <class T>
+consteval name_hash128 hash_of_printed_name() {
+  constexpr std::size_t n = sizeof(__PRETTY_FUNCTION__) - 1;
+  name_hash128 h{fnv1a64(__PRETTY_FUNCTION__, n), fnv1a64_basis};
+  for (std::size_t i = n; i-- > 0;) {
+    h.b ^= static_cast<unsigned char>(__PRETTY_FUNCTION__[i]);
+    h.b *= 0x00000100000001B3ull;
+  }
+  return h;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-template-friend"  // (defined by define_node below)
+#endif
+template <std::uint64_t A, std::uint64_t B>
+struct node_tag {
+  friend constexpr auto definition_of(node_tag);
+};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+template <class Def, std::uint64_t A, std::uint64_t B>
+struct define_node {
+  friend constexpr auto definition_of(node_tag<A, B>) { return std::type_identity<Def>{}; }
+};
 }  // namespace detail
 
-template <class K>
-struct node_ref : detail::definition_of<K> {};
+template <std::uint64_t A, std::uint64_t B>
+struct node_ref : decltype(definition_of(detail::node_tag<A, B>{}))::type {};
 
 namespace detail {
 template <class N>
 inline constexpr bool is_vertex = N::children::size == 0;
-template <class K>
-inline constexpr bool is_vertex<node_ref<K>> = true;
+template <std::uint64_t A, std::uint64_t B>
+inline constexpr bool is_vertex<node_ref<A, B>> = true;
 template <class... Cs>
 consteval bool all_vertices(tl::list<Cs...>) {
   return (is_vertex<Cs> && ...);
@@ -132,7 +168,9 @@ template <class N>
 struct vertex_of<N, false> {
   static_assert(all_vertices(typename N::children{}),
                 "ctg: internal: a node's children must be graph vertices (build them with node_t<...>)");
-  using type = node_ref<std::remove_const_t<decltype(node_key<N>)>>;
+  static constexpr name_hash128 key = hash_of_printed_name<N>();
+  static_assert(sizeof(define_node<N, key.a, key.b>) > 0);  // (defines definition_of for the key)
+  using type = node_ref<key.a, key.b>;
 };
 }  // namespace detail
 

@@ -56,7 +56,7 @@ template <class Known, class List>
 struct backward_only_state;
 template <class Known, class... Ls>
 struct backward_only_state<Known, tl::list<Ls...>> {
-  using type = tl::concat_t<std::conditional_t<Ls::role == leaf_role::state && !tl::contains_v<Ls, Known>,
+  using type = tl::concat_t<std::conditional_t<Ls::role == leaf_role::state && !tl::contains<Ls, Known>::value,
                                                tl::list<Ls>, tl::list<>>...>;
 };
 
@@ -116,12 +116,10 @@ struct stack_node {
   // whose forward part is the block's output and what it reads.
   using upstream = typename detail::leaf_with_dims<"ctg.stack.upstream", typename Out::dtype, leaf_role::input,
                                                    typename Out::dims>::type;
-  using forward_step = graph_step<tl::list<Out>, tl::list<>>;
+  using forward_step = graph_step<Out, tl::list<>>;
   using vjp_loss = decltype(sum(cast<compute_t<dtype>>(Out{}) * cast<compute_t<dtype>>(upstream{})));
   using backward_step = decltype([]<class... Ps>(tl::list<Ps...>) {
-    using fwd = topo_t<tl::list<vjp_loss>>;
-    return graph_step<tl::list<vjp_loss, gradient_t<vjp_loss, fwd, carry>, gradient_t<vjp_loss, fwd, Ps>...>,
-                      tl::list<carry, Ps...>, true, Out>{};
+    return graph_step<vjp_loss, tl::list<carry, Ps...>, true, Out>{};
   }(trainable{}));
   // The block's own leaves, stored per layer: the forward's, then state only
   // the backward reads (an FP8 gradient quantizer's scale and history).

@@ -24,7 +24,7 @@ namespace detail {
 // steps (exec/shared_store.hpp: Store::steps), one of them? And what runs it.
 template <class Store, class Step>
 consteval bool store_runs() {
-  if constexpr (requires { typename Store::steps; }) return tl::contains_v<Step, typename Store::steps>;
+  if constexpr (requires { typename Store::steps; }) return tl::contains<Step, typename Store::steps>::value;
   else return std::is_same_v<typename Store::step_type, Step>;
 }
 template <class Step, class Store>
@@ -34,23 +34,35 @@ auto& runner_of(Store& store) {
 }
 }  // namespace detail
 
-// A compiled step: the graph of outputs, run by a store on some device.
-// Outputs are the loss (or the forward value) followed by the gradients.
+namespace detail {
+// A step's outputs: its root, then the gradient of the root with respect to
+// each wrt leaf (graph/autodiff.hpp defines it).
+template <class Root, class Wrt>
+struct step_outputs;
+}  // namespace detail
+
+// A compiled step, run by a store on some device: Root (the loss, or a
+// forward value) and the gradient of Root with respect to each Wrt leaf.
+// The step's type names only Root, its leaves and flags, never the backward
+// graph, which autodiff derives from them: so does every name a compiler
+// prints or mangles for the step's runtime (half the compile time went to
+// mangling names that spelled the backward graph).
 // Fuse = false gives every node its own buffer and loop: the unfused
 // reference that fused execution is tested against. The forward part of the
-// step is ForwardRoot and every node it reads (by default: the first output,
-// the loss); the rest is the backward part.
-template <class Outputs, class Wrt, bool Fuse = true, class ForwardRoot = tl::at_t<0, Outputs>>
+// step is ForwardRoot and every node it reads (by default: Root); the rest is
+// the backward part.
+template <class Root, class Wrt, bool Fuse = true, class ForwardRoot = Root>
 struct graph_step {
-  using outputs = Outputs;
+  using root = Root;
+  using outputs = typename detail::step_outputs<Root, Wrt>::type;
   using wrt = Wrt;
   using forward_root = ForwardRoot;
   static constexpr bool fuse = Fuse;
-  using nodes = topo_t<Outputs>;
+  using nodes = topo_t<outputs>;
   // The output holding the gradient of wrt leaf L (the outputs are the loss,
   // then one gradient per wrt leaf, in wrt order).
   template <class L>
-  static constexpr std::size_t grad_output = 1 + tl::index_of_v<L, Wrt>;
+  static constexpr std::size_t grad_output = 1 + tl::index_of<L, Wrt>::value;
   static_assert(detail::check_leaf_names<nodes>());  // (reports a clash itself, naming both leaves)
 
   // A store runs the steps it was made for and no other: another step on it
@@ -82,38 +94,38 @@ struct invalid_step {
 };
 
 // A step's key: a type that names the step without spelling it. A step's
-// type spells its whole graph as a tree (tens of kilobytes of text for a
-// transformer, and exponential in the depth of residual connections), and a
-// compiler prints that text for every class and function instantiated on it
-// in its debug information (g++ -g) and in its IR type names (clang). The
-// runtime (stores, group runners) is instantiated on the key instead: the
-// closure type of a lambda, which compilers print as "<lambda()>" or
-// "(lambda at ...)" and mangle compactly, and whose call returns the step.
+// type spells its root and every leaf it differentiates with respect to
+// (each leaf's name, letter by letter, in a mangled symbol), and the
+// runtime (stores, group runners, the optimizer) instantiates hundreds of
+// functions on the step: mangled with the step's type in them, their names
+// ran to 15,000 characters and mangling took ~40% of the FP8 demo unit's
+// compile time. So the runtime is instantiated on step_ref<A, B>, named by
+// the 128-bit hash of the step's printed name and mapped back the way a
+// vertex is (graph/node.hpp: node_ref). It has no members, so neither its
+// mangled name nor its debug information mentions the step.
 //   using K = step_key_t<Step>;  step_of<K> is Step (and step_of<Step> is Step too).
-//
-// The lambda returns a local class that names the step only in a member
-// typedef: were it to return std::type_identity<Step>, the closure's
-// debug-information entry would describe its call operator, whose return
-// type drags the step's whole type tree in.
+template <std::uint64_t A, std::uint64_t B>
+struct step_ref {};
+
+namespace detail {
 template <class Step>
-inline constexpr auto step_key = [] {
-  struct named_step {
-    using type [[maybe_unused]] = Step;  // read through decltype only
-  };
-  return named_step{};
+struct key_of_step {
+  static constexpr name_hash128 key = hash_of_printed_name<Step>();
+  static_assert(sizeof(define_node<Step, key.a, key.b>) > 0);  // (defines definition_of for the key)
+  using type = step_ref<key.a, key.b>;
 };
+}  // namespace detail
 template <class Step>
-using step_key_t = std::remove_const_t<decltype(step_key<Step>)>;
+using step_key_t = typename detail::key_of_step<Step>::type;
 
 namespace detail {
 template <class T>
 struct step_of_key {
   using type = T;
 };
-template <class K>
-  requires requires { typename decltype(K{}())::type; }
-struct step_of_key<K> {
-  using type = typename decltype(K{}())::type;
+template <std::uint64_t A, std::uint64_t B>
+struct step_of_key<step_ref<A, B>> {
+  using type = typename decltype(definition_of(node_tag<A, B>{}))::type;
 };
 }  // namespace detail
 template <class KeyOrStep>
@@ -147,16 +159,16 @@ concept step_store = requires(S& s, const S& cs, std::uint64_t seed, std::uint32
 };
 
 // unfused(step): the same step with no fusion (one loop and one buffer per node).
-template <class Outputs, class Wrt, bool Fuse, class ForwardRoot>
-constexpr auto unfused(graph_step<Outputs, Wrt, Fuse, ForwardRoot>) {
-  return graph_step<Outputs, Wrt, false, ForwardRoot>{};
+template <class Root, class Wrt, bool Fuse, class ForwardRoot>
+constexpr auto unfused(graph_step<Root, Wrt, Fuse, ForwardRoot>) {
+  return graph_step<Root, Wrt, false, ForwardRoot>{};
 }
 
 // forward(e): a step that only evaluates e (any shape); read it with store.value().
 template <expr E>
 constexpr auto forward(E) {
   if constexpr (detail::holds_failed(topo_t<tl::list<E>>{})) return invalid_step{};  // already reported
-  else return graph_step<tl::list<E>, tl::list<>>{};
+  else return graph_step<node_t<E>, tl::list<>>{};
 }
 
 }  // namespace ctg

@@ -7,7 +7,7 @@ namespace ctg {
 
 // ------------------------------------------------------- topological order ---
 namespace detail {
-template <class Acc, class N, bool Seen = tl::contains_v<N, Acc>>
+template <class Acc, class N, bool Seen = tl::contains<N, Acc>::value>
 struct topo_visit {
   using type = Acc;  // already listed
 };
@@ -47,24 +47,26 @@ consteval bool grad_path() {
   else return []<class... C>(tl::list<C...>) { return (has_grad_path_v<C, L> || ...); }(typename E::children{});
 }
 
+// N, when it is a trainable leaf E's gradient reaches (on E and N only: what
+// is instantiated per node must not spell the node list, core/type_list.hpp).
+template <class E, class N>
+consteval auto trained_leaf() {
+  if constexpr (is_leaf_v<N>) {
+    if constexpr (N::role == leaf_role::param) {  // (a path search only for parameters)
+      if constexpr (has_grad_path_v<E, N>) return tl::list<N>{};
+      else return tl::list<>{};
+    } else {
+      return tl::list<>{};
+    }
+  } else {
+    return tl::list<>{};
+  }
+}
 template <class E, class Nodes>
 struct trainable_leaves;
 template <class E, class... Ns>
 struct trainable_leaves<E, tl::list<Ns...>> {
-  template <class N>
-  static consteval auto keep() {
-    if constexpr (is_leaf_v<N>) {
-      if constexpr (N::role == leaf_role::param) {  // (a path search only for parameters)
-        if constexpr (has_grad_path_v<E, N>) return tl::list<N>{};
-        else return tl::list<>{};
-      } else {
-        return tl::list<>{};
-      }
-    } else {
-      return tl::list<>{};
-    }
-  }
-  using type = tl::concat_t<decltype(keep<Ns>())...>;
+  using type = tl::concat_t<decltype(trained_leaf<E, Ns>())...>;
 };
 }  // namespace detail
 
@@ -112,27 +114,30 @@ struct leaves_of<tl::list<Ns...>> {
   using type = tl::concat_t<std::conditional_t<is_leaf_v<Ns>, tl::list<Ns>, tl::list<>>...>;
 };
 
-template <class A, class B>
-consteval bool same_name_different_leaf() {
-  if constexpr (CTG_SAME(A, B)) return false;
-  else return A::name == B::name;
-}
 // The first pair (i, j), i < j, of leaves with one name (i = j = n: none).
+// The leaves of a graph are distinct types, so two of them with one name
+// clash. (Names compared as strings in one constexpr loop: no template
+// instantiation per pair.)
 struct leaf_pair {
   std::size_t a, b;
 };
+consteval bool same_chars(const char* x, const char* y) {
+  while (*x && *x == *y) ++x, ++y;
+  return *x == *y;
+}
 template <class... Ls>
 consteval leaf_pair first_name_clash(tl::list<Ls...>) {
   constexpr std::size_t n = sizeof...(Ls);
-  leaf_pair p{n, n};
-  std::size_t i = 0;
-  auto row = [&]<class A>(std::type_identity<A>) {
-    std::size_t j = 0;
-    ((p.a == n && j > i && same_name_different_leaf<A, Ls>() ? (p = {i, j}, 0) : 0, ++j), ...);
-    ++i;
-  };
-  (row(std::type_identity<Ls>{}), ...);
-  return p;
+  const char* names[] = {Ls::name.c_str()..., nullptr};
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i + 1; j < n; ++j)
+      if (same_chars(names[i], names[j])) return {i, j};
+  return {n, n};
+}
+template <class A, class B>
+consteval bool same_name_different_leaf() {
+  if constexpr (CTG_SAME(A, B)) return false;
+  else return same_chars(A::name.c_str(), B::name.c_str());
 }
 // A clash, reported in a function templated on both leaves, so that the
 // compiler's note names them.

@@ -24,34 +24,44 @@ namespace ctg::detail {
 template <class Node>
 inline constexpr bool advances_inner = Node::dims::rank > 0 && Node::dims::dims[Node::dims::rank - 1] != 1;
 
+// At most this many input buffers and inlined row reductions per fused group
+// (the tables below are this size, not the step's: constexpr tables cost
+// compile time by the element).
+inline constexpr std::size_t max_group_reads = 64;
+
 // What one group reads: its input buffers in slot order (a node's slot is
 // where the body loads it from), and the row reductions inlined into it.
-template <std::size_t N>
 struct group_reads_t {
-  std::size_t input[N]{};       // node index of each input buffer
-  std::size_t input_slot[N]{};  // node index -> its input slot
+  std::size_t input[max_group_reads]{};      // node index of each input buffer
   std::size_t ninputs = 0;
-  std::size_t reduction[N]{};   // inlined row reductions, in topological order
-  std::size_t reduction_slot[N]{};
+  std::size_t reduction[max_group_reads]{};  // inlined row reductions, in topological order
   std::size_t nreductions = 0;
   bool index_aware = false;  // some node reads its position: the loop must run by rows
+
+  constexpr std::size_t input_slot(std::size_t node) const { return find(input, ninputs, node); }
+  constexpr std::size_t reduction_slot(std::size_t node) const { return find(reduction, nreductions, node); }
+
+ private:
+  static constexpr std::size_t find(const std::size_t* a, std::size_t n, std::size_t node) {
+    std::size_t k = 0;
+    while (k < n && a[k] != node) ++k;
+    return k;
+  }
 };
 template <std::size_t N, std::size_t E>
-constexpr group_reads_t<N> group_reads(const plan_table<N, E>& t, std::size_t root) {
-  group_reads_t<N> r;
-  bool seen[N]{};
+constexpr group_reads_t group_reads(const plan_table<N, E>& t, std::size_t root) {
+  group_reads_t r;
   for (std::size_t i = 0; i <= root; ++i) {
     if (t.group[i] != root) continue;
     r.index_aware = r.index_aware || t.node[i].index_aware;
     if (i != root && t.node[i].kind == node_kind::reduce) {
-      r.reduction_slot[i] = r.nreductions;
+      if (r.nreductions == max_group_reads) throw "ctg: internal: a fused group inlines more than 64 row reductions";
       r.reduction[r.nreductions++] = i;
     }
     for (std::size_t k = 0; k < t.node[i].nchild; ++k) {
       const std::size_t c = t.child(i, k);
-      if (t.materialized[c] && !seen[c]) {
-        seen[c] = true;
-        r.input_slot[c] = r.ninputs;
+      if (t.materialized[c] && r.input_slot(c) == r.ninputs) {
+        if (r.ninputs == max_group_reads) throw "ctg: internal: a fused group reads more than 64 buffers";
         r.input[r.ninputs++] = c;
       }
     }
@@ -65,7 +75,7 @@ struct group_info {
   using sched = schedule<Step>;
   static constexpr std::size_t n = sched::size;
   static constexpr const auto& t = sched::table;
-  static constexpr group_reads_t<n> info = group_reads(t, Root);
+  static constexpr group_reads_t info = group_reads(t, Root);
   static constexpr std::size_t ninputs = info.ninputs;
   static constexpr std::size_t nreductions = info.nreductions;
   static constexpr bool index_aware = info.index_aware;
@@ -105,7 +115,7 @@ constexpr step_inputs_t<N, E> step_inputs(const plan_table<N, E>& t) {
   for (std::size_t r = 0; r < N; ++r) {
     a.first[r] = k;
     if (!t.is_group_root(r) || kind_info_of(t.node[r].kind).runs_alone) continue;
-    const group_reads_t<N> g = group_reads(t, r);
+    const group_reads_t g = group_reads(t, r);
     for (std::size_t i = 0; i < g.ninputs; ++i) a.node[k++] = g.input[i];
   }
   a.first[N] = k;

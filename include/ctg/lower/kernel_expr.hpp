@@ -24,7 +24,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <ctg/core/config.hpp>
 #include <ctg/lower/group.hpp>
+
+CTG_HOT_BEGIN
 
 namespace ctg::kernel {
 
@@ -158,21 +161,21 @@ consteval auto kernel_expr_of() {
   if constexpr (node::kind == node_kind::constant) {
     return std::type_identity<kernel::constant<node::value, T>>{};
   } else if constexpr (node::kind == node_kind::random) {
-    return std::type_identity<kernel::dropout<node::stream, node::probability, info::info.input_slot[I],
+    return std::type_identity<kernel::dropout<node::stream, node::probability, info::info.input_slot(I),
                                       advances_inner<node>>>{};
   } else if constexpr (I != R && t.materialized[I]) {
-    return std::type_identity<kernel::load<info::info.input_slot[I], T, advances_inner<node>>>{};
+    return std::type_identity<kernel::load<info::info.input_slot(I), T, advances_inner<node>>>{};
   } else if constexpr (node::kind == node_kind::reduce) {
-    return std::type_identity<kernel::local<info::info.reduction_slot[I], T>>{};
+    return std::type_identity<kernel::local<info::info.reduction_slot(I), T>>{};
   } else {
     static_assert(node::kind == node_kind::elementwise, "ctg: internal: a group body holds only elementwise nodes");
     using kop = typename kernel::name_free_op<typename node::op>::type;
     using first_child = tl::at_t<0, typename node::children>;
     if constexpr (std::is_same_v<kop, kernel::pass> && std::is_same_v<typename first_child::dtype, T>) {
-      return kernel_expr_of<Step, R, tl::index_of_v<first_child, nodes>>();  // nothing to compute, nothing to round
+      return kernel_expr_of<Step, R, tl::index_of<first_child, nodes>::value>();  // nothing to compute, nothing to round
     } else {
       return []<class... X>(tl::list<X...>) {
-        return std::type_identity<kernel::apply<kop, T, typename decltype(kernel_expr_of<Step, R, tl::index_of_v<X, nodes>>())::type...>>{};
+        return std::type_identity<kernel::apply<kop, T, typename decltype(kernel_expr_of<Step, R, tl::index_of<X, nodes>::value>())::type...>>{};
       }(typename node::children{});
     }
   }
@@ -255,3 +258,5 @@ using fused_plan_t = fused_plan<
     ctg::detail::advances_inner<tl::at_t<R, typename step_of<Step>::nodes>>, ctg::detail::group_info<Step, R>::ninputs>;
 
 }  // namespace ctg::kernel
+
+CTG_HOT_END

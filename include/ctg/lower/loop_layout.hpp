@@ -9,6 +9,8 @@
 #include <ctg/core/config.hpp>
 #include <ctg/core/shape.hpp>
 
+CTG_HOT_BEGIN
+
 namespace ctg::kernel {
 
 // Strides of a buffer of shape (rank, dims) seen from a loop of rank
@@ -62,3 +64,5 @@ struct loop_layout {
 };
 
 }  // namespace ctg::kernel
+
+CTG_HOT_END

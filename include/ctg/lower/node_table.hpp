@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include <ctg/graph/step.hpp>
 #include <ctg/graph/traits.hpp>
 
 namespace ctg {
@@ -165,43 +166,55 @@ void store_scalar_as(double v, std::byte* out) {
   std::memcpy(out, &x, sizeof x);
 }
 
-// How node N's run-time shape is found (see shape_rule).
-template <class Nodes, class N>
-constexpr void describe_shape(node_desc& d) {
-  auto from = [&](shape_rule r, std::size_t i) {
-    d.shape = r;
-    d.shape_from = i;
-  };
-  auto from_child = [&]<class M = N>(shape_rule r) { from(r, tl::index_of_v<tl::at_t<0, typename M::children>, Nodes>); };
+// What a node is, whatever step it is in: everything but its indices and
+// its role in the step (output, gradient). Computed once per node type and
+// shared by every step that holds the node.
+template <class N>
+consteval node_desc node_facts() {
+  node_desc d;
+  d.kind = N::kind;
+  d.dims = value_of<typename N::dims>();
+  d.nchild = edges_of<N>;
+  if constexpr (N::children::size > 0) d.child_dims = value_of<typename tl::at_t<0, typename N::children>::dims>();
+  if constexpr (N::kind == node_kind::reduce) d.row_reduction = N::row_reduction;
+  if constexpr (N::kind == node_kind::elementwise) {
+    d.index_aware = requires { N::op::index_aware; };
+    d.region_end = requires { N::op::region_end; };
+  }
+  d.elem_bytes = sizeof(typename N::dtype);
+  if constexpr (N::kind == node_kind::leaf) {
+    d.stored = !N::fed;
+    d.fed = N::fed;
+    d.name = N::name.c_str();
+    if constexpr (requires { N::initial_value; }) {
+      d.has_initial = true;
+      d.initial_bits = element_bits<typename N::dtype>(N::initial_value);
+    }
+  }
+  // How its run-time shape is found (see shape_rule; the source's index is the step's).
   if constexpr (N::kind == node_kind::leaf) d.shape = N::fed ? shape_rule::fed : shape_rule::static_dims;
   else if constexpr (N::kind == node_kind::constant) d.shape = shape_rule::scalar;
   else if constexpr (N::kind == node_kind::runtime_scalar) {
     d.shape = shape_rule::scalar;
     d.store_scalar = &store_scalar_as<typename N::dtype>;
-    if constexpr (N::children::size == 2) {  // a mean's 1/count (the loss seed has no children)
-      d.count_of[0] = tl::index_of_v<tl::at_t<0, typename N::children>, Nodes>;
-      d.count_of[1] = tl::index_of_v<tl::at_t<1, typename N::children>, Nodes>;
-    }
   } else if constexpr (N::kind == node_kind::random || N::kind == node_kind::quantize ||
                        N::kind == node_kind::dequantize || N::kind == node_kind::stack ||
                        N::kind == node_kind::stack_grad)
-    from_child(shape_rule::same_as);
+    d.shape = shape_rule::same_as;
   else if constexpr (N::kind == node_kind::elementwise) {
     using Op = typename N::op;
     if constexpr (requires { typename Op::like; }) {
-      if constexpr (std::is_void_v<typename Op::like>) d.shape = shape_rule::static_dims;
-      else from(shape_rule::same_as, tl::index_of_v<typename Op::like, Nodes>);
+      d.shape = std::is_void_v<typename Op::like> ? shape_rule::static_dims : shape_rule::same_as;
     } else if constexpr (requires { typename Op::result_shape; }) {
-      from_child(shape_rule::fill_dyn);  // e.g. one_hot: the op's own shape, its dyn dims its child's
+      d.shape = shape_rule::fill_dyn;  // e.g. one_hot: the op's own shape, its dyn dims its child's
     } else {
       d.shape = shape_rule::broadcast;
     }
-  } else if constexpr (N::kind == node_kind::reduce) from_child(shape_rule::fill_dyn);
+  } else if constexpr (N::kind == node_kind::reduce) d.shape = shape_rule::fill_dyn;
   else if constexpr (N::kind == node_kind::view && requires { N::part; }) {
     // a part of a stack's gradient: the stack input's shape, or a stacked leaf's
-    if constexpr (N::part == 0) from_child(shape_rule::same_as);
-    else d.shape = shape_rule::static_dims;
-  } else if constexpr (N::kind == node_kind::view) from_child(shape_rule::reshape);
+    d.shape = N::part == 0 ? shape_rule::same_as : shape_rule::static_dims;
+  } else if constexpr (N::kind == node_kind::view) d.shape = shape_rule::reshape;
   else if constexpr (N::kind == node_kind::gather) d.shape = shape_rule::gather;
   else if constexpr (N::kind == node_kind::scatter_add) d.shape = shape_rule::static_dims;
   else if constexpr (N::kind == node_kind::transpose) d.shape = shape_rule::transpose;
@@ -209,41 +222,6 @@ constexpr void describe_shape(node_desc& d) {
     static_assert(N::kind == node_kind::matmul || N::kind == node_kind::fp8_matmul);
     d.shape = shape_rule::matmul;
   }
-}
-
-template <class Nodes, class N, std::size_t E>
-constexpr void describe(plan_table<Nodes::size, E>& t, std::size_t i, std::size_t& edge, bool output, bool grad) {
-  node_desc& d = t.node[i];
-  d.kind = N::kind;
-  d.output = output;
-  d.dims = value_of<typename N::dims>();
-  t.first_child[i] = edge;
-  if constexpr (edges_of<N> > 0) {
-    [&]<class... C>(tl::list<C...>) {
-      ((t.children[edge++] = tl::index_of_v<C, Nodes>), ...);
-    }(typename N::children{});
-    d.nchild = edges_of<N>;
-  }
-  t.first_child[i + 1] = edge;
-  if constexpr (N::children::size > 0) d.child_dims = value_of<typename tl::at_t<0, typename N::children>::dims>();
-  if constexpr (N::kind == node_kind::reduce) d.row_reduction = N::row_reduction;
-  if constexpr (N::kind == node_kind::elementwise) {
-    d.index_aware = requires { N::op::index_aware; };
-    d.region_end = requires { N::op::region_end; };
-  }
-
-  d.elem_bytes = sizeof(typename N::dtype);
-  if constexpr (N::kind == node_kind::leaf) {
-    d.stored = !N::fed;
-    d.fed = N::fed;
-    d.grad = grad && !N::fed;  // (a stack carry's gradient is read from the output)
-    d.name = N::name.c_str();
-    if constexpr (requires { N::initial_value; }) {
-      d.has_initial = true;
-      d.initial_bits = element_bits<typename N::dtype>(N::initial_value);
-    }
-  }
-  describe_shape<Nodes, N>(d);
   if constexpr (N::kind == node_kind::fp8_matmul) {
     d.transpose_a = N::transpose_a;
     d.transpose_b = N::transpose_b;
@@ -252,11 +230,65 @@ constexpr void describe(plan_table<Nodes::size, E>& t, std::size_t i, std::size_
   if constexpr (N::kind == node_kind::stack) d.layers = N::layers;
   if constexpr (N::kind == node_kind::stack_grad) d.extra_bytes = N::leading_bytes;
   if constexpr (requires { N::byte_offset; }) d.byte_offset = N::byte_offset;
+  return d;
+}
+template <class N>
+inline constexpr node_desc node_facts_v = node_facts<N>();
+
+// The nodes a node's shape rule (or a mean's 1/count) reads by index: a
+// tl::list of up to two node types.
+template <class N>
+consteval auto shape_sources() {
+  if constexpr (N::kind == node_kind::runtime_scalar) return typename N::children{};  // (the seed: none)
+  else if constexpr (N::kind == node_kind::elementwise) {
+    if constexpr (requires { typename N::op::like; }) {
+      if constexpr (std::is_void_v<typename N::op::like>) return tl::list<>{};
+      else return tl::list<typename N::op::like>{};
+    } else if constexpr (requires { typename N::op::result_shape; }) {
+      return tl::list<tl::at_t<0, typename N::children>>{};
+    } else {
+      return tl::list<>{};
+    }
+  } else if constexpr (N::children::size > 0 && (N::kind == node_kind::random || N::kind == node_kind::quantize ||
+                                                 N::kind == node_kind::dequantize || N::kind == node_kind::stack ||
+                                                 N::kind == node_kind::stack_grad || N::kind == node_kind::reduce ||
+                                                 N::kind == node_kind::view)) {
+    return tl::list<tl::at_t<0, typename N::children>>{};
+  } else {
+    return tl::list<>{};
+  }
 }
 
-// The table of Step's nodes, groups not yet decided.
-template <class Step>
+// Node i of a step: its facts, then what depends on the step. (On the
+// step's key, not its node list: what is instantiated per node must not
+// spell the list in its name; see core/type_list.hpp.)
+template <class Key, class N, std::size_t Size, std::size_t E>
+constexpr void describe(plan_table<Size, E>& t, std::size_t i, std::size_t& edge, bool output, bool grad) {
+  using Nodes = typename step_of<Key>::nodes;
+  node_desc& d = t.node[i];
+  d = node_facts_v<N>;
+  d.output = output;
+  d.grad = grad && d.stored;  // (a stack carry's gradient is read from the output)
+  t.first_child[i] = edge;
+  if constexpr (edges_of<N> > 0)
+    [&]<class... C>(tl::list<C...>) {
+      ((t.children[edge++] = tl::index_of<C, Nodes>::value), ...);
+    }(typename N::children{});
+  t.first_child[i + 1] = edge;
+  [&]<class... S>(tl::list<S...>) {
+    if constexpr (N::kind == node_kind::runtime_scalar) {
+      std::size_t k = 0;
+      ((d.count_of[k++] = tl::index_of<S, Nodes>::value), ...);
+    } else {
+      ((d.shape_from = tl::index_of<S, Nodes>::value), ...);
+    }
+  }(decltype(shape_sources<N>()){});
+}
+
+// The table of the nodes of the step keyed Key, groups not yet decided.
+template <class Key>
 consteval auto describe_step() {
+  using Step = step_of<Key>;
   using nodes = typename Step::nodes;
   constexpr std::size_t E = []<class... Ns>(tl::list<Ns...>) {
     return (std::size_t(0) + ... + edges_of<Ns>);
@@ -264,9 +296,9 @@ consteval auto describe_step() {
   plan_table<nodes::size, E> p;
   [&]<class... Ns>(tl::list<Ns...>) {
     std::size_t i = 0, edge = 0;
-    ((describe<nodes, Ns, E>(p, i++, edge,
-                             tl::contains_v<Ns, typename Step::outputs> || CTG_SAME(Ns, typename Step::forward_root),
-                             tl::contains_v<Ns, typename Step::wrt>)),
+    ((describe<Key, Ns, nodes::size, E>(p, i++, edge,
+                             tl::contains<Ns, typename Step::outputs>::value || CTG_SAME(Ns, typename Step::forward_root),
+                             tl::contains<Ns, typename Step::wrt>::value)),
      ...);
   }(nodes{});
   return p;

@@ -150,7 +150,7 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
 namespace detail {
 template <class Key>
 inline constexpr program_table<step_of<Key>::nodes::size> program_of =
-    make_program(schedule_table<Key>, tl::index_of_v<typename step_of<Key>::forward_root, typename step_of<Key>::nodes>);
+    make_program(schedule_table<Key>, tl::index_of<typename step_of<Key>::forward_root, typename step_of<Key>::nodes>::value);
 }  // namespace detail
 
 // The program of a compiled step (a graph_step, or its key).

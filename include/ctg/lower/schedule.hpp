@@ -100,10 +100,10 @@ constexpr void decide_groups(plan_table<N, E>& p, bool fuse) {
   }
 }
 
-template <class Step>
+template <class Key>
 consteval auto make_schedule() {
-  auto p = describe_step<Step>();
-  decide_groups(p, Step::fuse);
+  auto p = describe_step<Key>();
+  decide_groups(p, step_of<Key>::fuse);
   return p;
 }
 }  // namespace detail
@@ -112,7 +112,7 @@ namespace detail {
 // Computed once per step, keyed by the step's key (graph/step.hpp), so that
 // the table code reads at run time is a variable with a short name.
 template <class Key>
-inline constexpr auto schedule_table = make_schedule<step_of<Key>>();
+inline constexpr auto schedule_table = make_schedule<Key>();
 }  // namespace detail
 
 // The schedule of a compiled step (a graph_step, or its key).

@@ -45,24 +45,27 @@ inline double normal_at(std::uint64_t key, std::uint64_t i) {
 
 namespace ctg::nn {
 // The values are made on the host and uploaded, so any backend's store works.
+// (One leaf per call of init_leaf, not a lambda inside the loop over the
+// step's leaves, whose name would spell them all: core/type_list.hpp.)
+template <class L, class Store>
+void init_leaf(Store& store, std::uint64_t seed, double std_dev) {
+  if constexpr (!L::fed && L::role != leaf_role::state) {  // state starts as the store made it
+    std::vector<typename L::dtype> p(L::dims::static_numel);
+    const char* name = L::name.c_str();
+    const bool scale = detail::ends_with(name, ".scale"), bias = detail::ends_with(name, ".bias");
+    const std::uint64_t key = detail::splitmix64(seed) ^ fnv1a64(name, L::name.size());
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const double v = scale ? 1.0 : bias ? 0.0 : std_dev * detail::normal_at(key, i);
+      p[i] = store_as<typename L::dtype>(v);
+    }
+    store.upload(L{}, std::span<const typename L::dtype>(p));
+  }
+}
 template <step_store Store>
 void init_params(Store& store, std::uint64_t seed, double std_dev = 0.02) {
   using nodes = typename Store::step_type::nodes;
   [&]<class... Ls>(tl::list<Ls...>) {
-    auto one = [&]<class L>(std::type_identity<L>) {
-      if constexpr (!L::fed && L::role != leaf_role::state) {  // state starts as the store made it
-        std::vector<typename L::dtype> p(L::dims::static_numel);
-        const char* name = L::name.c_str();
-        const bool scale = detail::ends_with(name, ".scale"), bias = detail::ends_with(name, ".bias");
-        const std::uint64_t key = detail::splitmix64(seed) ^ fnv1a64(name, L::name.size());
-        for (std::size_t i = 0; i < p.size(); ++i) {
-          const double v = scale ? 1.0 : bias ? 0.0 : std_dev * detail::normal_at(key, i);
-          p[i] = store_as<typename L::dtype>(v);
-        }
-        store.upload(L{}, std::span<const typename L::dtype>(p));
-      }
-    };
-    (one(std::type_identity<Ls>{}), ...);
+    (init_leaf<Ls>(store, seed, std_dev), ...);
   }(leaves_t<nodes>{});
 }
 

@@ -235,7 +235,7 @@ class adamw {
 
   // True for the leaves this optimizer keeps moments for (the step's wrt leaves).
   template <class L>
-  static constexpr bool has_state = tl::contains_v<L, trainable>;
+  static constexpr bool has_state = tl::contains<L, trainable>::value;
   // True for trainable leaves whose dtype is not f32 (they keep an f32 master copy).
   template <class L>
   static constexpr bool has_master = has_state<L> && detail::has_master_copy<typename L::dtype>;
@@ -395,7 +395,7 @@ class adamw {
     return L::dims::static_numel;
   }
   template <class L>
-  static constexpr std::size_t index = tl::index_of_v<L, trainable>;
+  static constexpr std::size_t index = tl::index_of<L, trainable>::value;
 
   // One plain message per misuse: frozen first, then "not trainable in this step".
   template <class L>
@@ -405,9 +405,9 @@ class adamw {
     if constexpr (frozen) {
       return false;
     } else {
-      static_assert(tl::contains_v<L, trainable>,
+      static_assert(tl::contains<L, trainable>::value,
                     "ctg: no optimizer state: this leaf is not trainable in this step (not in its wrt<...>)");
-      return tl::contains_v<L, trainable>;
+      return tl::contains<L, trainable>::value;
     }
   }
 

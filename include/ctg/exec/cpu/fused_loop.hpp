@@ -14,10 +14,13 @@
 // by the same operations in the same order whatever the thread count.
 #include <algorithm>
 
+#include <ctg/core/config.hpp>
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/lower/kernel_expr.hpp>
 #include <ctg/lower/loop_layout.hpp>
+
+CTG_HOT_BEGIN
 
 namespace ctg::detail {
 
@@ -259,3 +262,5 @@ void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float
 }
 
 }  // namespace ctg::cpu
+
+CTG_HOT_END

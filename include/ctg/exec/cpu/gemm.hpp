@@ -52,6 +52,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <ctg/core/config.hpp>
 #include <ctg/core/shape.hpp>
 #include <ctg/core/dtype_rules.hpp>
 #include <ctg/core/dtypes.hpp>
@@ -60,6 +61,8 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define CTG_GEMM_X86 1
 #include <immintrin.h>
+
+CTG_HOT_BEGIN
 #else
 #define CTG_GEMM_X86 0
 #endif
@@ -570,3 +573,5 @@ void gemm(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, gemm_works
 }  // namespace ctg::cpu
 
 #undef CTG_GEMM_X86
+
+CTG_HOT_END

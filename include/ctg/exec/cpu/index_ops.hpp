@@ -10,9 +10,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include <ctg/core/config.hpp>
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/lower/group.hpp>
+
+CTG_HOT_BEGIN
 
 namespace ctg::detail {
 // Elements per thread task of a copy: below two of them, one thread.
@@ -89,3 +92,5 @@ void run_scatter_add(const group_call& g, const bindings_view& b, workspace&, fl
 }
 
 }  // namespace ctg::cpu
+
+CTG_HOT_END

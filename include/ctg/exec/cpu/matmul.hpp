@@ -8,11 +8,14 @@
 // (call.child: A and B; call.root: C.)
 #include <algorithm>
 
+#include <ctg/core/config.hpp>
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/lower/loop_layout.hpp>
 #include <ctg/lower/group.hpp>
+
+CTG_HOT_BEGIN
 
 namespace ctg::detail {
 // The batches of a product C[batch..., M, N] of A[batch_a..., ., .] and
@@ -117,3 +120,5 @@ void run_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws, 
 }
 
 }  // namespace ctg::cpu
+
+CTG_HOT_END

@@ -9,11 +9,14 @@
 //   ctg::cpu::run_dequantize<Fmt, T>(call, bindings, workspace, nullptr);
 #include <cmath>
 
+#include <ctg/core/config.hpp>
 #include <ctg/core/fp8_scaling.hpp>
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/lower/group.hpp>
+
+CTG_HOT_BEGIN
 
 namespace ctg::cpu {
 
@@ -59,3 +62,5 @@ void run_dequantize(const group_call& g, const bindings_view& b, workspace&, flo
 }
 
 }  // namespace ctg::cpu
+
+CTG_HOT_END

@@ -132,9 +132,9 @@ void run_group(const bindings<N>& b, workspace& ws, float* amax = nullptr) {
 
 }  // namespace cpu
 
-template <class Outputs, class Wrt, bool Fuse>
-cpu::store<graph_step<Outputs, Wrt, Fuse>> make_store(cpu::device dev, graph_step<Outputs, Wrt, Fuse>) {
-  cpu::store<graph_step<Outputs, Wrt, Fuse>> s;
+template <class Root, class Wrt, bool Fuse>
+cpu::store<graph_step<Root, Wrt, Fuse>> make_store(cpu::device dev, graph_step<Root, Wrt, Fuse>) {
+  cpu::store<graph_step<Root, Wrt, Fuse>> s;
   s.workspace().use(dev);
   return s;
 }
