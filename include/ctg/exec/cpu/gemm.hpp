@@ -213,6 +213,10 @@ __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* co
 // chain each output runs.
 // TC: float, or bf16 (each sum rounded in registers as f32_to_bf16_bits does:
 // to nearest even, any NaN to 0x7FFF).
+// (g++ 12's intrinsics start some results from a self-initialized
+// "undefined" register, which -Wmaybe-uninitialized reports once inlined.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 template <int MR, int NV, class TC>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile_bf16(
     dim_t K2, const std::uint16_t* const* a, const std::uint32_t* b, TC* c, dim_t ldc, int mr, int nr) {
@@ -259,6 +263,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile_b
     }
   }
 }
+#pragma GCC diagnostic pop
 #endif
 
 inline gemm_kernels gemm_kernels_for(gemm_isa isa) {
