@@ -1,13 +1,24 @@
 // cpu::gemm vs the plain loop it replaces in run_matmul, on the tiny
-// transformer's shapes (f32 and bf16 operands; bf16 rounds its result to bf16).
-//   build/default/bench/bench_gemm_cpu
+// transformer's shapes (f32 and bf16 operands; bf16 rounds its result to bf16),
+// and vs OpenBLAS's cblas_sgemm (when CMake found it: Debian's libopenblas-dev,
+// a benchmark peer only) at 1024^3 and the realistic transformer's shapes,
+// one thread each (openblas_set_num_threads(1)). gemm_bf16 uses vdpbf16ps where
+// the CPU has AVX512-BF16; gemm_bf16_widened is the f32 path it replaces.
+// gemm_*_threads2: the same call on a 2-thread cpu::thread_pool.
+//   build/default/bench/bench_gemm_cpu --benchmark_filter=1024
 // Counter GFLOP: 2*M*N*K*batch per second (printed as GFLOP=x/s).
 #include <benchmark/benchmark.h>
 
 #include <ctg/core/dtypes.hpp>
 #include <ctg/exec/cpu/gemm.hpp>
 #include <random>
+#include <type_traits>
 #include <vector>
+
+#if CTG_BENCH_HAVE_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);
+#endif
 
 namespace {
 
@@ -36,8 +47,10 @@ std::vector<T> random_values(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
+enum class impl { naive, gemm, gemm_widened, gemm_threads2, openblas };
+
 // Args: M, N, K, batch (independent matrices, as in batched attention).
-template <class T, bool Packed>
+template <class T, impl I>
 void BM_gemm(benchmark::State& state) {
   const dim_t M = state.range(0), N = state.range(1), K = state.range(2), batch = state.range(3);
   const auto a = random_values<T>(static_cast<std::size_t>(batch * M * K), 1);
@@ -45,13 +58,26 @@ void BM_gemm(benchmark::State& state) {
   std::vector<T> c(static_cast<std::size_t>(batch * M * N));
   std::vector<float> acc(static_cast<std::size_t>(N));
   ctg::cpu::gemm_workspace ws;
+  ctg::cpu::thread_pool pool(2);
+#if CTG_BENCH_HAVE_OPENBLAS
+  openblas_set_num_threads(1);
+#endif
   for (auto _ : state) {
     for (dim_t i = 0; i < batch; ++i) {
       const T* ai = a.data() + i * M * K;
       const T* bi = b.data() + i * K * N;
       T* ci = c.data() + i * M * N;
-      if constexpr (Packed) ctg::cpu::gemm(M, N, K, ai, bi, ci, ws);
-      else naive_matmul(M, N, K, ai, bi, ci, acc);
+      if constexpr (I == impl::gemm) ctg::cpu::gemm(M, N, K, ai, bi, ci, ws);
+      else if constexpr (I == impl::gemm_widened)
+        ctg::detail::gemm_with(ctg::detail::gemm_isa::avx512, M, N, K, ai, bi, ci, ws);
+      else if constexpr (I == impl::gemm_threads2) ctg::cpu::gemm(M, N, K, ai, bi, ci, ws, &pool);
+      else if constexpr (I == impl::naive) naive_matmul(M, N, K, ai, bi, ci, acc);
+#if CTG_BENCH_HAVE_OPENBLAS
+      else if constexpr (I == impl::openblas && std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
+                    static_cast<int>(K), 1.0f, ai, static_cast<int>(K), bi, static_cast<int>(N), 0.0f, ci,
+                    static_cast<int>(N));
+#endif
     }
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
@@ -76,10 +102,33 @@ void shapes(benchmark::internal::Benchmark* b) {
       ->Unit(benchmark::kMicrosecond);
 }
 
-BENCHMARK(BM_gemm<ctg::f32, false>)->Name("naive_f32")->Apply(shapes);
-BENCHMARK(BM_gemm<ctg::f32, true>)->Name("gemm_f32")->Apply(shapes);
-BENCHMARK(BM_gemm<ctg::bf16, false>)->Name("naive_bf16")->Apply(shapes);
-BENCHMARK(BM_gemm<ctg::bf16, true>)->Name("gemm_bf16")->Apply(shapes);
+// 1024^3, and the realistic transformer's products (bench/realistic_lm_step.cpp:
+// 1024 tokens, width 256, SwiGLU 688; per-head projections and attention over
+// 64 (batch, head) pairs of 128 x 32).
+void big_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({1024, 1024, 1024, 1})
+      ->Args({1024, 688, 256, 1})
+      ->Args({1024, 256, 688, 1})
+      ->Args({256, 688, 1024, 1})
+      ->Args({128, 32, 256, 64})
+      ->Args({128, 128, 32, 64})
+      ->ArgNames({"M", "N", "K", "batch"})
+      ->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(BM_gemm<ctg::f32, impl::naive>)->Name("naive_f32")->Apply(shapes);
+BENCHMARK(BM_gemm<ctg::f32, impl::gemm>)->Name("gemm_f32")->Apply(shapes);
+BENCHMARK(BM_gemm<ctg::bf16, impl::naive>)->Name("naive_bf16")->Apply(shapes);
+BENCHMARK(BM_gemm<ctg::bf16, impl::gemm>)->Name("gemm_bf16")->Apply(shapes);
+
+BENCHMARK(BM_gemm<ctg::f32, impl::gemm>)->Name("big/gemm_f32")->Apply(big_shapes);
+#if CTG_BENCH_HAVE_OPENBLAS
+BENCHMARK(BM_gemm<ctg::f32, impl::openblas>)->Name("big/openblas_sgemm")->Apply(big_shapes);
+#endif
+BENCHMARK(BM_gemm<ctg::bf16, impl::gemm>)->Name("big/gemm_bf16")->Apply(big_shapes);
+BENCHMARK(BM_gemm<ctg::bf16, impl::gemm_widened>)->Name("big/gemm_bf16_widened")->Apply(big_shapes);
+BENCHMARK(BM_gemm<ctg::f32, impl::gemm_threads2>)->Name("big/gemm_f32_threads2")->Apply(big_shapes);
+BENCHMARK(BM_gemm<ctg::bf16, impl::gemm_threads2>)->Name("big/gemm_bf16_threads2")->Apply(big_shapes);
 
 }  // namespace
 BENCHMARK_MAIN();

@@ -1,4 +1,6 @@
 // CPU backend: fused vs materialized-per-op vs Eigen, and softmax fwd+bwd.
+// The argument of the ctg runs is the thread count (cpu::device{threads});
+// Eigen's expressions run on one thread.
 //   build/default/bench/bench_graph_cpu
 #include <benchmark/benchmark.h>
 
@@ -31,8 +33,7 @@ std::vector<float> random_floats(std::size_t n, float lo, float hi) {
 template <class Step>
 void run_chain(benchmark::State& state, Step step) {
   const auto xs = random_floats(chain_n, -3.0f, 3.0f);
-  ctg::cpu::device dev;
-  auto store = ctg::make_store(dev, step);
+  auto store = ctg::make_store(ctg::cpu::device{static_cast<unsigned>(state.range(0))}, step);
   for (auto _ : state) {
     step(store, ctg::feed<X>(xs, chain_n));
     benchmark::DoNotOptimize(store.value().data());
@@ -43,8 +44,11 @@ void run_chain(benchmark::State& state, Step step) {
 
 void BM_chain_fused(benchmark::State& state) { run_chain(state, ctg::forward(chain())); }
 void BM_chain_materialized(benchmark::State& state) { run_chain(state, ctg::unfused(ctg::forward(chain()))); }
-BENCHMARK(BM_chain_fused)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_chain_materialized)->Unit(benchmark::kMillisecond)->UseRealTime();
+void threads(benchmark::internal::Benchmark* b) {
+  b->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+BENCHMARK(BM_chain_fused)->Apply(threads);
+BENCHMARK(BM_chain_materialized)->Apply(threads);
 
 #if CTG_BENCH_HAVE_EIGEN
 void BM_chain_eigen(benchmark::State& state) {
@@ -66,8 +70,7 @@ using SW = ctg::param<"w", ctg::f32, 4096, 4096>;
 using SR = ctg::frozen<"r", ctg::f32, 4096, 4096>;
 void BM_softmax_fwd_bwd_4096(benchmark::State& state) {
   auto step = ctg::value_and_grad(ctg::sum(ctg::softmax(SW{}) * SR{}), ctg::wrt<SW>);
-  ctg::cpu::device dev;
-  auto store = ctg::make_store(dev, step);
+  auto store = ctg::make_store(ctg::cpu::device{static_cast<unsigned>(state.range(0))}, step);
   const auto w = random_floats(4096 * 4096, -4.0f, 4.0f), r = random_floats(4096 * 4096, -1.0f, 1.0f);
   std::copy(w.begin(), w.end(), store.param<SW>().begin());
   std::copy(r.begin(), r.end(), store.param<SR>().begin());
@@ -75,18 +78,17 @@ void BM_softmax_fwd_bwd_4096(benchmark::State& state) {
   state.counters["groups"] = static_cast<double>(ctg::group_count_v<decltype(step)>);
   state.SetItemsProcessed(state.iterations() * 4096 * 4096);
 }
-BENCHMARK(BM_softmax_fwd_bwd_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_softmax_fwd_bwd_4096)->Apply(threads);
 
 void BM_softmax_fwd_4096(benchmark::State& state) {
   auto step = ctg::forward(ctg::softmax(SW{}));
-  ctg::cpu::device dev;
-  auto store = ctg::make_store(dev, step);
+  auto store = ctg::make_store(ctg::cpu::device{static_cast<unsigned>(state.range(0))}, step);
   const auto w = random_floats(4096 * 4096, -4.0f, 4.0f);
   std::copy(w.begin(), w.end(), store.param<SW>().begin());
   for (auto _ : state) benchmark::DoNotOptimize(step(store));
   state.SetItemsProcessed(state.iterations() * 4096 * 4096);
 }
-BENCHMARK(BM_softmax_fwd_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_softmax_fwd_4096)->Apply(threads);
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -6,8 +6,12 @@
 # The build and the tests need these (the default preset configures tests and benchmarks,
 # so the demo needs them too). python3-torch is the PyTorch the oracle tests compare against
 # (tests/oracle; importable by /usr/bin/python3 only). graphviz's `dot` draws a step's graph
-# (scripts/demo --graph, and the test graph.dot_render).
-CTG_DEBIAN_PACKAGES=(cmake g++ doctest-dev libbenchmark-dev libeigen3-dev python3-torch graphviz)
+# (scripts/demo --graph, and the test graph.dot_render). libopenblas0-pthread makes
+# libblas.so.3 OpenBLAS, so Debian's PyTorch (built with BLAS_INFO=generic) is a fair peer in
+# bench/vs_pytorch_cpu.py rather than netlib's reference BLAS; libopenblas-dev gives
+# bench_gemm_cpu its OpenBLAS side (cblas.h).
+CTG_DEBIAN_PACKAGES=(cmake g++ doctest-dev libbenchmark-dev libeigen3-dev python3-torch graphviz libopenblas0-pthread
+  libopenblas-dev)
 
 ctg_install_missing_deps() {
   local who="${1:-ctg}"

@@ -1,13 +1,15 @@
 // cpu::gemm: accuracy against a double-precision reference (error bound from K
 // and the unit roundoff), bit-exactness against the documented f32 FMA chain
-// for every kernel set this CPU has, and independence from alignment and from
-// the workspace's history.
+// for every kernel set this CPU has (and against the vdpbf16ps pair chain for
+// bf16 x bf16 where the CPU has AVX512-BF16), and independence from
+// alignment, from the workspace's history and from the number of threads.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -206,4 +208,67 @@ TEST_CASE("gemm: a non-finite input reaches only its own row and column") {
       INFO("(", i, ",", j, ")");
       CHECK(std::isfinite(c[i * s.n + j]) == (i != 8 && j != 16));
     }
+}
+
+TEST_CASE("gemm: bf16 x bf16 on AVX512-BF16 is bit for bit the documented pair chain (vdpbf16ps)") {
+  if (!ctg::detail::gemm_isa_available(gemm_isa::avx512_bf16)) {
+    MESSAGE("this CPU has no AVX512-BF16: bf16 products use the f32 chain (tested above)");
+    return;
+  }
+  CHECK(ctg::detail::gemm_best_isa() == gemm_isa::avx512_bf16);
+  auto check = [](mnk s, std::vector<ctg::bf16> a, std::vector<ctg::bf16> b) {
+    std::vector<ctg::bf16> want(static_cast<std::size_t>(s.m * s.n)), got(want.size());
+    std::vector<float> want32(want.size()), got32(want.size());
+    ctg::detail::gemm_bf16_pairs_reference(s.m, s.n, s.k, a.data(), b.data(), want.data());
+    ctg::detail::gemm_bf16_pairs_reference(s.m, s.n, s.k, a.data(), b.data(), want32.data());
+    ctg::cpu::gemm_workspace ws;
+    ctg::detail::gemm_with(gemm_isa::avx512_bf16, s.m, s.n, s.k, a.data(), b.data(), got.data(), ws);
+    ctg::detail::gemm_with(gemm_isa::avx512_bf16, s.m, s.n, s.k, a.data(), b.data(), got32.data(), ws);
+    std::size_t bad = 0;
+    for (std::size_t e = 0; e < want.size(); ++e) bad += (got[e].bits != want[e].bits) + (bits(got32[e]) != bits(want32[e]));
+    INFO(str(s));
+    CHECK(bad == 0);
+  };
+  for (mnk s : shapes) {
+    if (s.k == 0) continue;
+    check(s, random_values<ctg::bf16>(static_cast<std::size_t>(s.m * s.k), 9),
+          random_values<ctg::bf16>(static_cast<std::size_t>(s.k * s.n), 10));
+  }
+  SUBCASE("subnormal operands read as zero, subnormal partial sums flush to zero") {
+    const mnk s{9, 33, 7};
+    auto a = random_values<ctg::bf16>(static_cast<std::size_t>(s.m * s.k), 11);
+    auto b = random_values<ctg::bf16>(static_cast<std::size_t>(s.k * s.n), 12);
+    for (std::size_t e = 0; e < a.size(); e += 3) a[e].bits = static_cast<std::uint16_t>(0x0001 + e % 0x7f);  // subnormal
+    for (std::size_t e = 0; e < b.size(); e += 5) b[e] = ctg::bf16(std::ldexp(1.0f, -70));  // products ~1e-21 * tiny
+    for (std::size_t e = 1; e < a.size(); e += 7) a[e] = ctg::bf16(std::ldexp(1.0f, -60));  // 2^-130: subnormal sums
+    check(s, a, b);
+  }
+}
+
+TEST_CASE("gemm: the same bits on a thread pool, every kernel set and dtype combination") {
+  ctg::cpu::thread_pool pool(3);
+  auto same = [&]<class TA, class TB, class TC>(mnk s, gemm_isa isa, std::type_identity<TA>, std::type_identity<TB>,
+                                                std::type_identity<TC>) {
+    const auto a = random_values<TA>(static_cast<std::size_t>(s.m * s.k), 13);
+    const auto b = random_values<TB>(static_cast<std::size_t>(s.k * s.n), 14);
+    std::vector<TC> one(static_cast<std::size_t>(s.m * s.n)), many(one.size());
+    ctg::cpu::gemm_workspace ws, ws2;
+    ctg::detail::gemm_with(isa, s.m, s.n, s.k, a.data(), b.data(), one.data(), ws);
+    ctg::detail::gemm_with(isa, s.m, s.n, s.k, a.data(), b.data(), many.data(), ws2, &pool);
+    std::size_t bad = 0;
+    for (std::size_t e = 0; e < one.size(); ++e) bad += bits(one[e]) != bits(many[e]);
+    INFO(str(s), " isa ", static_cast<int>(isa));
+    CHECK(bad == 0);
+  };
+  const std::size_t before = pool.shared_runs();
+  for (mnk s : {mnk{513, 172, 64}, mnk{64, 700, 129}, mnk{1000, 17, 300}, mnk{33, 65, 1025}}) {
+    for (gemm_isa isa : {gemm_isa::portable, gemm_isa::avx2, gemm_isa::avx512, gemm_isa::avx512_bf16}) {
+      if (!ctg::detail::gemm_isa_available(isa)) continue;
+      same(s, isa, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});
+      same(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{});
+      same(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::f32>{});
+      same(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});
+    }
+  }
+  CHECK(pool.shared_runs() > before);
 }

@@ -111,6 +111,7 @@ class shared_store : public basic_store<Backend, MainKey> {
     } else {
       auto& r = std::get<basic_store<Backend, step_key_t<Step>>>(others_);
       r.key_ = this->key_;
+      if constexpr (requires { r.ws_.follow(this->ws_); }) r.ws_.follow(this->ws_);  // (the CPU's threads)
       return r;
     }
   }
@@ -153,7 +154,9 @@ auto make_store(Device dev, Main main, Other, More...) {
     return invalid_store{};  // (already reported)
   } else {
     using backend = typename decltype(make_store(dev, main))::backend_type;
-    return shared_store<backend, step_key_t<Main>, step_key_t<Other>, step_key_t<More>...>{};
+    shared_store<backend, step_key_t<Main>, step_key_t<Other>, step_key_t<More>...> s;
+    if constexpr (requires { s.workspace().use(dev); }) s.workspace().use(dev);  // (the CPU's threads)
+    return s;
   }
 }
 

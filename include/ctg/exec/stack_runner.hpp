@@ -55,6 +55,7 @@ class stack_runner {
   void plan(Parent& p) {
     const auto& b = p.mem_.bound();
     const auto* in = reinterpret_cast<const typename S::dtype*>(b.buf[Parent::table.child(R, 0)]);
+    if constexpr (requires { block_.ws_.follow(p.ws_); }) block_.ws_.follow(p.ws_);  // (the CPU's threads)
     kept_stride_ = align_up(block_.plan(feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in)));
     kept_.reserve(kept_stride_ * layers_kept + 64);
   }

@@ -134,6 +134,9 @@ class basic_store {
   std::uint32_t steps_run() const { return key_.step; }
   void set_steps_run(std::uint32_t n) { key_.step = n; }
 
+  // The backend's scratch (the CPU's holds the store's threads).
+  typename Backend::workspace& workspace() { return ws_; }
+
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
   void check_finite(bool on) { check_finite_ = on; }
 

@@ -6,6 +6,12 @@
 // equal groups of any steps share them:
 //
 //   ctg::cpu::run_fused<kernel::fused_plan_t<Step, R>>(call, bindings, workspace, nullptr);
+//
+// Threads (the workspace's pool) take fixed pieces: blocks of elements
+// (multiples of 16: the vector blocks of one thread's loop), blocks of rows,
+// and for a reduction over other axes blocks of output rows, each over the
+// input rows that reach it in row order. No reduction is split, so every value is computed
+// by the same operations in the same order whatever the thread count.
 #include <algorithm>
 
 #include <ctg/core/config.hpp>
@@ -42,79 +48,145 @@ struct cpu_fused_group {
     return l;
   }
 
+  // Row reduction R's combination of the row's L elements, in order (as
+  // R::combine_in_order): the elements are evaluated 16 at a time into a
+  // buffer (that loop vectorizes: exp, tanh, ... run in SIMD registers), then
+  // combined one by one in f64 in the same order, so the result is the same.
+  template <class R>
+  static CTG_FORCEINLINE double combine_row(const ctx& c, dim_t L) {
+    using Op = typename R::op;
+    using X = typename R::child;
+    using V = decltype(X::value(c, dim_t(0)));
+    double acc = Op::template identity<double>();
+    dim_t j = 0;
+    for (; j + 16 <= L; j += 16) {
+      V v[16];
+#pragma GCC ivdep
+      for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
+      for (dim_t u = 0; u < 16; ++u) acc = Op::combine(acc, static_cast<double>(v[u]));
+    }
+    for (; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
+    return acc;
+  }
+
   // The row's inlined reductions, in slot order (a later one may read an earlier one).
   template <class... Rs>
   static CTG_FORCEINLINE void inline_reductions([[maybe_unused]] ctx& c, [[maybe_unused]] dim_t L, tl::list<Rs...>) {
-    ((c.local[Rs::slot] = Rs::value_of(Rs::combine_in_order(c, L), L)), ...);
+    ((c.local[Rs::slot] = Rs::value_of(combine_row<Rs>(c, L), L)), ...);
   }
 
-  // L outputs of the body, in blocks of 16 with no loop-carried dependence:
-  // the inlined expression vectorizes (outputs never alias the group's inputs).
-  static CTG_FORCEINLINE void write_row(const ctx& c, T* o, dim_t L) {
-    dim_t j = 0;
-    for (; j + 16 <= L; j += 16) {
+  // Outputs j0 .. j1-1 of the body (j0 a multiple of 16), in blocks of 16
+  // with no loop-carried dependence: the inlined expression vectorizes
+  // (outputs never alias the group's inputs).
+  static CTG_FORCEINLINE void write_range(const ctx& c, T* o, dim_t j0, dim_t j1) {
+    dim_t j = j0;
+    for (; j + 16 <= j1; j += 16) {
 #pragma GCC ivdep
       for (dim_t u = 0; u < 16; ++u) o[j + u] = store_as<T>(body::value(c, j + u));
     }
-    for (; j < L; ++j) o[j] = store_as<T>(body::value(c, j));
+    for (; j < j1; ++j) o[j] = store_as<T>(body::value(c, j));
   }
+  static CTG_FORCEINLINE void write_row(const ctx& c, T* o, dim_t L) { write_range(c, o, 0, L); }
 };
+
+// Elements per thread task (a multiple of 16): below two of them, one thread.
+inline constexpr dim_t cpu_task_elements = 16384;
+
+// Rows [0, rows) of row_length L in tasks of whole rows, f(row_begin, row_end)
+// on the pool when there is one and the work is worth it.
+template <class F>
+void cpu_row_tasks(cpu::thread_pool* pool, dim_t rows, dim_t L, F&& f) {
+  const dim_t per = std::max<dim_t>(1, cpu_task_elements / std::max<dim_t>(L, 1));
+  const dim_t tasks = (rows + per - 1) / per;
+  if (!pool || tasks < 2) {
+    f(dim_t(0), rows);
+    return;
+  }
+  auto task = [&](std::size_t t, unsigned) {
+    const dim_t r0 = static_cast<dim_t>(t) * per;
+    f(r0, std::min(rows, r0 + per));
+  };
+  pool->for_each(static_cast<std::size_t>(tasks), task);
+}
 
 }  // namespace ctg::detail
 
 namespace ctg::cpu {
 // Every element in one pass (all inputs have the output's shape).
 template <class Plan>
-void run_flat(const group_call& g, const bindings_view& b) {
+void run_flat(const group_call& g, const bindings_view& b, thread_pool* pool = nullptr) {
   using F = detail::cpu_fused_group<Plan>;
   typename F::ctx c;
   F::layout(g, b, c);  // fills the context; every base stays 0
   const dim_t total = b.shape[g.iteration].numel();
-  F::write_row(c, b.template as<typename F::T>(g.root), total);
+  typename F::T* out = b.template as<typename F::T>(g.root);
+  constexpr dim_t per = detail::cpu_task_elements;
+  const dim_t tasks = (total + per - 1) / per;
+  if (!pool || tasks < 2) {
+    F::write_row(c, out, total);
+    return;
+  }
+  auto task = [&](std::size_t t, unsigned) {
+    const dim_t j0 = static_cast<dim_t>(t) * per;
+    F::write_range(c, out, j0, std::min(total, j0 + per));
+  };
+  pool->for_each(static_cast<std::size_t>(tasks), task);
 }
 
 // Row by row along the last dim: the row's reductions first, then its elements.
 template <class Plan>
-void run_rows(const group_call& g, const bindings_view& b) {
+void run_rows(const group_call& g, const bindings_view& b, thread_pool* pool = nullptr) {
   using F = detail::cpu_fused_group<Plan>;
-  typename F::ctx c;
-  const auto layout = F::layout(g, b, c);
+  typename F::ctx c0;
+  const auto layout = F::layout(g, b, c0);
   const dim_t L = layout.row_length(), rows = L ? layout.rows() : 0;
   typename F::T* out = b.template as<typename F::T>(g.root);
-  for (dim_t row = 0; row < rows; ++row) {
-    layout.enter_row(c, row);
-    F::inline_reductions(c, L, typename Plan::reductions{});
-    F::write_row(c, out + row * L, L);
-  }
+  detail::cpu_row_tasks(pool, rows, L, [&](dim_t r0, dim_t r1) {
+    typename F::ctx c = c0;
+    for (dim_t row = r0; row < r1; ++row) {
+      layout.enter_row(c, row);
+      F::inline_reductions(c, L, typename Plan::reductions{});
+      F::write_row(c, out + row * L, L);
+    }
+  });
 }
 
 // Row by row, the root reducing each row to one value (an empty row gives
 // the reduction's value over nothing: sum 0, mean NaN, max -inf).
 template <class Plan>
-void run_row_reduce(const group_call& g, const bindings_view& b) {
+void run_row_reduce(const group_call& g, const bindings_view& b, thread_pool* pool = nullptr) {
   using F = detail::cpu_fused_group<Plan>;
   using rr = typename F::root_reduction;
-  typename F::ctx c;
-  const auto layout = F::layout(g, b, c);
+  typename F::ctx c0;
+  const auto layout = F::layout(g, b, c0);
   const dim_t L = layout.row_length(), rows = layout.rows();
   typename F::T* out = b.template as<typename F::T>(g.root);
-  for (dim_t row = 0; row < rows; ++row) {
-    layout.enter_row(c, row);
-    F::inline_reductions(c, L, typename Plan::reductions{});
-    out[row] = store_as<typename F::T>(rr::value_of(rr::combine_in_order(c, L), L));
-  }
+  detail::cpu_row_tasks(pool, rows, L, [&](dim_t r0, dim_t r1) {
+    typename F::ctx c = c0;
+    for (dim_t row = r0; row < r1; ++row) {
+      layout.enter_row(c, row);
+      F::inline_reductions(c, L, typename Plan::reductions{});
+      out[row] = store_as<typename F::T>(rr::value_of(F::template combine_row<rr>(c, L), L));
+    }
+  });
 }
 
 // The root reduces axes other than (or besides) the last: every input row
 // combines into the f64 accumulators of the output elements it maps to, in
 // row order; each is finalized and rounded once at the end (so an output
 // element that no input reaches, in an empty tensor, is the value over nothing).
+// The rows are visited grouped by the output row they reach (a counting
+// sort: within a group, in row order), so each output row's accumulators
+// stay in cache while its rows add up (a sum over heads of [B, H, T, D]
+// would otherwise sweep all of [B, T, D] once per head); threads take blocks
+// of output rows (and of columns, when there are few output rows). Every accumulator sees its rows in row order whatever the
+// grouping or the thread count, so the bits are those of the plain row loop.
 template <class Plan>
 void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws) {
   using F = detail::cpu_fused_group<Plan>;
   using Op = typename Plan::root_op;
-  typename F::ctx c;
-  const auto layout = F::layout(g, b, c);
+  typename F::ctx c0;
+  const auto layout = F::layout(g, b, c0);
   const rt_shape& it = b.shape[g.iteration];
   const rt_shape& os = b.shape[g.root];
   const dim_t total = it.numel(), L = layout.row_length(), rows = L ? layout.rows() : 0;
@@ -124,16 +196,56 @@ void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws)
   ws.reserve_for(static_cast<std::size_t>(out_count));  // (a store has reserved it already)
   double* acc = ws.axis_acc.data();
   std::fill(acc, acc + out_count, Op::template identity<double>());
+  // Output rows (of `unit` accumulators each) and the input rows reaching each, in row order.
+  const dim_t unit = Plan::root_advances ? L : 1;
+  const dim_t groups = unit ? (out_count + unit - 1) / unit : 0;
+  ws.axis_rows.resize(static_cast<std::size_t>(2 * rows));
+  ws.axis_start.assign(static_cast<std::size_t>(groups + 1), 0);
+  dim_t* group_of = ws.axis_rows.data();
+  dim_t* order = group_of + rows;
+  dim_t* start = ws.axis_start.data();
   for (dim_t row = 0; row < rows; ++row) {
-    layout.enter_row(c, row);
-    const dim_t out_base = layout.row_offset(row, out_stride);
-    F::inline_reductions(c, L, typename Plan::reductions{});
-    if constexpr (Plan::root_advances) {
-      for (dim_t j = 0; j < L; ++j)
-        acc[out_base + j] = Op::combine(acc[out_base + j], static_cast<double>(F::body::value(c, j)));
-    } else {
-      acc[out_base] = Op::combine(acc[out_base], F::root_reduction::combine_in_order(c, L));
+    group_of[row] = layout.row_offset(row, out_stride) / unit;
+    ++start[group_of[row] + 1];
+  }
+  for (dim_t k = 0; k < groups; ++k) start[k + 1] += start[k];
+  for (dim_t row = 0; row < rows; ++row) order[start[group_of[row]]++] = row;  // (start[k] ends as start[k + 1])
+  // Output rows [k0, k1), columns [j0, j1) of each (all of a row when the root does not advance).
+  auto output_rows = [&](dim_t k0, dim_t k1, dim_t j0, dim_t j1) {
+    typename F::ctx c = c0;
+    for (dim_t k = k0; k < k1; ++k) {
+      double* a = acc + k * unit;
+      for (dim_t q = k ? start[k - 1] : 0; q < start[k]; ++q) {
+        const dim_t row = order[q];
+        layout.enter_row(c, row);
+        F::inline_reductions(c, L, typename Plan::reductions{});
+        if constexpr (Plan::root_advances) {
+#pragma GCC ivdep
+          for (dim_t j = j0; j < j1; ++j) a[j] = Op::combine(a[j], static_cast<double>(F::body::value(c, j)));
+        } else {
+          a[0] = Op::combine(a[0], F::template combine_row<typename F::root_reduction>(c, L));
+        }
+      }
     }
+  };
+  // Tasks: blocks of output rows, and when those are few (a sum over
+  // everything but the last dim), blocks of 16-multiple columns too.
+  thread_pool* pool = ws.pool();
+  const dim_t per = std::max<dim_t>(1, detail::cpu_task_elements * groups / std::max<dim_t>(total, 1));
+  const dim_t row_tasks = groups ? (groups + per - 1) / per : 0;
+  const dim_t threads = pool ? static_cast<dim_t>(pool->size()) : 1;
+  const dim_t col_width = Plan::root_advances && row_tasks < 2 * threads && L >= 32
+                              ? std::max<dim_t>(16, (L / (2 * threads) + 15) / 16 * 16)
+                              : std::max<dim_t>(unit, 1);
+  const dim_t col_tasks = Plan::root_advances ? (L + col_width - 1) / col_width : 1;
+  if (pool && row_tasks * col_tasks > 1 && total >= 2 * detail::cpu_task_elements) {
+    auto task = [&](std::size_t t, unsigned) {
+      const dim_t k0 = static_cast<dim_t>(t) / col_tasks * per, j0 = static_cast<dim_t>(t) % col_tasks * col_width;
+      output_rows(k0, std::min(groups, k0 + per), j0, std::min(L, j0 + col_width));
+    };
+    pool->for_each(static_cast<std::size_t>(row_tasks * col_tasks), task);
+  } else {
+    output_rows(0, groups, 0, L);
   }
   const double count = static_cast<double>(total) / static_cast<double>(out_count);
   typename F::T* out = b.template as<typename F::T>(g.root);
@@ -143,9 +255,9 @@ void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws)
 // A fused group with this plan, in the loop shape the lowering chose.
 template <class Plan>
 void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float*) {
-  if constexpr (Plan::loop == loop_kind::flat) run_flat<Plan>(g, b);
-  else if constexpr (Plan::loop == loop_kind::rows) run_rows<Plan>(g, b);
-  else if constexpr (Plan::loop == loop_kind::row_reduce) run_row_reduce<Plan>(g, b);
+  if constexpr (Plan::loop == loop_kind::flat) run_flat<Plan>(g, b, ws.pool());
+  else if constexpr (Plan::loop == loop_kind::rows) run_rows<Plan>(g, b, ws.pool());
+  else if constexpr (Plan::loop == loop_kind::row_reduce) run_row_reduce<Plan>(g, b, ws.pool());
   else run_axis_reduce<Plan>(g, b, ws);
 }
 

@@ -2,29 +2,52 @@
 // CPU matrix multiply for the CPU backend: C[M,N] = A[M,K] B[K,N], row-major,
 // leading dims K, N, N.
 //
-//   ctg::cpu::gemm_workspace ws;          // keep it: scratch is reused
-//   ctg::cpu::gemm(M, N, K, a, b, c, ws); // a: TA*, b: TB*, c: TC*
+//   ctg::cpu::gemm_workspace ws;                // keep it: scratch is reused
+//   ctg::cpu::gemm(M, N, K, a, b, c, ws);       // a: TA*, b: TB*, c: TC*
+//   ctg::cpu::gemm(M, N, K, a, b, c, ws, pool); // the same bits, on a thread_pool
 //
 // Numerics. Every output is one f32 fused multiply-add chain in k order,
 //   acc = +0; for k = 0..K-1: acc = fma(A[i,k], B[k,j], acc); C[i,j] = TC(acc),
 // with bf16/f16 operands converted to f32 exactly. The kernels below only
 // change how many such chains run side by side, never the operations of one,
 // so the bits depend on (M, N, K, inputs) alone: not on alignment, on the
-// workspace's history, on the blocking, nor on which kernel the CPU selects
-// (the portable path uses std::fma, the same correctly rounded operation), so
-// they agree across machines too. f64 results accumulate in f64 in a plain
-// loop (finite-difference tests): deterministic, but whether the compiler
-// fuses its multiply-add depends on the build flags.
+// workspace's history, on the blocking, on the number of threads (they split
+// C's rows and columns, never k), nor on which kernel the CPU selects (the
+// portable path uses std::fma, the same correctly rounded operation), so they
+// agree across machines too.
+//
+// One exception, for speed: when both operands are bf16 and the CPU has
+// AVX512-BF16, the product runs on vdpbf16ps, which takes k in pairs. Its
+// chain, per output (as Intel's SDM specifies the instruction; measured
+// bit for bit on AMD Zen 4 too):
+//   acc = +0; for p = 0..ceil(K/2)-1:
+//     acc = ftz(fma(A[i,2p+1], B[2p+1,j], acc)); acc = ftz(fma(A[i,2p], B[2p,j], acc));
+//   C[i,j] = TC(acc)
+// (the odd k of a pair first; an odd K pads with a zero pair; bf16 subnormal
+// operands read as zero and subnormal partial sums flush to zero, whatever
+// MXCSR says). The same f32 roundings as the chain above, in another order,
+// so the same error bound; but the bits of a bf16 x bf16 product then depend
+// on the CPU having AVX512-BF16 (detail::gemm_bf16_pairs_reference writes
+// that chain out; tests compare the kernel with it bit for bit). Still
+// independent of threads, alignment and blocking.
+//
+// f64 results accumulate in f64 in a plain loop (finite-difference tests):
+// deterministic, but whether the compiler fuses its multiply-add depends on
+// the build flags.
 //
 // Speed. B is packed once per call into panels of NR columns (converted to
-// f32, zero-padded), and a register-blocked micro-kernel computes MR x NR
-// tiles with A broadcast from its rows. The kernels are compiled for
-// AVX-512 / AVX2+FMA with target attributes and selected once per process
+// f32, zero-padded; for vdpbf16ps, pairs of bf16 rows interleaved), and a
+// register-blocked micro-kernel computes MR x NR tiles with A broadcast from
+// its rows. With a pool, the tiles are cut into blocks of rows and columns
+// (tasks) that the threads share. The kernels are compiled for AVX-512 /
+// AVX512-BF16 / AVX2+FMA with target attributes and selected once per process
 // with __builtin_cpu_supports, so the default (non -march=native) build gets
 // them too; other compilers and nvcc's host pass see the portable kernel.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -32,6 +55,8 @@
 #include <ctg/core/config.hpp>
 #include <ctg/core/shape.hpp>
 #include <ctg/core/dtype_rules.hpp>
+#include <ctg/core/dtypes.hpp>
+#include <ctg/exec/cpu/thread_pool.hpp>
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define CTG_GEMM_X86 1
@@ -44,15 +69,21 @@ CTG_HOT_BEGIN
 
 namespace ctg::cpu {
 
-// Reusable scratch of gemm: packed B panels and A converted to f32. Grows to
-// the largest call seen and is never shrunk, so calls allocate nothing after
-// warm-up. Its contents never influence results (everything read is written
-// first by the same call). Not shared between threads.
+// Reusable scratch of gemm: packed B panels, and per thread A's rows
+// converted to f32 (or padded). Grows to the largest call seen and is never
+// shrunk, so calls allocate nothing after warm-up. Its contents never
+// influence results (everything read is written first by the same call). One
+// gemm at a time uses it (its threads each take their own rows).
 class gemm_workspace {
  public:
   // 64-byte aligned room for n floats, valid until the next call of the same function.
   float* packed_b(std::size_t n) { return room(b_, n); }
-  float* a_f32(std::size_t n) { return room(a_, n); }
+  // The same for thread `worker` (< the count given to workers()).
+  float* a_f32(std::size_t n, unsigned worker = 0) { return room(a_[worker], n); }
+  // Make room for that many threads' scratch (before they start).
+  void workers(unsigned n) {
+    if (a_.size() < n) a_.resize(n);
+  }
 
  private:
   static constexpr std::size_t align_floats = 16;
@@ -62,7 +93,8 @@ class gemm_workspace {
     std::size_t space = v.size() * sizeof(float);
     return static_cast<float*>(std::align(64, n * sizeof(float), p, space));
   }
-  std::vector<float> a_, b_;
+  std::vector<std::vector<float>> a_ = std::vector<std::vector<float>>(1);
+  std::vector<float> b_;
 };
 
 }  // namespace ctg::cpu
@@ -87,7 +119,8 @@ struct gemm_kernels {
 };
 inline constexpr int gemm_max_mr = 8, gemm_max_tile = 8 * 32;  // largest mr, mr * nr_wide below
 
-enum class gemm_isa { portable, avx2, avx512 };
+// avx512_bf16: the avx512 kernels, and vdpbf16ps for bf16 x bf16 products.
+enum class gemm_isa { portable, avx2, avx512, avx512_bf16 };
 
 template <int MR, int NR>
 void gemm_tile_portable(dim_t K, const float* const* a, const float* b, float* c, dim_t ldc, int mr, int nr) {
@@ -173,11 +206,70 @@ __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* co
     }
   }
 }
+
+// vdpbf16ps tiles: K2 = ceil(K/2) steps; a[r] points at row r's bf16 values
+// (an even count: odd K is padded), b at a panel of K2 rows of NV*16 dwords
+// (bf16 pairs, the even k in the low half). See the top of this file for the
+// chain each output runs.
+// TC: float, or bf16 (each sum rounded in registers as f32_to_bf16_bits does:
+// to nearest even, any NaN to 0x7FFF).
+// (g++ 12's intrinsics start some results from a self-initialized
+// "undefined" register, which -Wmaybe-uninitialized reports once inlined.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <int MR, int NV, class TC>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile_bf16(
+    dim_t K2, const std::uint16_t* const* a, const std::uint32_t* b, TC* c, dim_t ldc, int mr, int nr) {
+  const std::uint16_t* ar[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) ar[r] = a[r];
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (dim_t p = 0; p < K2; ++p, b += 16 * NV) {
+    __m512bh bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      std::int32_t pair;
+      std::memcpy(&pair, ar[r] + 2 * p, sizeof pair);
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const int lanes = std::min(nr - 16 * v, 16);
+      if (lanes <= 0) continue;
+      const __mmask16 m = lanes == 16 ? __mmask16(0xFFFF) : __mmask16((1u << lanes) - 1);
+      if constexpr (std::is_same_v<TC, float>) {
+        _mm512_mask_storeu_ps(c + r * ldc + 16 * v, m, acc[r][v]);
+      } else {
+        const __m512i u = _mm512_castps_si512(acc[r][v]);
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+        const __mmask16 nan =
+            _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+        h = _mm512_mask_mov_epi32(h, nan, _mm512_set1_epi32(0x7FFF));
+        _mm256_mask_storeu_epi16(c + r * ldc + 16 * v, m, _mm512_cvtepi32_epi16(h));
+      }
+    }
+  }
+}
+#pragma GCC diagnostic pop
 #endif
 
 inline gemm_kernels gemm_kernels_for(gemm_isa isa) {
   switch (isa) {
 #if CTG_GEMM_X86
+    case gemm_isa::avx512_bf16:
     case gemm_isa::avx512: return {8, 32, 16, gemm_tile_avx512<8, 2>, gemm_tile_avx512<8, 1>};
     case gemm_isa::avx2: return {6, 16, 8, gemm_tile_avx2<6, 2>, gemm_tile_avx2<6, 1>};
 #endif
@@ -185,9 +277,31 @@ inline gemm_kernels gemm_kernels_for(gemm_isa isa) {
   }
 }
 
+// The vdpbf16ps tiles (8 x 32 and 8 x 16), with f32 or bf16 results.
+template <class TC>
+using gemm_tile_bf16_fn = void (*)(dim_t K2, const std::uint16_t* const* a, const std::uint32_t* b, TC* c, dim_t ldc,
+                                   int mr, int nr);
+template <class TC>
+struct gemm_bf16_kernels {
+  int mr = 8, nr_wide = 32, nr_narrow = 16;
+  gemm_tile_bf16_fn<TC> wide = nullptr, narrow = nullptr;
+};
+template <class TC>
+gemm_bf16_kernels<TC> gemm_bf16_kernels_for() {
+#if CTG_GEMM_X86
+  return {8, 32, 16, gemm_tile_bf16<8, 2, TC>, gemm_tile_bf16<8, 1, TC>};
+#else
+  return {};
+#endif
+}
+
 inline bool gemm_isa_available(gemm_isa isa) {
 #if CTG_GEMM_X86
   __builtin_cpu_init();
+  if (isa == gemm_isa::avx512_bf16)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bf16");
   if (isa == gemm_isa::avx512) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
   if (isa == gemm_isa::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
@@ -196,53 +310,131 @@ inline bool gemm_isa_available(gemm_isa isa) {
 
 // The widest available kernel set, chosen once per process.
 inline gemm_isa gemm_best_isa() {
-  static const gemm_isa best = gemm_isa_available(gemm_isa::avx512) ? gemm_isa::avx512
-                               : gemm_isa_available(gemm_isa::avx2) ? gemm_isa::avx2
-                                                                    : gemm_isa::portable;
+  static const gemm_isa best = gemm_isa_available(gemm_isa::avx512_bf16) ? gemm_isa::avx512_bf16
+                               : gemm_isa_available(gemm_isa::avx512)    ? gemm_isa::avx512
+                               : gemm_isa_available(gemm_isa::avx2)      ? gemm_isa::avx2
+                                                                         : gemm_isa::portable;
   return best;
 }
 
-// Width of the panel starting at column j0.
-inline int gemm_panel_width(const gemm_kernels& ks, dim_t N, dim_t j0) {
-  return N - j0 > ks.nr_narrow ? ks.nr_wide : ks.nr_narrow;
+// Width of the panel starting at column j0 (every panel but the last is wide).
+inline int gemm_panel_width(int nr_wide, int nr_narrow, dim_t N, dim_t j0) {
+  return N - j0 > nr_narrow ? nr_wide : nr_narrow;
+}
+inline dim_t gemm_panels(int nr_wide, int nr_narrow, dim_t N) {
+  dim_t panels = 0;
+  for (dim_t j0 = 0; j0 < N; j0 += gemm_panel_width(nr_wide, nr_narrow, N, j0)) ++panels;
+  return panels;
 }
 
-// B[K,N] -> panels of K x width floats, one after the other, columns past N zero.
+// How a product is cut for threads: blocks of rows (a multiple of mr) times
+// groups of panels. Tasks never split k, so they change no result.
+struct gemm_split {
+  dim_t row_block = 0, row_blocks = 1, panel_group = 0, panel_groups = 1;
+  std::size_t tasks() const { return static_cast<std::size_t>(row_blocks * panel_groups); }
+};
+inline gemm_split gemm_split_for(dim_t M, dim_t N, dim_t K, int mr, dim_t panels, const cpu::thread_pool* pool) {
+  gemm_split s;
+  s.row_block = M;
+  s.panel_group = panels;
+  const unsigned threads = pool ? pool->size() : 1;
+  // Below ~a million multiply-adds, waking threads costs more than it saves.
+  if (threads <= 1 || M * N * K < (dim_t(1) << 20)) return s;
+  const dim_t want = 4 * static_cast<dim_t>(threads);  // a few tasks per thread: the shared machine balances them
+  const dim_t tiles_m = (M + mr - 1) / mr;
+  const dim_t rb = std::min(tiles_m, want);
+  s.row_block = (tiles_m + rb - 1) / rb * mr;
+  s.row_blocks = (M + s.row_block - 1) / s.row_block;
+  if (s.row_blocks < want) {
+    const dim_t pg = std::min(panels, (want + s.row_blocks - 1) / s.row_blocks);
+    s.panel_group = (panels + pg - 1) / pg;
+    s.panel_groups = (panels + s.panel_group - 1) / s.panel_group;
+  }
+  return s;
+}
+
+// Panels [p0, p1) of B[K,N] -> K x width floats each, columns past N zero.
 template <class TB>
-void gemm_pack_b(const gemm_kernels& ks, dim_t N, dim_t K, const TB* B, float* out) {
-  for (dim_t j0 = 0; j0 < N; j0 += gemm_panel_width(ks, N, j0)) {
-    const int w = gemm_panel_width(ks, N, j0);
+void gemm_pack_b(const gemm_kernels& ks, dim_t N, dim_t K, const TB* B, float* out, dim_t p0, dim_t p1) {
+  for (dim_t p = p0; p < p1; ++p) {
+    const dim_t j0 = p * ks.nr_wide;
+    const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
     const int valid = static_cast<int>(std::min<dim_t>(w, N - j0));
-    for (dim_t k = 0; k < K; ++k, out += w) {
+    float* o = out + j0 * K;
+    for (dim_t k = 0; k < K; ++k, o += w) {
       const TB* row = B + k * N + j0;
-      for (int j = 0; j < valid; ++j) out[j] = load_as<TB>(row[j]);
-      for (int j = valid; j < w; ++j) out[j] = 0.0f;
+      for (int j = 0; j < valid; ++j) o[j] = load_as<TB>(row[j]);
+      for (int j = valid; j < w; ++j) o[j] = 0.0f;
     }
   }
 }
 
-// Every tile of C from f32 rows of A (lda apart) and packed B. Tiles of a
-// narrow C go through an f32 buffer and are rounded once.
+// Panels [p0, p1) of bf16 B[K,N] -> ceil(K/2) x width dwords each: row p of
+// a panel holds (B[2p, j], B[2p+1, j]) in the low and high half; B[K, j] and
+// columns past N are zero.
+template <class Kernels>
+void gemm_pack_b_pairs(const Kernels& ks, dim_t N, dim_t K, const bf16* B, std::uint32_t* out,
+                              dim_t p0, dim_t p1) {
+  const dim_t K2 = (K + 1) / 2;
+  for (dim_t p = p0; p < p1; ++p) {
+    const dim_t j0 = p * ks.nr_wide;
+    const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
+    const int valid = static_cast<int>(std::min<dim_t>(w, N - j0));
+    std::uint32_t* o = out + j0 * K2;
+    for (dim_t q = 0; q < K2; ++q, o += w) {
+      const bf16* lo = B + 2 * q * N + j0;
+      const bf16* hi = 2 * q + 1 < K ? lo + N : nullptr;
+      for (int j = 0; j < valid; ++j)
+        o[j] = std::uint32_t(lo[j].bits) | (hi ? std::uint32_t(hi[j].bits) << 16 : 0u);
+      for (int j = valid; j < w; ++j) o[j] = 0u;
+    }
+  }
+}
+
+// Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from f32 rows of A
+// (lda apart) and packed B. Tiles of a narrow C go through an f32 buffer and
+// are rounded once.
 template <class TC>
-void gemm_tiles(const gemm_kernels& ks, dim_t M, dim_t N, dim_t K, const float* A, dim_t lda, const float* bp, TC* C) {
+void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, const float* A, dim_t lda, const float* bp, TC* C,
+                dim_t i_begin, dim_t i_end, dim_t p0, dim_t p1) {
   float tile[gemm_max_tile];
   const float* rows[gemm_max_mr];
-  for (dim_t j0 = 0; j0 < N; j0 += gemm_panel_width(ks, N, j0)) {
-    const int w = gemm_panel_width(ks, N, j0);
+  for (dim_t p = p0; p < p1; ++p) {
+    const dim_t j0 = p * ks.nr_wide;
+    const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
     const int nr = static_cast<int>(std::min<dim_t>(w, N - j0));
     const gemm_tile_fn fn = w == ks.nr_wide ? ks.wide : ks.narrow;
-    for (dim_t i0 = 0; i0 < M; i0 += ks.mr) {
-      const int mr = static_cast<int>(std::min<dim_t>(ks.mr, M - i0));
-      for (int r = 0; r < ks.mr; ++r) rows[r] = A + (i0 + std::min(r, mr - 1)) * lda;
+    const float* panel = bp + j0 * K;
+    for (dim_t i0 = i_begin; i0 < i_end; i0 += ks.mr) {
+      const int mr = static_cast<int>(std::min<dim_t>(ks.mr, i_end - i0));
+      for (int r = 0; r < ks.mr; ++r) rows[r] = A + (i0 - i_begin + std::min(r, mr - 1)) * lda;
       if constexpr (std::is_same_v<TC, f32>) {
-        fn(K, rows, bp, C + i0 * N + j0, N, mr, nr);
+        fn(K, rows, panel, C + i0 * N + j0, N, mr, nr);
       } else {
-        fn(K, rows, bp, tile, nr, mr, nr);
+        fn(K, rows, panel, tile, nr, mr, nr);
         for (int r = 0; r < mr; ++r)
           for (int j = 0; j < nr; ++j) C[(i0 + r) * N + j0 + j] = store_as<TC>(tile[r * nr + j]);
       }
     }
-    bp += K * w;
+  }
+}
+
+// The same with vdpbf16ps: A's rows as bf16, lda (even) apart; TC f32 or bf16.
+template <class TC>
+void gemm_tiles_bf16(const gemm_bf16_kernels<TC>& ks, dim_t N, dim_t K2, const std::uint16_t* A, dim_t lda,
+                     const std::uint32_t* bp, TC* C, dim_t i_begin, dim_t i_end, dim_t p0, dim_t p1) {
+  const std::uint16_t* rows[gemm_max_mr];
+  for (dim_t p = p0; p < p1; ++p) {
+    const dim_t j0 = p * ks.nr_wide;
+    const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
+    const int nr = static_cast<int>(std::min<dim_t>(w, N - j0));
+    const gemm_tile_bf16_fn<TC> fn = w == ks.nr_wide ? ks.wide : ks.narrow;
+    const std::uint32_t* panel = bp + j0 * K2;
+    for (dim_t i0 = i_begin; i0 < i_end; i0 += ks.mr) {
+      const int mr = static_cast<int>(std::min<dim_t>(ks.mr, i_end - i0));
+      for (int r = 0; r < ks.mr; ++r) rows[r] = A + (i0 - i_begin + std::min(r, mr - 1)) * lda;
+      fn(K2, rows, panel, C + i0 * N + j0, N, mr, nr);
+    }
   }
 }
 
@@ -260,26 +452,113 @@ void gemm_f64(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, f64* C) {
   }
 }
 
+// Runs f(task, worker) for every task, on the pool when there is one.
+template <class F>
+void gemm_for_tasks(cpu::thread_pool* pool, std::size_t tasks, F&& f) {
+  if (pool && tasks > 1) pool->for_each(tasks, f);
+  else
+    for (std::size_t t = 0; t < tasks; ++t) f(t, 0u);
+}
+
+// The f32 FMA chains (every kernel set).
+template <class TA, class TB, class TC>
+void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, cpu::gemm_workspace& ws,
+                     cpu::thread_pool* pool) {
+  const gemm_kernels ks = gemm_kernels_for(isa);
+  const dim_t panels = gemm_panels(ks.nr_wide, ks.nr_narrow, N);
+  const gemm_split s = gemm_split_for(M, N, K, ks.mr, panels, pool);
+  if (s.tasks() == 1) pool = nullptr;
+  ws.workers(pool ? pool->size() : 1);
+  float* bp = ws.packed_b(static_cast<std::size_t>((N + ks.nr_wide) * K));
+  const dim_t pack_tasks = pool ? std::min<dim_t>(panels, 4 * pool->size()) : 1;
+  const dim_t per_pack = (panels + pack_tasks - 1) / pack_tasks;
+  gemm_for_tasks(pool, static_cast<std::size_t>(pack_tasks), [&](std::size_t t, unsigned) {
+    const dim_t p0 = static_cast<dim_t>(t) * per_pack;
+    gemm_pack_b(ks, N, K, B, bp, p0, std::min(panels, p0 + per_pack));
+  });
+  gemm_for_tasks(pool, s.tasks(), [&](std::size_t t, unsigned worker) {
+    const dim_t rb = static_cast<dim_t>(t) / s.panel_groups, pg = static_cast<dim_t>(t) % s.panel_groups;
+    const dim_t i0 = rb * s.row_block, i1 = std::min(M, i0 + s.row_block);
+    const dim_t p0 = pg * s.panel_group, p1 = std::min(panels, p0 + s.panel_group);
+    const float* a = nullptr;
+    if constexpr (std::is_same_v<TA, f32>) {
+      a = A + i0 * K;
+    } else {
+      float* a32 = ws.a_f32(static_cast<std::size_t>((i1 - i0) * K), worker);
+      for (dim_t e = 0, n = (i1 - i0) * K; e < n; ++e) a32[e] = load_as<TA>(A[i0 * K + e]);
+      a = a32;
+    }
+    gemm_tiles(ks, N, K, a, K, bp, C, i0, i1, p0, p1);
+  });
+}
+
+// The vdpbf16ps chains (bf16 x bf16 on a CPU with AVX512-BF16).
+template <class TC>
+void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC* C, cpu::gemm_workspace& ws,
+                     cpu::thread_pool* pool) {
+  const gemm_bf16_kernels<TC> ks = gemm_bf16_kernels_for<TC>();
+  const dim_t K2 = (K + 1) / 2, lda = 2 * K2;
+  const dim_t panels = gemm_panels(ks.nr_wide, ks.nr_narrow, N);
+  const gemm_split s = gemm_split_for(M, N, K, ks.mr, panels, pool);
+  if (s.tasks() == 1) pool = nullptr;
+  ws.workers(pool ? pool->size() : 1);
+  auto* bp = reinterpret_cast<std::uint32_t*>(ws.packed_b(static_cast<std::size_t>((N + ks.nr_wide) * K2)));
+  const dim_t pack_tasks = pool ? std::min<dim_t>(panels, 4 * pool->size()) : 1;
+  const dim_t per_pack = (panels + pack_tasks - 1) / pack_tasks;
+  gemm_for_tasks(pool, static_cast<std::size_t>(pack_tasks), [&](std::size_t t, unsigned) {
+    const dim_t p0 = static_cast<dim_t>(t) * per_pack;
+    gemm_pack_b_pairs(ks, N, K, B, bp, p0, std::min(panels, p0 + per_pack));
+  });
+  gemm_for_tasks(pool, s.tasks(), [&](std::size_t t, unsigned worker) {
+    const dim_t rb = static_cast<dim_t>(t) / s.panel_groups, pg = static_cast<dim_t>(t) % s.panel_groups;
+    const dim_t i0 = rb * s.row_block, i1 = std::min(M, i0 + s.row_block);
+    const dim_t p0 = pg * s.panel_group, p1 = std::min(panels, p0 + s.panel_group);
+    const std::uint16_t* a = reinterpret_cast<const std::uint16_t*>(A) + i0 * K;
+    if (K % 2) {  // rows padded to an even length with a zero
+      auto* pad = reinterpret_cast<std::uint16_t*>(ws.a_f32(static_cast<std::size_t>((i1 - i0) * K2), worker));
+      for (dim_t i = i0; i < i1; ++i) {
+        std::memcpy(pad + (i - i0) * lda, reinterpret_cast<const std::uint16_t*>(A) + i * K, K * sizeof(std::uint16_t));
+        pad[(i - i0) * lda + K] = 0;
+      }
+      a = pad;
+    }
+    gemm_tiles_bf16(ks, N, K2, a, K % 2 ? lda : K, bp, C, i0, i1, p0, p1);
+  });
+}
+
+// The chain the vdpbf16ps kernels compute (see the top of this file), in
+// plain code: what the tests compare them with.
+inline float gemm_bf16_ftz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
+template <class TC>
+void gemm_bf16_pairs_reference(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC* C) {
+  auto at = [](const bf16* m, dim_t ld, dim_t r, dim_t c, dim_t rows_or_cols, bool by_col) {
+    return (by_col ? c : r) < rows_or_cols ? gemm_bf16_ftz(load_as<bf16>(m[r * ld + c])) : 0.0f;
+  };
+  for (dim_t i = 0; i < M; ++i)
+    for (dim_t j = 0; j < N; ++j) {
+      float acc = 0.0f;
+      for (dim_t p = 0; 2 * p < K; ++p) {
+        acc = gemm_bf16_ftz(std::fma(at(A, K, i, 2 * p + 1, K, true), at(B, N, 2 * p + 1, j, K, false), acc));
+        acc = gemm_bf16_ftz(std::fma(at(A, K, i, 2 * p, K, true), at(B, N, 2 * p, j, K, false), acc));
+      }
+      C[i * N + j] = store_as<TC>(acc);
+    }
+}
+
 // gemm with a given kernel set (tests compare the sets; gemm picks the best).
 template <class TA, class TB, class TC>
-void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, cpu::gemm_workspace& ws) {
+void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, cpu::gemm_workspace& ws,
+               cpu::thread_pool* pool = nullptr) {
   if constexpr (std::is_same_v<TC, f64>) {
     gemm_f64(M, N, K, A, B, C);
   } else {
     static_assert(std::is_same_v<compute_t<TC>, f32>);
     if (M <= 0 || N <= 0) return;
-    const gemm_kernels ks = gemm_kernels_for(isa);
-    float* bp = ws.packed_b(static_cast<std::size_t>((N + ks.nr_wide) * K));
-    gemm_pack_b(ks, N, K, B, bp);
-    const float* a = nullptr;
-    if constexpr (std::is_same_v<TA, f32>) {
-      a = A;
-    } else {
-      float* a32 = ws.a_f32(static_cast<std::size_t>(M * K));
-      for (dim_t e = 0; e < M * K; ++e) a32[e] = load_as<TA>(A[e]);
-      a = a32;
+    if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16> &&
+                  (std::is_same_v<TC, f32> || std::is_same_v<TC, bf16>)) {
+      if (isa == gemm_isa::avx512_bf16 && K > 0) return gemm_bf16_pairs(M, N, K, A, B, C, ws, pool);
     }
-    gemm_tiles(ks, M, N, K, a, K, bp, C);
+    gemm_f32_chains(isa, M, N, K, A, B, C, ws, pool);
   }
 }
 
@@ -289,9 +568,11 @@ namespace ctg::cpu {
 
 // C[M,N] = A[M,K] * B[K,N] (row-major, leading dims K, N, N), accumulated in
 // compute_t<TC>, each output rounded once to TC (see the top of this file).
+// With a pool, its threads share the tiles (the same bits).
 template <class TA, class TB, class TC>
-void gemm(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, gemm_workspace& ws) {
-  detail::gemm_with(detail::gemm_best_isa(), M, N, K, A, B, C, ws);
+void gemm(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, gemm_workspace& ws,
+          thread_pool* pool = nullptr) {
+  detail::gemm_with(detail::gemm_best_isa(), M, N, K, A, B, C, ws, pool);
 }
 
 }  // namespace ctg::cpu

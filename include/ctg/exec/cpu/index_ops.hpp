@@ -17,19 +17,43 @@
 
 CTG_HOT_BEGIN
 
+namespace ctg::detail {
+// Elements per thread task of a copy: below two of them, one thread.
+inline constexpr dim_t cpu_copy_task_elements = 16384;
+}  // namespace ctg::detail
+
 namespace ctg::cpu {
 
+// In 32 x 32 tiles (a tile's rows and columns both stay in cache), blocks of
+// tile rows shared by the threads (a copy: any split gives the same bits).
 template <class T>
-void run_transpose(const group_call& g, const bindings_view& b, workspace&, float*) {
+void run_transpose(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ix = g.child[0], R = g.root;
   const rt_shape& s = b.shape[ix];
   const dim_t rows = s.d[s.rank - 2], cols = s.d[s.rank - 1];
   const dim_t nbatch = rows * cols > 0 ? s.numel() / (rows * cols) : 0;
   const T* x = b.template as<const T>(ix);
   T* out = b.template as<T>(R);
-  for (dim_t m = 0; m < nbatch; ++m)
-    for (dim_t i = 0; i < rows; ++i)
-      for (dim_t j = 0; j < cols; ++j) out[m * rows * cols + j * rows + i] = x[m * rows * cols + i * cols + j];
+  constexpr dim_t tile = 32;
+  const dim_t row_tiles = (rows + tile - 1) / tile;
+  auto tiles = [&](std::size_t task, unsigned) {
+    const dim_t m = static_cast<dim_t>(task) / row_tiles, i0 = static_cast<dim_t>(task) % row_tiles * tile;
+    const T* xm = x + m * rows * cols;
+    T* om = out + m * rows * cols;
+    const dim_t i1 = std::min(rows, i0 + tile);
+    for (dim_t j0 = 0; j0 < cols; j0 += tile) {
+      const dim_t j1 = std::min(cols, j0 + tile);
+      for (dim_t j = j0; j < j1; ++j)
+        for (dim_t i = i0; i < i1; ++i) om[j * rows + i] = xm[i * cols + j];
+    }
+  };
+  const std::size_t tasks = static_cast<std::size_t>(nbatch * row_tiles);
+  thread_pool* pool = ws.pool();
+  if (pool && nbatch * rows * cols >= 2 * detail::cpu_copy_task_elements) {
+    pool->for_each(tasks, tiles);
+  } else {
+    for (std::size_t t = 0; t < tasks; ++t) tiles(t, 0);
+  }
 }
 
 }  // namespace ctg::cpu

@@ -19,32 +19,51 @@ CTG_HOT_BEGIN
 
 namespace ctg::detail {
 // The batches of a product C[batch..., M, N] of A[batch_a..., ., .] and
-// B[batch_b..., ., .]: calls f(b, batch offset of A, batch offset of B) for
-// each batch b of C, the offsets counted in matrices.
-template <class F>
-void for_each_batch(const rt_shape& sa, const rt_shape& sb, const rt_shape& sc, F&& f) {
-  rt_shape batch = sc, ba = sa, bb = sb;
-  batch.rank -= 2;
-  ba.rank -= 2;
-  bb.rank -= 2;
+// B[batch_b..., ., .]: batch b of C reads A's and B's matrices at offsets(b)
+// (counted in matrices).
+struct matmul_batches {
+  rt_shape batch;
   dim_t stride_a[max_rank]{}, stride_b[max_rank]{};
-  kernel::broadcast_strides(ba.rank, ba.d, batch.rank, stride_a);
-  kernel::broadcast_strides(bb.rank, bb.d, batch.rank, stride_b);
-  for (dim_t b = 0, n = batch.numel(); b < n; ++b) {
-    dim_t oa = 0, ob = 0, rest = b;
+  dim_t count = 1;
+
+  matmul_batches(const rt_shape& sa, const rt_shape& sb, const rt_shape& sc) : batch(sc) {
+    rt_shape ba = sa, bb = sb;
+    batch.rank -= 2;
+    ba.rank -= 2;
+    bb.rank -= 2;
+    kernel::broadcast_strides(ba.rank, ba.d, batch.rank, stride_a);
+    kernel::broadcast_strides(bb.rank, bb.d, batch.rank, stride_b);
+    count = batch.numel();
+  }
+  void offsets(dim_t b, dim_t& oa, dim_t& ob) const {
+    oa = 0;
+    ob = 0;
     for (std::size_t d = batch.rank; d-- > 0;) {
-      const dim_t idx = rest % batch.d[d];
-      rest /= batch.d[d];
+      const dim_t idx = b % batch.d[d];
+      b /= batch.d[d];
       oa += idx * stride_a[d];
       ob += idx * stride_b[d];
     }
+  }
+};
+
+// Calls f(b, batch offset of A, batch offset of B) for each batch b of C, in order.
+template <class F>
+void for_each_batch(const rt_shape& sa, const rt_shape& sb, const rt_shape& sc, F&& f) {
+  const matmul_batches mb(sa, sb, sc);
+  for (dim_t b = 0; b < mb.count; ++b) {
+    dim_t oa, ob;
+    mb.offsets(b, oa, ob);
     f(b, oa, ob);
   }
 }
 }  // namespace ctg::detail
 
 namespace ctg::cpu {
-// Batched C[M,N] = A[M,K] B[K,N].
+// Batched C[M,N] = A[M,K] B[K,N]. With threads, several batches run side
+// by side (each on one thread), or one batch's tiles are shared; either way
+// every output is the same chain (exec/cpu/gemm.hpp), so the bits do not
+// depend on the thread count.
 template <class TA, class TB, class TC>
 void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ia = g.child[0], ib = g.child[1], R = g.root;
@@ -53,9 +72,23 @@ void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, floa
   const TA* A = b.template as<const TA>(ia);
   const TB* B = b.template as<const TB>(ib);
   TC* C = b.template as<TC>(R);
-  detail::for_each_batch(sa, b.shape[ib], sc, [&](dim_t batch, dim_t oa, dim_t ob) {
-    gemm(M, N, K, A + oa * M * K, B + ob * K * N, C + batch * M * N, ws.gemm);
-  });
+  const detail::matmul_batches mb(sa, b.shape[ib], sc);
+  thread_pool* pool = ws.pool();
+  if (pool && mb.count >= 2 * static_cast<dim_t>(pool->size()) && M * N * K * mb.count >= (dim_t(1) << 20)) {
+    if (ws.batch_gemm.size() < pool->size()) ws.batch_gemm.resize(pool->size());
+    auto one = [&](std::size_t batch, unsigned worker) {
+      dim_t oa, ob;
+      mb.offsets(static_cast<dim_t>(batch), oa, ob);
+      gemm(M, N, K, A + oa * M * K, B + ob * K * N, C + static_cast<dim_t>(batch) * M * N, ws.batch_gemm[worker]);
+    };
+    pool->for_each(static_cast<std::size_t>(mb.count), one);
+    return;
+  }
+  for (dim_t batch = 0; batch < mb.count; ++batch) {
+    dim_t oa, ob;
+    mb.offsets(batch, oa, ob);
+    gemm(M, N, K, A + oa * M * K, B + ob * K * N, C + batch * M * N, ws.gemm, pool);
+  }
 }
 
 // Each batch: the payloads widened to f32 (exactly), multiplied by cpu::gemm,
@@ -80,7 +113,7 @@ void run_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws, 
       for (dim_t k = 0; k < K; ++k) ws.fp8_a[i * K + k] = to_float(TransposeA ? a[k * M + i] : a[i * K + k]);
     for (dim_t k = 0; k < K; ++k)  // b_f32[k][j]
       for (dim_t j = 0; j < N; ++j) ws.fp8_b[k * N + j] = to_float(TransposeB ? bm[j * K + k] : bm[k * N + j]);
-    gemm(M, N, K, ws.fp8_a.data(), ws.fp8_b.data(), ws.fp8_c.data(), ws.gemm);
+    gemm(M, N, K, ws.fp8_a.data(), ws.fp8_b.data(), ws.fp8_c.data(), ws.gemm, ws.pool());
     TC* cm = C + batch * M * N;
     for (dim_t i = 0, n = M * N; i < n; ++i) cm[i] = store_as<TC>(ws.fp8_c[i] * scale);
   });

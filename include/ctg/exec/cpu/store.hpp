@@ -3,9 +3,16 @@
 // free functions (exec/cpu/{fused_loop,matmul,index_ops,quantize}.hpp). The
 // store itself is the backend-neutral basic_store (exec/store.hpp).
 //
-//   ctg::cpu::device dev;
+//   ctg::cpu::device dev;                      // threads: the hardware's
 //   auto store = ctg::make_store(dev, step);   // params, grads, scratch
 //   float loss = step(store, ctg::feed<X>(x, batch));
+//   auto one = ctg::make_store(ctg::cpu::device{1}, step);  // one thread: the same bits
+//
+// Threads: a store runs each group on its device's threads (a pool owned by
+// its workspace, shared with the stores it drives). GEMMs split their
+// output, fused loops their elements or rows, reductions over other axes
+// their output columns; no sum is ever split, so a step's results are bit
+// for bit the same with any number of threads.
 #include <cstring>
 #include <memory>
 #include <new>
@@ -15,6 +22,7 @@
 #include <ctg/exec/cpu/index_ops.hpp>
 #include <ctg/exec/cpu/matmul.hpp>
 #include <ctg/exec/cpu/quantize.hpp>
+#include <ctg/exec/cpu/thread_pool.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/exec/invalid_store.hpp>
 #include <ctg/exec/store.hpp>
@@ -22,7 +30,11 @@
 namespace ctg {
 namespace cpu {
 
-struct device {};
+// The CPU: how many threads a store runs its groups on (0: the hardware's).
+struct device {
+  unsigned threads = 0;
+  unsigned thread_count() const { return threads ? threads : hardware_threads(); }
+};
 
 // 64-byte aligned bytes, zero-filled when grown, never shrunk.
 class arena {
@@ -121,8 +133,10 @@ void run_group(const bindings<N>& b, workspace& ws, float* amax = nullptr) {
 }  // namespace cpu
 
 template <class Root, class Wrt, bool Fuse>
-cpu::store<graph_step<Root, Wrt, Fuse>> make_store(cpu::device, graph_step<Root, Wrt, Fuse>) {
-  return {};
+cpu::store<graph_step<Root, Wrt, Fuse>> make_store(cpu::device dev, graph_step<Root, Wrt, Fuse>) {
+  cpu::store<graph_step<Root, Wrt, Fuse>> s;
+  s.workspace().use(dev);
+  return s;
 }
 // After a failed check (already reported), add no errors of its own.
 inline invalid_store make_store(cpu::device, invalid_step) { return {}; }

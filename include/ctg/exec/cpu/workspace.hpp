@@ -1,24 +1,38 @@
 #pragma once
 // Scratch the CPU group runners reuse from step to step (grown, never shrunk):
 // the f64 accumulators of reductions over other axes, the f32 operands and
-// result of an fp8 matmul, and the GEMM's packing buffers.
+// result of an fp8 matmul, the GEMMs' packing buffers (one set per thread
+// that runs a batch of its own), and the store's threads.
 #include <cstddef>
 #include <vector>
 
 #include <ctg/exec/cpu/gemm.hpp>
+#include <ctg/exec/cpu/thread_pool.hpp>
 
 namespace ctg::cpu {
 
 struct workspace {
   std::vector<double> axis_acc;          // one per output element of an axis reduction
+  std::vector<dim_t> axis_rows, axis_start;  // its input rows grouped by output row (run_axis_reduce)
   std::vector<float> fp8_a, fp8_b, fp8_c;  // an fp8 matmul's widened operands and its f32 product
   gemm_workspace gemm;
+  std::vector<gemm_workspace> batch_gemm;  // [worker]: a batched matmul's batches, one per thread at a time
+  cpu::threads threads;                    // (cpu::device{n}; default: the hardware's)
 
   // Before a run (the store calls it with the run's shapes), so the step
   // itself allocates nothing for its axis reductions.
   void reserve_for(std::size_t axis_reduce_elements) {
     if (axis_acc.size() < axis_reduce_elements) axis_acc.resize(axis_reduce_elements);
   }
+  // What the device asks for (cpu::device: its thread count).
+  template <class Device>
+  void use(const Device& dev) {
+    threads.set(dev.thread_count());
+  }
+  // The pool the runners share work on (null: one thread).
+  thread_pool* pool() { return threads.pool(); }
+  // A store this store drives (a stack's block, an evaluation step) runs on its threads.
+  void follow(workspace& parent) { threads.follow(parent.threads); }
 };
 
 }  // namespace ctg::cpu

@@ -1,0 +1,177 @@
+#pragma once
+// The CPU backend's threads: a small pool that runs the tasks of one loop
+// (a GEMM's row blocks, a fused group's rows) on its workers and the calling
+// thread, and returns when all are done.
+//
+//   ctg::cpu::thread_pool pool(2);                       // the caller + 1 worker
+//   pool.run(tasks, [](void* ctx, std::size_t task, unsigned worker) { ... }, &ctx);
+//
+// A task is a fixed piece of the work, cut the same way whatever the number
+// of threads, so which thread runs it never changes a result; `worker`
+// (0 = the caller, < size()) only picks per-thread scratch. Not reentrant:
+// one run at a time (the CPU runners run one group at a time). Workers spin
+// briefly after a run (groups follow each other within microseconds), then
+// sleep on a futex (std::atomic::wait).
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define CTG_POOL_PAUSE() __builtin_ia32_pause()
+#else
+#define CTG_POOL_PAUSE() ((void)0)
+#endif
+
+namespace ctg::cpu {
+
+// The hardware's thread count (1 when it cannot tell).
+inline unsigned hardware_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n ? n : 1;
+}
+
+class thread_pool {
+ public:
+  using task_fn = void (*)(void* ctx, std::size_t task, unsigned worker);
+
+  explicit thread_pool(unsigned threads) : size_(threads ? threads : 1) {
+    workers_.reserve(size_ - 1);
+    for (unsigned w = 1; w < size_; ++w) workers_.emplace_back([this, w] { work_loop(w); });
+  }
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+  ~thread_pool() {
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  // Threads that run tasks: the caller and size() - 1 workers.
+  unsigned size() const { return size_; }
+  // Runs offered to the workers so far (those of more than one task).
+  std::size_t shared_runs() const { return shared_runs_; }
+
+  // fn(ctx, t, worker) for every t in [0, tasks); returns when all are done.
+  // The caller takes tasks too, and every task a worker has not claimed, so
+  // a worker the OS has not scheduled (a machine shared with other work)
+  // delays nothing: the caller waits only for tasks already running.
+  void run(std::size_t tasks, task_fn fn, void* ctx) {
+    if (tasks == 0) return;
+    if (size_ == 1 || tasks == 1) {
+      for (std::size_t t = 0; t < tasks; ++t) fn(ctx, t, 0);
+      return;
+    }
+    ++shared_runs_;
+    fn_ = fn;
+    ctx_ = ctx;
+    tasks_ = tasks;
+    next_.store(0, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    open_.store(true, std::memory_order_release);
+    generation_.fetch_add(1);  // (seq_cst: a worker about to sleep sees it, or we see it sleeping)
+    if (sleeping_.load() > 0) generation_.notify_all();
+    take_tasks(0);
+    open_.store(false);  // every task is claimed: late workers stay out
+    wait_until([&] { return done_.load(std::memory_order_acquire) == tasks_; });
+    wait_until([&] { return inside_.load() == 0; });  // (then no worker reads this job any more)
+  }
+
+  // The same with any callable f(task, worker) (instantiated per callable:
+  // runners pass their own, so it costs nothing per step).
+  template <class F>
+  void for_each(std::size_t tasks, F& f) {
+    run(tasks, [](void* c, std::size_t t, unsigned w) { (*static_cast<F*>(c))(t, w); }, &f);
+  }
+
+ private:
+  static constexpr unsigned spin_limit = 4000;  // ~10-40 us of pause instructions
+
+  template <class Done>
+  static void wait_until(Done done) {
+    for (unsigned spin = 0; !done(); ++spin) {
+      if (spin < spin_limit) CTG_POOL_PAUSE();
+      else std::this_thread::yield();
+    }
+  }
+
+  void take_tasks(unsigned worker) {
+    for (std::size_t t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < tasks_;) {
+      fn_(ctx_, t, worker);
+      done_.fetch_add(1, std::memory_order_release);
+    }
+  }
+
+  void work_loop(unsigned worker) {
+    unsigned seen = 0;
+    for (;;) {
+      unsigned g = generation_.load(std::memory_order_acquire);
+      for (unsigned spin = 0; g == seen && spin < spin_limit; ++spin) {
+        CTG_POOL_PAUSE();
+        g = generation_.load(std::memory_order_acquire);
+      }
+      if (g == seen) {
+        sleeping_.fetch_add(1);
+        generation_.wait(seen);
+        sleeping_.fetch_sub(1);
+        g = generation_.load(std::memory_order_acquire);
+      }
+      seen = g;
+      if (stop_.load()) return;
+      // Join the job that is open now, if any (the caller does not rewrite
+      // a job while a worker is inside).
+      inside_.fetch_add(1);
+      if (open_.load()) take_tasks(worker);
+      inside_.fetch_sub(1);
+    }
+  }
+
+  unsigned size_;
+  std::vector<std::thread> workers_;
+  std::atomic<unsigned> generation_{0}, sleeping_{0}, inside_{0};
+  std::atomic<std::size_t> next_{0}, done_{0};
+  std::atomic<bool> open_{false}, stop_{false};
+  task_fn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  std::size_t tasks_ = 0;
+  std::size_t shared_runs_ = 0;
+};
+
+// How a CPU store runs its groups: how many threads, and their pool (made
+// on first use, shared with the stores a store drives: a stack's block, a
+// shared store's evaluation steps). One thread: no pool, no workers.
+class threads {
+ public:
+  threads() : threads(hardware_threads()) {}
+  explicit threads(unsigned n) : count_(n ? n : 1) {}
+
+  unsigned count() const { return count_; }
+  void set(unsigned n) {
+    n = n ? n : 1;
+    if (n != count_) pool_.reset();
+    count_ = n;
+  }
+  // The pool (null with one thread).
+  thread_pool* pool() {
+    if (count_ <= 1) return nullptr;
+    if (!pool_) pool_ = std::make_shared<thread_pool>(count_);
+    return pool_.get();
+  }
+  // Use another's count and pool.
+  void follow(threads& parent) {
+    if (parent.count_ == count_ && (count_ <= 1 || pool_ == parent.pool_)) return;
+    count_ = parent.count_;
+    parent.pool();
+    pool_ = parent.pool_;
+  }
+
+ private:
+  unsigned count_;
+  std::shared_ptr<thread_pool> pool_;
+};
+
+}  // namespace ctg::cpu
+
+#undef CTG_POOL_PAUSE

@@ -1,0 +1,103 @@
+// Threads change no bit: one training step (forward, backward, clipping,
+// AdamW) of the tiny transformer, then a second, on 1, 2 and 3 threads
+// (cpu::device{n}) gives the same loss, parameters, gradients and optimizer
+// state. The model is the benchmark's (bench/tiny_lm_step.cpp), big enough
+// that every kind of runner splits its work: GEMMs (512 x 172 x 64), batched
+// attention products (32 batches), fused loops and row reductions over
+// 32K elements, and the reductions over the batch (dim 64 columns). Also the
+// pool itself: every task runs once, on any number of threads.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+#include <ctg/optim/optim.hpp>
+
+#include "same_state.hpp"
+
+namespace {
+struct config {
+  static constexpr ctg::dim_t vocab = 96, max_seq = 64, dim = 64, heads = 4, head_dim = 16, hidden = 172;
+  static constexpr std::size_t layers = 2;
+};
+constexpr std::size_t batch = 8, seq = 64;
+using Ids = ctg::input<"ids", ctg::i32, ctg::dyn, ctg::dyn>;
+using Pos = ctg::input<"pos", ctg::i32, ctg::dyn>;
+using Tg = ctg::input<"targets", ctg::i32, ctg::dyn, ctg::dyn>;
+
+template <class Policy>
+void same_bits_on_any_thread_count() {
+  using M = ctg::nn::transformer<config, Policy>;
+  auto step = ctg::value_and_grad(M::loss(Ids{}, Pos{}, Tg{}));
+  std::vector<ctg::i32> ids(batch * seq), targets(batch * seq), pos(seq);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<ctg::i32>((i * 7 + 3) % config::vocab);
+    targets[i] = static_cast<ctg::i32>((i * 11 + 10) % config::vocab);
+  }
+  for (std::size_t t = 0; t < seq; ++t) pos[t] = static_cast<ctg::i32>(t);
+
+  auto train = [&](unsigned threads, auto& store, std::vector<float>& losses) {
+    CHECK(store.workspace().threads.count() == threads);
+    ctg::nn::init_params(store, 7);
+    ctg::optim::adamw opt(store, {.lr = 1e-2f, .weight_decay = 0.1f, .max_grad_norm = 1.0f});
+    for (int s = 0; s < 2; ++s) {
+      losses.push_back(step(store, ctg::feed<Ids>(ids, batch, seq), ctg::feed<Pos>(pos, seq),
+                            ctg::feed<Tg>(targets, batch, seq)));
+      opt.step(store);
+    }
+    // The gradients of the last step, before the update, for check_same_state.
+    step(store, ctg::feed<Ids>(ids, batch, seq), ctg::feed<Pos>(pos, seq), ctg::feed<Tg>(targets, batch, seq));
+  };
+  auto one = ctg::make_store(ctg::cpu::device{1}, step);
+  std::vector<float> l1;
+  train(1, one, l1);
+  for (unsigned n : {2u, 3u}) {
+    INFO(n << " threads");
+    auto many = ctg::make_store(ctg::cpu::device{n}, step);
+    std::vector<float> ln;
+    train(n, many, ln);
+    REQUIRE(many.workspace().pool() != nullptr);
+    CHECK(many.workspace().pool()->shared_runs() > 100);  // (the step did split its work)
+    CHECK(std::memcmp(l1.data(), ln.data(), l1.size() * sizeof(float)) == 0);
+    same_state::check_same_state(one, many);
+  }
+}
+}  // namespace
+
+TEST_CASE("threads: a training step gives the same bits on 1, 2 and 3 threads, f32") {
+  same_bits_on_any_thread_count<ctg::precision::full<ctg::f32>>();
+}
+
+TEST_CASE("threads: a training step gives the same bits on 1, 2 and 3 threads, autocast<bf16>") {
+  same_bits_on_any_thread_count<ctg::precision::autocast<ctg::bf16>>();
+}
+
+TEST_CASE("threads: the default device uses the hardware's threads") {
+  CHECK(ctg::cpu::device{}.thread_count() == ctg::cpu::hardware_threads());
+  CHECK(ctg::cpu::device{3}.thread_count() == 3u);
+}
+
+TEST_CASE("thread_pool: every task runs exactly once, on any number of threads, many runs in a row") {
+  for (unsigned threads : {1u, 2u, 3u, 5u}) {
+    ctg::cpu::thread_pool pool(threads);
+    CHECK(pool.size() == threads);
+    for (std::size_t tasks : {std::size_t(0), std::size_t(1), std::size_t(2), std::size_t(7), std::size_t(1000)}) {
+      for (int rep = 0; rep < 50; ++rep) {
+        std::vector<std::atomic<int>> hits(tasks);
+        std::atomic<bool> bad_worker{false};
+        auto f = [&](std::size_t t, unsigned worker) {
+          hits[t].fetch_add(1);
+          if (worker >= threads) bad_worker = true;
+        };
+        pool.for_each(tasks, f);
+        int wrong = 0;
+        for (auto& h : hits) wrong += h.load() != 1;
+        INFO(threads << " threads, " << tasks << " tasks");
+        CHECK(wrong == 0);
+        CHECK(!bad_worker);
+      }
+    }
+  }
+}
