@@ -109,6 +109,13 @@ struct concat<list<As...>> {
 };
 template <class... As, class... Bs, class... Rest>
 struct concat<list<As...>, list<Bs...>, Rest...> : concat<list<As..., Bs...>, Rest...> {};
+// Eight at a time, so the depth of the recursion is an eighth of the count
+// (a step's node list is hundreds long; nvcc 13's front end stops at about 200).
+template <class... A0, class... A1, class... A2, class... A3, class... A4, class... A5, class... A6, class... A7,
+          class... Rest>
+struct concat<list<A0...>, list<A1...>, list<A2...>, list<A3...>, list<A4...>, list<A5...>, list<A6...>,
+              list<A7...>, Rest...>
+    : concat<list<A0..., A1..., A2..., A3..., A4..., A5..., A6..., A7...>, Rest...> {};
 template <class... Lists>
 using concat_t = typename concat<Lists...>::type;
 

@@ -131,6 +131,10 @@ consteval name_hash128 hash_of_printed_name() {
   return h;
 }
 
+#if defined(__NVCC__)
+#pragma nv_diagnostic push
+#pragma nv_diag_suppress 1301  // (the same warning, nvcc's number)
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wnon-template-friend"  // (defined by define_node below)
@@ -141,6 +145,9 @@ struct node_tag {
 };
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
+#if defined(__NVCC__)
+#pragma nv_diagnostic pop
 #endif
 template <class Def, std::uint64_t A, std::uint64_t B>
 struct define_node {

@@ -35,10 +35,14 @@ struct stacked_leaf<N, L, shape<D...>> {
   using type = typename L::template with_dims<static_cast<dim_t>(N), D...>;
 };
 
-template <fixed_string Name, class T, leaf_role Role, class Dims>
+// The leaf Name of dtype T, role Role and dims Dims. (The name is not a
+// parameter of the partial specialization: nvcc 13's front end matches no
+// partial specialization with a class-type parameter deduced from a literal.)
+template <class T, leaf_role Role, class Dims>
 struct leaf_with_dims;
-template <fixed_string Name, class T, leaf_role Role, dim_t... D>
-struct leaf_with_dims<Name, T, Role, shape<D...>> {
+template <class T, leaf_role Role, dim_t... D>
+struct leaf_with_dims<T, Role, shape<D...>> {
+  template <fixed_string Name>
   using type = leaf_node<Name, T, Role, D...>;
 };
 
@@ -84,7 +88,7 @@ struct trainable_of<tl::list<Ls...>> {
 // The carry (the block's input placeholder) of a stack over X.
 template <class X>
 using stack_carry_t =
-    typename detail::leaf_with_dims<"ctg.stack.input", typename X::dtype, leaf_role::carry, typename X::dims>::type;
+    typename detail::leaf_with_dims<typename X::dtype, leaf_role::carry, typename X::dims>::template type<"ctg.stack.input">;
 
 
 template <std::size_t N, class X, class Out, checkpointing Ckpt = checkpointing::every_layer>
@@ -114,8 +118,8 @@ struct stack_node {
   // forward + backward of sum(out * g) (the vector-Jacobian product for an
   // upstream gradient g) with respect to the carry and the trainable leaves,
   // whose forward part is the block's output and what it reads.
-  using upstream = typename detail::leaf_with_dims<"ctg.stack.upstream", typename Out::dtype, leaf_role::input,
-                                                   typename Out::dims>::type;
+  using upstream = typename detail::leaf_with_dims<typename Out::dtype, leaf_role::input,
+                                                   typename Out::dims>::template type<"ctg.stack.upstream">;
   using forward_step = graph_step<Out, tl::list<>>;
   using vjp_loss = decltype(sum(cast<compute_t<dtype>>(Out{}) * cast<compute_t<dtype>>(upstream{})));
   using backward_step = decltype([]<class... Ps>(tl::list<Ps...>) {
