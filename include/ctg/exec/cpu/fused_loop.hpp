@@ -98,15 +98,11 @@ template <class F>
 void cpu_row_tasks(cpu::thread_pool* pool, dim_t rows, dim_t L, F&& f) {
   const dim_t per = std::max<dim_t>(1, cpu_task_elements / std::max<dim_t>(L, 1));
   const dim_t tasks = (rows + per - 1) / per;
-  if (!pool || tasks < 2) {
-    f(dim_t(0), rows);
-    return;
-  }
   auto task = [&](std::size_t t, unsigned) {
     const dim_t r0 = static_cast<dim_t>(t) * per;
     f(r0, std::min(rows, r0 + per));
   };
-  pool->for_each(static_cast<std::size_t>(tasks), task);
+  cpu::run_tasks(tasks >= 2 ? pool : nullptr, static_cast<std::size_t>(tasks), task);
 }
 
 }  // namespace ctg::detail
@@ -122,15 +118,11 @@ void run_flat(const group_call& g, const bindings_view& b, thread_pool* pool = n
   typename F::T* out = b.template as<typename F::T>(g.root);
   constexpr dim_t per = detail::cpu_task_elements;
   const dim_t tasks = (total + per - 1) / per;
-  if (!pool || tasks < 2) {
-    F::write_row(c, out, total);
-    return;
-  }
   auto task = [&](std::size_t t, unsigned) {
     const dim_t j0 = static_cast<dim_t>(t) * per;
     F::write_range(c, out, j0, std::min(total, j0 + per));
   };
-  pool->for_each(static_cast<std::size_t>(tasks), task);
+  run_tasks(tasks >= 2 ? pool : nullptr, static_cast<std::size_t>(tasks), task);
 }
 
 // Row by row along the last dim: the row's reductions first, then its elements.
@@ -238,15 +230,16 @@ void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws)
                               ? std::max<dim_t>(16, (L / (2 * threads) + 15) / 16 * 16)
                               : std::max<dim_t>(unit, 1);
   const dim_t col_tasks = Plan::root_advances ? (L + col_width - 1) / col_width : 1;
-  if (pool && row_tasks * col_tasks > 1 && total >= 2 * detail::cpu_task_elements) {
-    auto task = [&](std::size_t t, unsigned) {
-      const dim_t k0 = static_cast<dim_t>(t) / col_tasks * per, j0 = static_cast<dim_t>(t) % col_tasks * col_width;
-      output_rows(k0, std::min(groups, k0 + per), j0, std::min(L, j0 + col_width));
-    };
-    pool->for_each(static_cast<std::size_t>(row_tasks * col_tasks), task);
-  } else {
-    output_rows(0, groups, 0, L);
-  }
+  const bool parallel = pool && row_tasks * col_tasks > 1 && total >= 2 * detail::cpu_task_elements;
+  // On one thread: one task, every output row and column.
+  const dim_t k_per = parallel ? per : std::max<dim_t>(groups, 1), j_per = parallel ? col_width : std::max<dim_t>(L, 1);
+  const dim_t k_tasks = groups ? (groups + k_per - 1) / k_per : 0;
+  const dim_t j_tasks = Plan::root_advances ? (L + j_per - 1) / j_per : 1;
+  auto task = [&](std::size_t t, unsigned) {
+    const dim_t k0 = static_cast<dim_t>(t) / j_tasks * k_per, j0 = static_cast<dim_t>(t) % j_tasks * j_per;
+    output_rows(k0, std::min(groups, k0 + k_per), j0, std::min(L, j0 + j_per));
+  };
+  run_tasks(parallel ? pool : nullptr, static_cast<std::size_t>(k_tasks * j_tasks), task);
   const double count = static_cast<double>(total) / static_cast<double>(out_count);
   typename F::T* out = b.template as<typename F::T>(g.root);
   for (dim_t i = 0; i < out_count; ++i) out[i] = store_as<typename F::T>(Op::finalize(acc[i], count));

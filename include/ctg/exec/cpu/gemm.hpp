@@ -455,9 +455,7 @@ void gemm_f64(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, f64* C) {
 // Runs f(task, worker) for every task, on the pool when there is one.
 template <class F>
 void gemm_for_tasks(cpu::thread_pool* pool, std::size_t tasks, F&& f) {
-  if (pool && tasks > 1) pool->for_each(tasks, f);
-  else
-    for (std::size_t t = 0; t < tasks; ++t) f(t, 0u);
+  cpu::run_tasks(tasks > 1 ? pool : nullptr, tasks, f);
 }
 
 // The f32 FMA chains (every kernel set).

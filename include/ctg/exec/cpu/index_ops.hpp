@@ -48,12 +48,8 @@ void run_transpose(const group_call& g, const bindings_view& b, workspace& ws, f
     }
   };
   const std::size_t tasks = static_cast<std::size_t>(nbatch * row_tiles);
-  thread_pool* pool = ws.pool();
-  if (pool && nbatch * rows * cols >= 2 * detail::cpu_copy_task_elements) {
-    pool->for_each(tasks, tiles);
-  } else {
-    for (std::size_t t = 0; t < tasks; ++t) tiles(t, 0);
-  }
+  const bool parallel = nbatch * rows * cols >= 2 * detail::cpu_copy_task_elements;
+  run_tasks(parallel ? ws.pool() : nullptr, tasks, tiles);
 }
 
 }  // namespace ctg::cpu

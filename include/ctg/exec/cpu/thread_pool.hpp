@@ -79,11 +79,17 @@ class thread_pool {
     wait_until([&] { return inside_.load() == 0; });  // (then no worker reads this job any more)
   }
 
-  // The same with any callable f(task, worker) (instantiated per callable:
-  // runners pass their own, so it costs nothing per step).
+  // The same with any callable f(task, worker) (through run_task<F>).
   template <class F>
   void for_each(std::size_t tasks, F& f) {
-    run(tasks, [](void* c, std::size_t t, unsigned w) { (*static_cast<F*>(c))(t, w); }, &f);
+    run(tasks, &run_task<F>, &f);
+  }
+  // f(task, worker) as a task_fn. Not inlined: a runner's body is compiled
+  // once, here, whether its tasks run on the pool or in order on the caller
+  // (cpu::run_tasks); inlined at both, -O3 compiled every body twice.
+  template <class F>
+  [[gnu::noinline]] static void run_task(void* f, std::size_t task, unsigned worker) {
+    (*static_cast<F*>(f))(task, worker);
   }
 
  private:
@@ -138,6 +144,18 @@ class thread_pool {
   std::size_t tasks_ = 0;
   std::size_t shared_runs_ = 0;
 };
+
+// f(task, worker) for every task in [0, tasks): on pool when there is one,
+// else in order on the caller (worker 0). Runners split their work into
+// tasks that give the same bits in any order, so both give the same result.
+template <class F>
+void run_tasks(thread_pool* pool, std::size_t tasks, F& f) {
+  if (pool) {
+    pool->for_each(tasks, f);
+  } else {
+    for (std::size_t t = 0; t < tasks; ++t) thread_pool::run_task<F>(&f, t, 0);
+  }
+}
 
 // How a CPU store runs its groups: how many threads, and their pool (made
 // on first use, shared with the stores a store drives: a stack's block, a
