@@ -11,5 +11,7 @@
 #include "exec/cpu/store.hpp"
 #include "exec/shared_store.hpp"
 #include "dist/shard.hpp"
+#include "dist/data_parallel.hpp"
+#include "dist/sharded_adamw.hpp"
 #include "optim/adamw.hpp"
 #include "optim/lr_schedule.hpp"

@@ -15,6 +15,7 @@
 // slice of the stacked state leaves) update once the step is complete.
 #include <array>
 #include <cstddef>
+#include <span>
 
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/fp8_state.hpp>
@@ -113,6 +114,8 @@ class stack_runner {
     for (std::size_t i = 0; i < S::layers; ++i)
       fp8_state<block_key>::fold(&pending_[i * quantizers], &combined_[i * states]);
   }
+  // The amaxes since the last update, [layer][state] (a replica group makes them the max over its replicas).
+  std::span<float> amaxes() { return {combined_.data(), S::layers * states}; }
   // When the parent's step is complete: each layer's FP8 states updated once, on their slices.
   template <class Parent>
   void update_state(Parent& p) {

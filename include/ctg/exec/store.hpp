@@ -27,8 +27,10 @@
 // micro-batches, add) the gradients, count the step and update the FP8 state.
 // Nothing a user can read changes before the commit, so a step that throws
 // changes nothing.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <span>
 #include <string>
 #include <tuple>
@@ -38,6 +40,7 @@
 #include <ctg/exec/fp8_state.hpp>
 #include <ctg/exec/index_checks.hpp>
 #include <ctg/exec/micro_batch_set.hpp>
+#include <ctg/exec/replica_group.hpp>
 #include <ctg/exec/stack_runner.hpp>
 #include <ctg/graph/autodiff.hpp>
 
@@ -158,16 +161,33 @@ class basic_store {
     acc_.consume();
   }
 
+  // Run as one of several data-parallel replicas (exec/replica_group.hpp;
+  // dist::data_parallel calls this): throws ctg::error, changing nothing,
+  // while a set of micro-batches is under way. join(nullptr) leaves the
+  // group: the store runs alone again, in sets of 1, and a set under way is
+  // dropped (a group's runs are not added up in the store).
+  void join(replica_group* group) {
+    if (!group) {
+      group_ = nullptr;
+      acc_ = micro_batch_set{};
+      return;
+    }
+    if (acc_.under_way())
+      throw error("ctg: join: " + acc_.progress() + " are accumulated; run the rest before joining a group");
+    group_ = group;
+  }
+
   // Run one step: check the feeds (which at compile time; their sizes and
   // index values at run time), resolve shapes, run every group, then commit.
   template <class... Feeds>
   CTG_NOINLINE float run(const Feeds&... feeds) {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
+    if (group_) return run_as_replica(feeds...);
     detail::check_ids<Key>(feeds...);
     prepare(nullptr, feeds...);
     run_positions(0, prog.len);
-    return commit();
+    return commit(checked_loss());
   }
 
   // Bytes of the forward values kept for backward, and of all scratch
@@ -230,6 +250,30 @@ class basic_store {
     return mem_.bound().buf[tl::index_of<tl::at_t<K, typename Step::outputs>, nodes>::value];
   }
 
+  // A run in a replica group: every replica learns whether every run
+  // succeeded, with the same sizes, before any commits.
+  template <class... Feeds>
+  float run_as_replica(const Feeds&... feeds) {
+    std::string failure;
+    loss_read loss{};
+    try {
+      detail::check_ids<Key>(feeds...);
+      prepare(nullptr, feeds...);
+      run_positions(0, prog.len);
+      loss = checked_loss();
+    } catch (const std::exception& e) {
+      failure = e.what();
+      if (failure.empty()) failure = "ctg: a step failed";
+    }
+    std::vector<dim_t> fed_dims;
+    auto dims_of = [&]<class F>(const F& f) {
+      for (std::size_t d = 0; d < detail::dyn_count<typename F::leaf::dims>(); ++d) fed_dims.push_back(f.dyn_dims[d]);
+    };
+    (dims_of(feeds), ...);
+    group_->agree(failure.empty() ? nullptr : &failure, fed_dims);
+    return commit(loss);
+  }
+
   template <class L>
   static void check_host_size(std::size_t n) {
     if (n != L::dims::static_numel)
@@ -252,7 +296,7 @@ class basic_store {
     for (std::size_t i = 0; i < N; ++i) {
       const detail::node_desc& d = table.node[i];
       if (d.kind != node_kind::runtime_scalar) continue;
-      double value = acc_.loss_seed();  // (a mean's 1/count reads two shapes; the seed none)
+      double value = acc_.loss_seed() / (group_ ? group_->replicas() : 1);  // (a mean's 1/count reads two shapes)
       if (d.count_of[0] != detail::no_node)
         value = static_cast<double>(b.shape[d.count_of[1]].numel()) / static_cast<double>(b.shape[d.count_of[0]].numel());
       std::byte bytes[sizeof(double)];
@@ -305,7 +349,13 @@ class basic_store {
   }
 
   // ---------------------------------------------------------- commit ----
-  float commit() {
+  // The run's first output: its element count and first value, checked
+  // finite (every element) when asked; throws, having changed nothing.
+  struct loss_read {
+    std::size_t count = 0;
+    float first = 0.0f;
+  };
+  loss_read checked_loss() {
     using T = typename tl::at_t<0, typename Step::outputs>::dtype;
     constexpr std::size_t il = tl::index_of<tl::at_t<0, typename Step::outputs>, nodes>::value;
     const std::size_t count = static_cast<std::size_t>(mem_.bound().shape[il].numel());
@@ -315,16 +365,20 @@ class basic_store {
       if (check_finite_ && !std::isfinite(static_cast<double>(load_as(v))))
         throw error("ctg: the loss is not finite (" + std::to_string(static_cast<double>(load_as(v))) +
                     "); nothing was written");
-    // Nothing visible changed before this point.
-    mem_.publish(count);
+    return {count, count ? static_cast<float>(load_as(host[0])) : 0.0f};
+  }
+  // Nothing visible changed before this point.
+  float commit(loss_read loss) {
+    mem_.publish(loss.count);
     if (!on_shared_leaves_) {  // (a step on another store's leaves writes none of its state)
       ++key_.step;
-      copy_grads(acc_.next_starts_set());
+      copy_grads(group_ || acc_.next_starts_set());  // (a group sums its runs' gradients itself)
       fold_state();
       acc_.count_step();
       if (acc_.complete()) update_state();
+      if (group_) group_->committed();
     }
-    return count ? static_cast<float>(load_as(host[0])) : 0.0f;
+    return loss.first;
   }
 
   // Each wrt leaf's gradient, from its output into the leaf's gradient
@@ -363,12 +417,33 @@ class basic_store {
   }
   // When the set of micro-batches is complete: each FP8 scaling state updated once.
   void update_state() {
+    if (group_) max_amaxes_over_replicas();
     for (std::size_t s = 0; s < fp8_state<Key>::states; ++s) {
       const scaling_state& st = fp8_state<Key>::table.state[s];
       fp8_state<Key>::template update<Backend>(s, reinterpret_cast<float*>(mem_.param_bytes(st.history)),
                                                reinterpret_cast<float*>(mem_.param_bytes(st.scale)), fp8_.combined[s]);
     }
     std::apply([&](auto&... rt) { (rt.update_state(*this), ...); }, stacks_);
+  }
+
+  // Every amax of this step (its own states', then each stack's), made the
+  // max over the replicas in one call.
+  void max_amaxes_over_replicas() {
+    std::vector<float> all(fp8_.combined.begin(), fp8_.combined.begin() + fp8_state<Key>::states);
+    std::apply([&](auto&... rt) { (all.insert(all.end(), rt.amaxes().begin(), rt.amaxes().end()), ...); }, stacks_);
+    group_->max_over_replicas(all);
+    std::copy(all.begin(), all.begin() + fp8_state<Key>::states, fp8_.combined.begin());
+    std::size_t at = fp8_state<Key>::states;
+    std::apply(
+        [&](auto&... rt) {
+          auto back = [&](std::span<float> a) {
+            std::copy(all.begin() + static_cast<std::ptrdiff_t>(at), all.begin() + static_cast<std::ptrdiff_t>(at + a.size()), a.begin());
+            at += a.size();
+          };
+          (back(rt.amaxes()), ...);
+          (void)back;
+        },
+        stacks_);
   }
 
   std::size_t stack_kept_bytes() const {
@@ -389,6 +464,7 @@ class basic_store {
   bool recomputing_ = false;  // running a forward part again: record no state
   bool on_shared_leaves_ = false;  // runs on another store's leaves (exec/shared_store.hpp)
   bool check_finite_ = false;
+  replica_group* group_ = nullptr;  // data-parallel replicas (null: this store alone)
 };
 
 }  // namespace ctg

@@ -193,22 +193,42 @@ inline void sqrt_block(float* __restrict out, const float* __restrict in, std::s
 #endif
 }
 
-// One leaf's update. `w` is the master (the parameter itself for f32 leaves);
+// The scalars of update t (1-based), lr and the global norm `total`.
+inline adamw_coeffs adamw_coeffs_for(const optim::adamw_config& cfg, float lr, std::int64_t t, float total) {
+  const double b1 = cfg.beta1, b2 = cfg.beta2;
+  const double bias_correction1 = 1.0 - std::pow(b1, static_cast<double>(t));
+  const double bias_correction2 = 1.0 - std::pow(b2, static_cast<double>(t));
+  adamw_coeffs c{};
+  c.grad_scale = 1.0f;
+  if (cfg.max_grad_norm > 0.0f) c.grad_scale = std::min(cfg.max_grad_norm / (total + 1e-6f), 1.0f);
+  c.decay = static_cast<float>(1.0 - static_cast<double>(lr) * static_cast<double>(cfg.weight_decay));
+  c.beta1 = cfg.beta1;
+  c.one_minus_beta1 = static_cast<float>(1.0 - b1);
+  c.beta2 = cfg.beta2;
+  c.one_minus_beta2 = static_cast<float>(1.0 - b2);
+  c.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+  c.eps = cfg.eps;
+  c.neg_step_size = static_cast<float>(-(static_cast<double>(lr) / bias_correction1));
+  return c;
+}
+
+// One leaf's update from gradient g (in T, or f32 when reduced over
+// replicas: G). `w` is the master (the parameter itself for f32 leaves);
 // `param` receives the master rounded to T when T is not f32. Blocks of 256
 // elements in three loops: moments, sqrt, parameters (each vectorizes).
-template <class T>
-inline void adamw_update(const T* __restrict g, float* __restrict w, float* __restrict m, float* __restrict v,
+template <class T, class G = T>
+inline void adamw_update(const G* __restrict g, float* __restrict w, float* __restrict m, float* __restrict v,
                          T* __restrict param, std::size_t n, const adamw_coeffs c) {
   constexpr std::size_t block = 256;
   alignas(64) float root[block];
   for (std::size_t b = 0; b < n; b += block) {
     const std::size_t k = std::min(block, n - b);
-    const T* __restrict gb = g + b;
+    const G* __restrict gb = g + b;
     float* __restrict mb = m + b;
     float* __restrict vb = v + b;
     float* __restrict wb = w + b;
     for (std::size_t i = 0; i < k; ++i) {
-      const float gi = static_cast<float>(load_as<T>(gb[i])) * c.grad_scale;
+      const float gi = static_cast<float>(load_as<G>(gb[i])) * c.grad_scale;
       mb[i] = mb[i] * c.beta1 + c.one_minus_beta1 * gi;
       vb[i] = vb[i] * c.beta2 + (c.one_minus_beta2 * gi) * gi;
     }
@@ -272,20 +292,7 @@ class adamw {
 
     // Pass 2: nothing below throws.
     const std::int64_t t = steps_ + 1;
-    const double b1 = cfg_.beta1, b2 = cfg_.beta2;
-    const double bias_correction1 = 1.0 - std::pow(b1, static_cast<double>(t));
-    const double bias_correction2 = 1.0 - std::pow(b2, static_cast<double>(t));
-    detail::adamw_coeffs c{};
-    c.grad_scale = 1.0f;
-    if (cfg_.max_grad_norm > 0.0f) c.grad_scale = std::min(cfg_.max_grad_norm / (total + 1e-6f), 1.0f);
-    c.decay = static_cast<float>(1.0 - static_cast<double>(lr) * static_cast<double>(cfg_.weight_decay));
-    c.beta1 = cfg_.beta1;
-    c.one_minus_beta1 = static_cast<float>(1.0 - b1);
-    c.beta2 = cfg_.beta2;
-    c.one_minus_beta2 = static_cast<float>(1.0 - b2);
-    c.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-    c.eps = cfg_.eps;
-    c.neg_step_size = static_cast<float>(-(static_cast<double>(lr) / bias_correction1));
+    const detail::adamw_coeffs c = detail::adamw_coeffs_for(cfg_, lr, t, total);
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
       const auto g = s.template grad<L>();

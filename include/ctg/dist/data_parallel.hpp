@@ -1,0 +1,302 @@
+#pragma once
+// dist::data_parallel: one store as a rank of a data-parallel run. Each rank
+// feeds its own batch to the same step; together the ranks compute the loss
+// and gradients of the global batch (the ranks' batches, in rank order, all
+// of one shape), and dist::sharded_adamw updates each rank's dim-0 shard.
+//
+//   ctg::dist::mpi_comm comm{argc, argv};
+//   auto store = ctg::make_store(dev, step);
+//   ctg::nn::init_params(store, seed);                  // the same on every rank (checked)
+//   ctg::dist::data_parallel dp(store, comm);
+//   ctg::dist::sharded_adamw opt(dp, {.lr = 1e-3f});
+//   for (...) {
+//     step(store, ctg::feed<Ids>(my_ids, b, t), ...);  // this rank's batch
+//     opt.step();                                       // dp.loss(): the global batch's loss
+//   }
+//
+// What a step does (exec/replica_group.hpp for the store's side):
+//   * backward starts from 1/W: each rank's gradient is its share of the
+//     global mean's;
+//   * every rank learns whether every rank's run succeeded, with the same
+//     fed sizes, before any commits: a mistake on one rank is a ctg::error
+//     on all of them, never a hang;
+//   * FP8 amaxes are the max over the ranks before any scaling state
+//     updates (one gather for all of them), so scales stay equal;
+//   * gradients are reduce-scattered in f32: each rank cuts its gradient
+//     into W dim-0 shards (shard_layout.hpp), one all-to-all brings rank r
+//     every rank's piece of shard r, and rank r sums them in rank order.
+//
+// Bitwise reproducible across world sizes: no library reduction is used, so
+// the sums run in one fixed order. data_parallel(store, emulate{W}) plays W
+// ranks in one process (W runs per step, run v fed rank v's batch): its
+// losses, gradients and parameters are bit for bit those of W real ranks.
+// Dropout masks are keyed by the global run (step * W + rank), the same in
+// both.
+//
+// This is ZeRO-style sharding: gradients, optimizer state and f32 masters
+// live in shards; each rank still holds every parameter whole between steps
+// (gathered after each update), not only while a layer runs as in FSDP2.
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <ctg/core/fp8_scaling.hpp>
+#include <ctg/core/hash.hpp>
+#include <ctg/dist/communicator.hpp>
+#include <ctg/dist/shard_layout.hpp>
+#include <ctg/exec/replica_group.hpp>
+#include <ctg/graph/step.hpp>
+
+namespace ctg::dist {
+
+// How many ranks one process plays (data_parallel(store, emulate{W})).
+struct emulate {
+  int world = 1;
+};
+
+namespace detail {
+// What each rank says of its run, gathered by every rank.
+struct run_report {
+  std::int32_t failed = 0;
+  std::int32_t dim_count = 0;
+  std::int64_t dim[8]{};
+  std::uint64_t dims_hash = 0;
+  char message[216]{};
+};
+// What each rank says when it joins.
+struct join_report {
+  std::uint64_t model_a = 0, model_b = 0;
+  std::uint64_t values_hash = 0;
+  std::int32_t world = 0;
+  std::uint32_t steps_run = 0;
+};
+inline std::string dims_text(const run_report& r) {
+  std::string s;
+  for (std::int32_t i = 0; i < r.dim_count && i < 8; ++i) s += (i ? " x " : "") + std::to_string(r.dim[i]);
+  if (r.dim_count > 8) s += " x ...";
+  return s.empty() ? "no dyn dims" : s;
+}
+}  // namespace detail
+
+template <step_store Store>
+class data_parallel final : public replica_group {
+ public:
+  using store_type = Store;
+  using step_type = typename Store::step_type;
+  using trainable = typename step_type::wrt;
+  using layout_type = block_layout<step_type>;
+
+  // This store as rank comm.rank() of comm.size() ranks. Throws ctg::error,
+  // on every rank, if the ranks run different steps or hold different
+  // parameters (or FP8 state, or step counts).
+  data_parallel(Store& s, communicator& c) : data_parallel(s, c, c.size(), 1) {}
+  // This store playing all of `e.world` ranks.
+  data_parallel(Store& s, emulate e) : data_parallel(s, own_, e.world, e.world) {}
+
+  data_parallel(const data_parallel&) = delete;
+  data_parallel& operator=(const data_parallel&) = delete;
+  ~data_parallel() { store_.join(nullptr); }
+
+  Store& store() { return store_; }
+  communicator& comm() { return comm_; }
+  int world() const { return world_; }
+  // The shards this process holds: [first_shard(), first_shard() + shards_held()).
+  int first_shard() const { return emulating() ? 0 : comm_.rank(); }
+  int shards_held() const { return local_runs_; }
+  const layout_type& layout() const { return layout_; }
+
+  // After a complete step (every rank's run): the global batch's loss, the
+  // mean of the ranks' losses (summed in rank order).
+  float loss() const { return loss_; }
+  // Is there a reduced gradient no optimizer has applied yet?
+  bool has_gradient() const { return complete_; }
+  // Shard `first_shard() + h` of the global gradient, f32, in block layout.
+  std::span<const float> grad_shard(int h) const {
+    return {grads_.data() + static_cast<std::size_t>(h) * layout_.elements, layout_.elements};
+  }
+  // What an optimizer calls once it has applied the gradient.
+  void consume() {
+    complete_ = false;
+    store_.consume_grads();
+  }
+
+  // ------------------------------------------------- replica_group ----
+  std::uint32_t replicas() const override { return emulating() ? 1u : static_cast<std::uint32_t>(world_); }
+
+  void agree(const std::string* failure, std::span<const dim_t> fed_dims) override {
+    detail::run_report mine;
+    mine.failed = failure != nullptr;
+    mine.dim_count = static_cast<std::int32_t>(fed_dims.size());
+    for (std::size_t i = 0; i < fed_dims.size() && i < 8; ++i) mine.dim[i] = fed_dims[i];
+    mine.dims_hash = fnv1a64(reinterpret_cast<const unsigned char*>(fed_dims.data()), fed_dims.size_bytes());
+    if (failure) std::strncpy(mine.message, failure->c_str(), sizeof(mine.message) - 1);
+
+    std::vector<detail::run_report> all(static_cast<std::size_t>(comm_.size()));
+    comm_.all_gather(std::span<const detail::run_report>(&mine, 1), std::span(all));
+    if (emulating()) {  // (the ranks are this process's runs: compare with the step's first)
+      if (runs_ == 0) first_run_ = mine;
+      all = {first_run_, mine};
+    }
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      if (!all[r].failed) continue;
+      if (failure) throw error(*failure);
+      throw error("ctg: data parallel: rank " + std::to_string(r) + " failed this step, so no rank committed it (" +
+                  all[r].message + ")");
+    }
+    for (std::size_t r = 1; r < all.size(); ++r) {
+      if (all[r].dims_hash == all[0].dims_hash && all[r].dim_count == all[0].dim_count) continue;
+      const std::size_t other = emulating() ? static_cast<std::size_t>(runs_) : r;
+      throw error("ctg: data parallel: the ranks fed batches of different sizes (rank 0: " +
+                  detail::dims_text(all[0]) + "; rank " + std::to_string(other) + ": " + detail::dims_text(all[r]) +
+                  "); every rank feeds the same shape, so no rank committed this step");
+    }
+  }
+
+  void max_over_replicas(std::span<float> amax) override {
+    if (emulating()) return;  // (the store folded its runs' amaxes itself)
+    std::vector<float> all(amax.size() * static_cast<std::size_t>(world_));
+    comm_.all_gather(std::span<const float>(amax), std::span(all));
+    for (std::size_t i = 0; i < amax.size(); ++i) {
+      float a = 0.0f;  // (folded from 0 in rank order, as a store folds its runs)
+      for (int r = 0; r < world_; ++r) a = fp8_scaling::amax_combine(a, all[static_cast<std::size_t>(r) * amax.size() + i]);
+      amax[i] = a;
+    }
+  }
+
+  void committed() override {
+    const int v = runs_;
+    if (v == 0) complete_ = false;  // (a new step replaces an unapplied gradient, as in a store)
+    cut_into_shards(contributions_.data() + static_cast<std::size_t>(v) * world_ * layout_.elements);
+    const auto value = store_.value();
+    losses_[static_cast<std::size_t>(v)] = value.empty() ? 0.0f : static_cast<float>(load_as(value[0]));
+    if (!emulating()) store_.set_steps_run(store_.steps_run() - 1 + static_cast<std::uint32_t>(world_));
+    if (++runs_ < local_runs_) return;
+    runs_ = 0;
+    reduce();
+    complete_ = true;
+  }
+
+ private:
+  data_parallel(Store& s, communicator& c, int world, int local_runs)
+      : store_(s), comm_(c), world_(world), local_runs_(local_runs), layout_(layout_type::of(world)) {
+    if (world < 1) throw error("ctg: data parallel: emulate{" + std::to_string(world) + "}: a world has at least 1 rank");
+    const std::size_t b = layout_.elements, w = static_cast<std::size_t>(world);
+    contributions_.assign(static_cast<std::size_t>(local_runs) * w * b, 0.0f);
+    received_.assign(emulating() ? 0 : w * b, 0.0f);
+    grads_.assign(static_cast<std::size_t>(local_runs) * b, 0.0f);
+    losses_.assign(static_cast<std::size_t>(local_runs), 0.0f);
+    check_ranks_agree();
+    store_.accumulate(static_cast<std::uint32_t>(local_runs));  // (FP8: one update per step, from all its runs)
+    store_.join(this);
+    if (!emulating()) store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world) + comm_.rank());
+    else store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world));
+  }
+  bool emulating() const { return &comm_ == &own_; }
+
+  // f.template operator()<K, L>() for every trainable leaf L, K its index.
+  template <class F>
+  static void for_each_trainable(F&& f) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (f.template operator()<K, tl::at_t<K, trainable>>(), ...);
+    }(std::make_index_sequence<trainable::size>{});
+  }
+
+  // This run's gradient, in f32, as `world` blocks: block j holds shard j of every leaf.
+  void cut_into_shards(float* blocks) {
+    for_each_trainable([&]<std::size_t K, class L>() {
+      const auto g = store_.template grad<L>();
+      const auto& slot = layout_.leaf[K];
+      for (int j = 0; j < world_; ++j) {
+        const std::size_t from = static_cast<std::size_t>(slot.shard.begin(j)) * slot.row_elements;
+        const std::size_t n = static_cast<std::size_t>(slot.shard.held(j)) * slot.row_elements;
+        float* dst = blocks + static_cast<std::size_t>(j) * layout_.elements + slot.offset;
+        for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load_as(g[from + i]));
+      }
+    });
+  }
+
+  // Every held shard of the global gradient: the ranks' pieces summed in
+  // rank order, in f32; and the global loss.
+  void reduce() {
+    const std::size_t b = layout_.elements, w = static_cast<std::size_t>(world_);
+    std::vector<float> losses(w);
+    if (emulating()) {
+      losses = losses_;
+    } else {
+      comm_.all_to_all(std::span<const float>(contributions_), std::span(received_), b);
+      comm_.all_gather(std::span<const float>(losses_), std::span(losses));
+    }
+    for (int h = 0; h < local_runs_; ++h) {
+      // Rank v's piece of shard j: received from v, or (emulating) run v's own block j.
+      auto piece = [&](std::size_t v) {
+        return emulating() ? contributions_.data() + (v * w + static_cast<std::size_t>(h)) * b
+                           : received_.data() + v * b;
+      };
+      float* out = grads_.data() + static_cast<std::size_t>(h) * b;
+      std::memcpy(out, piece(0), b * sizeof(float));
+      for (std::size_t v = 1; v < w; ++v) {
+        const float* p = piece(v);
+        for (std::size_t i = 0; i < b; ++i) out[i] += p[i];
+      }
+    }
+    double sum = 0.0;
+    for (float l : losses) sum += static_cast<double>(l);
+    loss_ = static_cast<float>(sum / static_cast<double>(w));
+  }
+
+  // Every rank runs the same step, from the same values, at the same count.
+  void check_ranks_agree() {
+    constexpr auto key = ctg::detail::key_of_step<step_type>::key;
+    detail::join_report mine{key.a, key.b, values_hash(), world_, store_.steps_run()};
+    std::vector<detail::join_report> all(static_cast<std::size_t>(comm_.size()));
+    comm_.all_gather(std::span<const detail::join_report>(&mine, 1), std::span(all));
+    for (std::size_t r = 1; r < all.size(); ++r) {
+      const std::string who = "ctg: data parallel: rank " + std::to_string(r);
+      if (all[r].model_a != all[0].model_a || all[r].model_b != all[0].model_b)
+        throw error(who + " runs another step than rank 0 (their steps' hashes differ); every rank builds the same model");
+      if (all[r].world != all[0].world)
+        throw error(who + " sees a world of " + std::to_string(all[r].world) + " ranks, rank 0 of " +
+                    std::to_string(all[0].world));
+      if (all[r].values_hash != all[0].values_hash)
+        throw error(who + "'s parameters or FP8 state differ from rank 0's; initialise every rank the same way "
+                          "(nn::init_params(store, seed) with one seed, or one checkpoint)");
+      if (all[r].steps_run != all[0].steps_run)
+        throw error(who + " has run " + std::to_string(all[r].steps_run) + " steps, rank 0 " +
+                    std::to_string(all[0].steps_run) + " (dropout masks are keyed by the count)");
+    }
+  }
+  // A hash of every stored leaf's values (parameters, frozen leaves, FP8 state).
+  std::uint64_t values_hash() {
+    std::uint64_t h = fnv1a64_basis;
+    [&]<class... Ls>(tl::list<Ls...>) {
+      auto one = [&]<class L>(std::type_identity<L>) {
+        if constexpr (ctg::detail::stored_leaf<L>()) {
+          const auto p = store_.template param<L>();
+          h = fnv1a64(reinterpret_cast<const unsigned char*>(p.data()), p.size_bytes(), h);
+        }
+      };
+      (one(std::type_identity<Ls>{}), ...);
+      (void)one;
+    }(leaves_t<typename step_type::nodes>{});
+    return h;
+  }
+
+  self_comm own_;  // (the communicator of an emulated world)
+  Store& store_;
+  communicator& comm_;
+  int world_ = 1;
+  int local_runs_ = 1;  // runs of one step this process makes: world_ when emulating, else 1
+  layout_type layout_;
+  std::vector<float> contributions_;  // [run][shard][block]: each run's gradient, cut into shards
+  std::vector<float> received_;       // [rank][block]: every rank's piece of this rank's shard
+  std::vector<float> grads_;          // [held shard][block]: the global gradient's shards
+  std::vector<float> losses_;         // [run]
+  detail::run_report first_run_{};    // (emulating: the step's first run, for the sizes check)
+  int runs_ = 0;
+  bool complete_ = false;
+  float loss_ = 0.0f;
+};
+
+}  // namespace ctg::dist

@@ -1,0 +1,242 @@
+#pragma once
+// dist::sharded_adamw: AdamW (optim/adamw.hpp: the same update, element for
+// element) over a data-parallel run, each rank keeping the moments and the
+// f32 master of its dim-0 shard of every trainable leaf only.
+//
+// One step(lr), after a complete data-parallel step:
+//   1. each rank's sum of squares of its gradient shard, per leaf (double,
+//      as optim::adamw), and whether its shard of a narrow parameter still
+//      holds its master's rounding; one all-gather gives every rank all of
+//      them. The norm is the sum over ranks, in rank order, of each rank's
+//      sum over leaves (so one process emulating W ranks gets the same
+//      bits). A non-finite gradient or a written parameter throws
+//      ctg::error on every rank, naming the leaf and the rank, and nothing
+//      is updated;
+//   2. each rank updates its shard (clipping as optim::adamw) and rounds it
+//      to the parameter's dtype;
+//   3. one all-gather of the updated shards, in the parameters' own dtypes
+//      (count x sizeof(dtype) bytes each), makes every rank's parameters
+//      whole again.
+// Frozen leaves are not trainable: no state, no gradient, never gathered
+// (every rank holds them whole, from the same values).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <ctg/dist/data_parallel.hpp>
+#include <ctg/optim/adamw.hpp>
+
+namespace ctg::dist {
+
+template <step_store Store>
+class sharded_adamw {
+ public:
+  using step_type = typename Store::step_type;
+  using trainable = typename step_type::wrt;
+
+  // Takes the masters of this rank's shards from the store's parameters.
+  explicit sharded_adamw(data_parallel<Store>& dp, optim::adamw_config cfg = {}) : dp_(dp), cfg_(cfg) {
+    static_assert(trainable::size > 0, "ctg: adamw needs a step with trainable leaves (value_and_grad)");
+    cfg_.validate();
+    slots_.resize(trainable::size * static_cast<std::size_t>(dp_.shards_held()));
+    std::size_t at = 0;
+    for_each_trainable([&]<std::size_t K, class L>() {
+      for (int h = 0; h < dp_.shards_held(); ++h) {
+        const std::size_t n = shard_elements<K>(h);
+        slot& s = slots_[slot_index(K, h)];
+        s.exp_avg = at;
+        s.exp_avg_sq = at + n;
+        at += 2 * n;
+        if constexpr (ctg::detail::has_master_copy<typename L::dtype>) {
+          s.master = at;
+          at += n;
+        }
+      }
+    });
+    state_.assign(at, 0.0f);
+    take_masters();
+  }
+
+  // One update with the configured lr, or this lr. Returns the global
+  // gradient norm before clipping.
+  float step() { return step(cfg_.lr); }
+  float step(float lr) {
+    if (!(std::isfinite(lr) && lr >= 0.0f))
+      throw error("ctg: adamw: lr must be finite and >= 0, found " + std::to_string(lr) + "; nothing was updated");
+    if (!dp_.has_gradient())
+      throw error("ctg: adamw: no gradient since the last update (each step's is applied once): run a step on "
+                  "every rank first; nothing was updated");
+    const float total = checked_norm();
+    const optim::adamw_config cfg = cfg_;
+    const auto c = ctg::detail::adamw_coeffs_for(cfg, lr, steps_ + 1, total);
+    for_each_trainable([&]<std::size_t K, class L>() {
+      using T = typename L::dtype;
+      const auto& leaf = dp_.layout().leaf[K];
+      for (int h = 0; h < dp_.shards_held(); ++h) {
+        const slot& s = slots_[slot_index(K, h)];
+        const float* g = dp_.grad_shard(h).data() + leaf.offset;
+        T* p = shard_of<K, L>(h);
+        float* m = state_.data() + s.exp_avg;
+        float* v = state_.data() + s.exp_avg_sq;
+        if constexpr (ctg::detail::has_master_copy<T>)
+          ctg::detail::adamw_update<T, float>(g, state_.data() + s.master, m, v, p, shard_elements<K>(h), c);
+        else
+          ctg::detail::adamw_update<T, float>(g, p, m, v, nullptr, shard_elements<K>(h), c);
+      }
+    });
+    gather_parameters();
+    ++steps_;
+    dp_.consume();
+    return total;
+  }
+
+  std::int64_t steps() const { return steps_; }
+  const optim::adamw_config& config() const { return cfg_; }
+
+  // This process's state of leaf L, shard first_shard() + h (its rows only).
+  template <class L>
+  std::span<const float> exp_avg(int h = 0) const {
+    constexpr std::size_t K = tl::index_of<L, trainable>::value;
+    return {state_.data() + slots_[slot_index(K, h)].exp_avg, shard_elements<K>(h)};
+  }
+  template <class L>
+  std::span<const float> exp_avg_sq(int h = 0) const {
+    constexpr std::size_t K = tl::index_of<L, trainable>::value;
+    return {state_.data() + slots_[slot_index(K, h)].exp_avg_sq, shard_elements<K>(h)};
+  }
+  // The f32 floats of optimizer state this process holds.
+  std::size_t state_elements() const { return state_.size(); }
+
+ private:
+  struct slot {
+    std::size_t exp_avg = 0, exp_avg_sq = 0, master = 0;
+  };
+  // Per rank, per leaf: the shard's sum of squares and whether its parameter was written.
+  struct leaf_check {
+    double sum_of_squares = 0.0;
+    double written = 0.0;  // 1: the parameter no longer holds its master's rounding
+  };
+
+  std::size_t slot_index(std::size_t k, int h) const { return k * static_cast<std::size_t>(dp_.shards_held()) + static_cast<std::size_t>(h); }
+  template <std::size_t K>
+  std::size_t shard_elements(int h) const {
+    const auto& leaf = dp_.layout().leaf[K];
+    return static_cast<std::size_t>(leaf.shard.held(dp_.first_shard() + h)) * leaf.row_elements;
+  }
+  // The store's rows of shard first_shard() + h of leaf L.
+  template <std::size_t K, class L>
+  typename L::dtype* shard_of(int h) {
+    const auto& leaf = dp_.layout().leaf[K];
+    return dp_.store().template param<L>().data() +
+           static_cast<std::size_t>(leaf.shard.begin(dp_.first_shard() + h)) * leaf.row_elements;
+  }
+
+  template <class F>
+  static void for_each_trainable(F&& f) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (f.template operator()<K, tl::at_t<K, trainable>>(), ...);
+    }(std::make_index_sequence<trainable::size>{});
+  }
+
+  void take_masters() {
+    for_each_trainable([&]<std::size_t K, class L>() {
+      using T = typename L::dtype;
+      if constexpr (ctg::detail::has_master_copy<T>)
+        for (int h = 0; h < dp_.shards_held(); ++h) {
+          const T* p = shard_of<K, L>(h);
+          float* w = state_.data() + slots_[slot_index(K, h)].master;
+          for (std::size_t i = 0; i < shard_elements<K>(h); ++i) w[i] = static_cast<float>(load_as<T>(p[i]));
+        }
+    });
+  }
+
+  // Pass 1: every rank's checks, gathered; the norm, or an error on every rank.
+  float checked_norm() {
+    constexpr std::size_t n = trainable::size;
+    const int world = dp_.world();
+    std::vector<leaf_check> all(static_cast<std::size_t>(world) * n);
+    std::vector<leaf_check> mine(static_cast<std::size_t>(dp_.shards_held()) * n);
+    for_each_trainable([&]<std::size_t K, class L>() {
+      using T = typename L::dtype;
+      for (int h = 0; h < dp_.shards_held(); ++h) {
+        leaf_check& c = mine[static_cast<std::size_t>(h) * n + K];
+        c.sum_of_squares =
+            ctg::detail::sum_of_squares(dp_.grad_shard(h).data() + dp_.layout().leaf[K].offset, shard_elements<K>(h));
+        if constexpr (ctg::detail::has_master_copy<T>) {
+          const float* w = state_.data() + slots_[slot_index(K, h)].master;
+          c.written = ctg::detail::first_master_mismatch(shard_of<K, L>(h), w, shard_elements<K>(h)) !=
+                      shard_elements<K>(h);
+        }
+      }
+    });
+    if (dp_.shards_held() == world) all = mine;  // (one process holds every shard)
+    else dp_.comm().all_gather(std::span<const leaf_check>(mine), std::span(all));
+
+    double total_sq = 0.0;
+    for (int r = 0; r < world; ++r) {
+      double rank_sq = 0.0;
+      for (std::size_t k = 0; k < n; ++k) {
+        const leaf_check& c = all[static_cast<std::size_t>(r) * n + k];
+        if (!std::isfinite(c.sum_of_squares))
+          throw error("ctg: adamw: the gradient of '" + name_of(k) + "' is not finite in rank " + std::to_string(r) +
+                      "'s shard; nothing was updated");
+        if (c.written != 0.0)
+          throw error("ctg: adamw: parameter '" + name_of(k) + "' (rank " + std::to_string(r) +
+                      "'s shard) was written after the optimizer last set it: an update would undo the write; "
+                      "nothing was updated");
+        rank_sq += c.sum_of_squares;
+      }
+      total_sq += rank_sq;
+    }
+    if (!std::isfinite(total_sq)) throw error("ctg: adamw: the global gradient norm overflows; nothing was updated");
+    return static_cast<float>(std::sqrt(total_sq));
+  }
+
+  static std::string name_of(std::size_t k) {
+    std::string s;
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if (K == k) s = L::name.c_str();
+    });
+    return s;
+  }
+
+  // Pass 3: every rank's updated rows, in each leaf's dtype, to every rank.
+  void gather_parameters() {
+    if (dp_.shards_held() == dp_.world()) return;  // (one process updated every shard in place)
+    std::size_t block = 0;  // bytes: each leaf's padded shard, in its dtype
+    for_each_trainable([&]<std::size_t K, class L>() {
+      block += static_cast<std::size_t>(dp_.layout().leaf[K].shard.per_rank) * dp_.layout().leaf[K].row_elements *
+               sizeof(typename L::dtype);
+    });
+    std::vector<std::byte> send(block), recv(block * static_cast<std::size_t>(dp_.world()));
+    std::size_t at = 0;
+    for_each_trainable([&]<std::size_t K, class L>() {
+      const auto& leaf = dp_.layout().leaf[K];
+      if (shard_elements<K>(0)) std::memcpy(send.data() + at, shard_of<K, L>(0), shard_elements<K>(0) * sizeof(typename L::dtype));
+      at += static_cast<std::size_t>(leaf.shard.per_rank) * leaf.row_elements * sizeof(typename L::dtype);
+    });
+    dp_.comm().all_gather(std::span<const std::byte>(send), std::span(recv));
+    for (int r = 0; r < dp_.world(); ++r) {
+      std::size_t from = static_cast<std::size_t>(r) * block;
+      for_each_trainable([&]<std::size_t K, class L>() {
+        using T = typename L::dtype;
+        const auto& leaf = dp_.layout().leaf[K];
+        const std::size_t rows = static_cast<std::size_t>(leaf.shard.held(r));
+        T* dst = dp_.store().template param<L>().data() + static_cast<std::size_t>(leaf.shard.begin(r)) * leaf.row_elements;
+        if (r != dp_.first_shard() && rows) std::memcpy(dst, recv.data() + from, rows * leaf.row_elements * sizeof(T));
+        from += static_cast<std::size_t>(leaf.shard.per_rank) * leaf.row_elements * sizeof(T);
+      });
+    }
+  }
+
+  data_parallel<Store>& dp_;
+  optim::adamw_config cfg_;
+  std::vector<slot> slots_;  // [leaf][held shard]
+  std::vector<float> state_;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace ctg::dist

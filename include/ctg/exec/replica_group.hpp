@@ -1,0 +1,41 @@
+#pragma once
+// What a store sees of the other data-parallel replicas of its step: stores
+// on other ranks (or, emulated, other runs of this one) whose batches make
+// one global batch. dist/data_parallel.hpp implements it; a store joins one
+// with store.join(group). While in a group, a store
+//   * starts each run's backward from 1/(k * replicas()) (k micro-batches):
+//     its gradients are its batch's share of the global mean's;
+//   * ends every run, failed or not, in agree(), on every replica, so a
+//     mistake on one rank is an error on all of them, never a hang, and
+//     commits nothing unless every replica succeeded;
+//   * keeps each run's own gradients (never adds them up: the group sums
+//     them, in f32, in a fixed order) and calls committed() after each run;
+//   * makes each FP8 amax the max over the replicas, before its scaling
+//     state updates, so every replica's scales stay the same.
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <ctg/core/shape.hpp>
+
+namespace ctg {
+
+class replica_group {
+ public:
+  // The stores whose runs make one global batch, this one included.
+  virtual std::uint32_t replicas() const = 0;
+  // Every run ends here: `failure` is this run's error (null if it
+  // succeeded), `fed_dims` the sizes of its fed inputs' dyn dims, in feed
+  // order. Throws ctg::error, on every replica, if any failed or fed other
+  // sizes than the others.
+  virtual void agree(const std::string* failure, std::span<const dim_t> fed_dims) = 0;
+  // Each amax made the max over the replicas, in place.
+  virtual void max_over_replicas(std::span<float> amax) = 0;
+  // A run committed: its gradients are in the store.
+  virtual void committed() = 0;
+
+ protected:
+  ~replica_group() = default;
+};
+
+}  // namespace ctg

@@ -1,0 +1,181 @@
+// Data parallelism in one process (dist/data_parallel.hpp, dist/sharded_adamw.hpp):
+// the shard layout, one rank that is exactly the plain store and AdamW, and
+// W emulated ranks that train the global batch (within rounding of one store
+// fed the whole batch). tests/mpi/ runs the same on real ranks.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+
+#include "error_message.hpp"
+
+namespace {
+using ctg::dyn;
+using X = ctg::input<"x", ctg::f32, dyn, 4>;
+using Y = ctg::input<"y", ctg::f32, dyn, 3>;
+// Rows that do not divide: 5 rows on 2 or 3 ranks, 1 row on 2 or 3 (empty shards).
+using W1 = ctg::param<"w1", ctg::bf16, 4, 5>;
+using W2 = ctg::param<"w2", ctg::f32, 5, 3>;
+using B2 = ctg::param<"b2", ctg::f32, 1, 3>;
+using F = ctg::frozen<"f", ctg::f32, 3, 3>;
+using V = std::vector<float>;
+
+auto loss() {
+  auto h = ctg::tanh(ctg::matmul(X{}, ctg::cast<ctg::f32>(W1{})));
+  auto y = ctg::matmul(ctg::matmul(h, W2{}) + B2{}, F{});
+  return ctg::mean(ctg::square(y - Y{}));
+}
+
+// Batch b of `count` rows: rows [b * count, (b + 1) * count) of one global batch.
+struct batch {
+  V x, y;
+};
+batch rows(int first, int count) {
+  batch b{V(static_cast<std::size_t>(count) * 4), V(static_cast<std::size_t>(count) * 3)};
+  for (int r = 0; r < count; ++r) {
+    for (int c = 0; c < 4; ++c) b.x[static_cast<std::size_t>(r * 4 + c)] = std::sin(0.7f * float((first + r) * 4 + c));
+    for (int c = 0; c < 3; ++c) b.y[static_cast<std::size_t>(r * 3 + c)] = 0.3f * std::cos(float((first + r) * 3 + c));
+  }
+  return b;
+}
+
+template <class Store>
+void init(Store& s) {
+  ctg::nn::init_params(s, 11, 0.5);
+  auto f = s.template param<F>();
+  for (std::size_t i = 0; i < f.size(); ++i) f[i] = (i % 4 == 0) ? 1.0f : 0.1f;
+}
+template <class L, class Store>
+V values(Store& s) {
+  V v;
+  for (auto x : s.template param<L>()) v.push_back(static_cast<float>(ctg::load_as(x)));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("dim-0 shards: ceil(rows / world) per rank, padded; a rank may hold none") {
+  constexpr auto a = ctg::dist::shard_rows::of(5, 2);
+  static_assert(a.per_rank == 3 && a.begin(0) == 0 && a.end(0) == 3 && a.begin(1) == 3 && a.end(1) == 5);
+  constexpr auto b = ctg::dist::shard_rows::of(1, 3);
+  static_assert(b.per_rank == 1 && b.held(0) == 1 && b.held(1) == 0 && b.held(2) == 0);
+  // The block of a step: every trainable leaf's padded shard, in wrt order; no frozen leaf.
+  using step_t = decltype(ctg::value_and_grad(loss()));
+  const auto lay = ctg::dist::block_layout<step_t>::of(3);
+  std::size_t want = 0;  // by hand: w1 2 rows x 5, w2 2 rows x 3, b2 1 row x 3
+  want += 2 * 5 + 2 * 3 + 1 * 3;
+  CHECK(lay.elements == want);
+}
+
+TEST_CASE("one rank is the plain store and AdamW, bit for bit") {
+  auto step = ctg::value_and_grad(loss());
+  ctg::cpu::device dev;
+  auto plain = ctg::make_store(dev, step);
+  auto alone = ctg::make_store(dev, step);
+  init(plain);
+  init(alone);
+  ctg::optim::adamw opt(plain, {.lr = 0.05f, .max_grad_norm = 0.5f});
+  ctg::dist::data_parallel dp(alone, ctg::dist::emulate{1});
+  ctg::dist::sharded_adamw sopt(dp, {.lr = 0.05f, .max_grad_norm = 0.5f});
+  for (int s = 0; s < 5; ++s) {
+    const batch b = rows(4 * s, 4);
+    const float l0 = step(plain, ctg::feed<X>(b.x, 4), ctg::feed<Y>(b.y, 4));
+    const float l1 = step(alone, ctg::feed<X>(b.x, 4), ctg::feed<Y>(b.y, 4));
+    CHECK(l0 == l1);
+    CHECK(dp.loss() == l1);
+    CHECK(opt.step(plain) == sopt.step());
+  }
+  CHECK(values<W1>(plain) == values<W1>(alone));
+  CHECK(values<W2>(plain) == values<W2>(alone));
+  CHECK(values<B2>(plain) == values<B2>(alone));
+  CHECK(values<F>(alone) == values<F>(plain));  // (frozen: never written)
+}
+
+// W emulated ranks, each fed its share of the global batch, against one
+// store fed the whole global batch (the same batch every step, so the loss
+// falls).
+//
+// The bounds: w1 is bf16, so its gradient is bf16, and each rank's share
+// rounds to bf16 before the f32 sum (relative 2^-9 per element, against
+// one rounding of the whole); every other difference is the order of f32
+// sums. So the gradient norms agree to 2^-8 relative; AdamW's update is
+// lr * m / sqrt(v), which a relative gradient error d changes by about
+// lr * d: after 5 steps the parameters differ by at most 5 * lr * 2^-8
+// (plus one bf16 ulp of w1, 2^-8 relative), and the losses, which move
+// with the parameters, by 2^-8 relative.
+template <int W>
+void emulated_world_trains_the_global_batch() {
+  auto step = ctg::value_and_grad(loss());
+  ctg::cpu::device dev;
+  auto whole = ctg::make_store(dev, step);
+  auto shared = ctg::make_store(dev, step);
+  init(whole);
+  init(shared);
+  constexpr float lr = 0.02f;
+  ctg::optim::adamw opt(whole, {.lr = lr});
+  ctg::dist::data_parallel dp(shared, ctg::dist::emulate{W});
+  ctg::dist::sharded_adamw sopt(dp, {.lr = lr});
+  constexpr int per_rank = 2;
+  const batch g = rows(0, W * per_rank);
+  float first = 0, last = 0;
+  for (int s = 0; s < 5; ++s) {
+    const float lw = step(whole, ctg::feed<X>(g.x, W * per_rank), ctg::feed<Y>(g.y, W * per_rank));
+    for (int r = 0; r < W; ++r) {
+      const batch b = rows(r * per_rank, per_rank);
+      step(shared, ctg::feed<X>(b.x, per_rank), ctg::feed<Y>(b.y, per_rank));
+    }
+    CHECK(std::abs(dp.loss() - lw) <= 0x1p-8f * lw);
+    const float nw = opt.step(whole), ns = sopt.step();
+    CHECK(std::abs(nw - ns) <= 0x1p-8f * nw);
+    (s == 0 ? first : last) = dp.loss();
+  }
+  CHECK(last < first);  // (it trains)
+  const float moved = 5 * lr * 0x1p-8f;
+  const V a = values<W1>(whole), b = values<W1>(shared);
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= moved + std::abs(a[i]) * 0x1p-8f);
+  const V c = values<W2>(whole), d = values<W2>(shared);
+  for (std::size_t i = 0; i < c.size(); ++i) CHECK(std::abs(c[i] - d[i]) <= moved);
+  const V e = values<B2>(whole), f = values<B2>(shared);
+  for (std::size_t i = 0; i < e.size(); ++i) CHECK(std::abs(e[i] - f[i]) <= moved);
+}
+
+TEST_CASE("2 and 3 emulated ranks train the global batch, within rounding of one store") {
+  emulated_world_trains_the_global_batch<2>();
+  emulated_world_trains_the_global_batch<3>();
+}
+
+TEST_CASE("optimizer state: only this process's shards of trainable leaves") {
+  auto step = ctg::value_and_grad(loss());
+  ctg::cpu::device dev;
+  auto s = ctg::make_store(dev, step);
+  init(s);
+  ctg::dist::data_parallel dp(s, ctg::dist::emulate{2});
+  ctg::dist::sharded_adamw opt(dp);
+  // Every shard (both emulated ranks): moments of w1, w2, b2 and a master of w1 (bf16); none of f.
+  CHECK(opt.state_elements() == 2 * (20 + 15 + 3) + 20);
+  CHECK(opt.exp_avg<W2>(0).size() == 3 * 3);  // rank 0: rows 0-2 of 5
+  CHECK(opt.exp_avg<W2>(1).size() == 2 * 3);  // rank 1: rows 3-4
+  CHECK(opt.exp_avg<B2>(1).empty());          // 1 row on 2 ranks: rank 1 holds none
+}
+
+TEST_CASE("mistakes: every run of a step feeds one shape; an update needs a whole step") {
+  auto step = ctg::value_and_grad(loss());
+  ctg::cpu::device dev;
+  auto s = ctg::make_store(dev, step);
+  init(s);
+  ctg::dist::data_parallel dp(s, ctg::dist::emulate{2});
+  ctg::dist::sharded_adamw opt(dp);
+  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
+  const batch a = rows(0, 2), b = rows(2, 3);
+  step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));
+  CHECK_THROWS_WITH_AS(step(s, ctg::feed<X>(b.x, 3), ctg::feed<Y>(b.y, 3)),
+                       doctest::Contains("rank 1: 3"), ctg::error);
+  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
+  const V before = values<W2>(s);
+  step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));  // (rank 1 again, the right size)
+  opt.step();
+  CHECK(values<W2>(s) != before);
+  CHECK_THROWS_WITH_AS(ctg::dist::data_parallel(s, ctg::dist::emulate{0}), doctest::Contains("at least 1 rank"),
+                       ctg::error);
+}
