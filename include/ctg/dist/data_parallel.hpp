@@ -155,7 +155,7 @@ class data_parallel final : public replica_group {
   }
 
   void max_over_replicas(std::span<float> amax) override {
-    if (emulating()) return;  // (the store folded its runs' amaxes itself)
+    if (emulating() || amax.empty()) return;  // (emulating: the store folded its runs' amaxes itself)
     std::vector<float> all(amax.size() * static_cast<std::size_t>(world_));
     comm_.all_gather(std::span<const float>(amax), std::span(all));
     for (std::size_t i = 0; i < amax.size(); ++i) {

@@ -1,0 +1,224 @@
+// Data parallelism on real MPI ranks (run under mpirun -np 2 and -np 3):
+//   * the tiny transformer (bf16 parameters, and FP8 with delayed scaling;
+//     dropout on) trained 5 AdamW steps on W ranks equals, bit for bit, one
+//     process emulating W ranks (which every rank also runs): losses,
+//     gradient shards, parameters, FP8 scales. Its embedding's 11 rows do
+//     not divide by 2 or 3, and its 2 stacked layers leave rank 2 of 3
+//     with empty shards;
+//   * what moves: a recording communicator counts the all-to-all bytes of
+//     the gradients, which leave the frozen leaf out, in f32;
+//   * mistakes on one rank are a ctg::error on every rank, never a hang
+//     (ctest's timeout would catch one), and the next good step works.
+// Exit status: 0 when every check passed on this rank.
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+#include <ctg/dist/mpi_comm.hpp>
+
+namespace {
+using ctg::dyn;
+using ctg::i32;
+namespace pr = ctg::precision;
+
+int failures = 0;
+int my_rank = 0;
+void check(bool ok, const std::string& what) {
+  if (ok) return;
+  ++failures;
+  std::fprintf(stderr, "rank %d: FAILED: %s\n", my_rank, what.c_str());
+}
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const ctg::error& e) {
+    return e.what();
+  }
+  return "<no ctg::error>";
+}
+
+struct config {
+  static constexpr ctg::dim_t vocab = 11, max_seq = 6, dim = 8, heads = 2, head_dim = 4, hidden = 12;
+  static constexpr std::size_t layers = 2;
+  static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::every_layer;
+  static constexpr double dropout = 0.2;
+};
+using Ids = ctg::input<"ids", i32, dyn, dyn>;
+using Pos = ctg::input<"pos", i32, dyn>;
+using Tg = ctg::input<"targets", i32, dyn, dyn>;
+template <class Policy>
+auto train_step() {
+  return ctg::value_and_grad(ctg::nn::transformer<config, Policy>::loss(Ids{}, Pos{}, Tg{}));
+}
+
+// Rank r's batch of step s: 2 sequences of 5 tokens, a function of (s, r) only.
+constexpr int batch = 2, T = 5;
+struct tokens {
+  std::vector<i32> ids, tg;
+};
+tokens batch_of(int s, int r) {
+  tokens t{std::vector<i32>(batch * T), std::vector<i32>(batch * T)};
+  for (int i = 0; i < batch * T; ++i) {
+    t.ids[static_cast<std::size_t>(i)] = (7 * s + 5 * r + 3 * i) % 11;
+    t.tg[static_cast<std::size_t>(i)] = (2 * s + 3 * r + i * i) % 11;
+  }
+  return t;
+}
+template <class Step, class Store>
+void run(Step& step, Store& st, const tokens& t, int b = batch) {
+  static const std::vector<i32> pos{0, 1, 2, 3, 4};
+  const auto n = static_cast<std::size_t>(b * T);
+  step(st, ctg::feed<Ids>(std::span(t.ids).first(n), b, T), ctg::feed<Pos>(pos, T),
+       ctg::feed<Tg>(std::span(t.tg).first(n), b, T));
+}
+
+// Every stored leaf's bytes, in order (parameters, frozen leaves, FP8 state).
+template <class Store>
+std::vector<unsigned char> all_values(Store& s) {
+  std::vector<unsigned char> out;
+  [&]<class... Ls>(ctg::tl::list<Ls...>) {
+    auto one = [&]<class L>(std::type_identity<L>) {
+      if constexpr (ctg::detail::stored_leaf<L>()) {
+        const auto p = s.template param<L>();
+        const auto* b = reinterpret_cast<const unsigned char*>(p.data());
+        out.insert(out.end(), b, b + p.size_bytes());
+      }
+    };
+    (one(std::type_identity<Ls>{}), ...);
+  }(ctg::leaves_t<typename Store::step_type::nodes>{});
+  return out;
+}
+
+template <class Policy>
+void world_equals_emulation(ctg::dist::communicator& comm, const char* name) {
+  const int W = comm.size(), r = comm.rank();
+  auto step = train_step<Policy>();
+  ctg::cpu::device dev{1};
+  auto real = ctg::make_store(dev, step);
+  auto solo = ctg::make_store(dev, step);
+  for (auto* s : {&real, &solo}) {
+    s->seed(2026);
+    ctg::nn::init_params(*s, 4, 0.3);
+  }
+  ctg::dist::data_parallel dp(real, comm);
+  ctg::dist::data_parallel em(solo, ctg::dist::emulate{W});
+  const ctg::optim::adamw_config oc{.lr = 0.02f, .max_grad_norm = 1.0f};
+  ctg::dist::sharded_adamw opt(dp, oc);
+  ctg::dist::sharded_adamw eopt(em, oc);
+  std::vector<float> losses;
+  for (int s = 0; s < 5; ++s) {
+    run(step, real, batch_of(s, r));
+    for (int v = 0; v < W; ++v) run(step, solo, batch_of(s, v));
+    const std::string at = std::string(name) + " step " + std::to_string(s);
+    check(std::bit_cast<std::uint32_t>(dp.loss()) == std::bit_cast<std::uint32_t>(em.loss()), at + ": loss");
+    const auto g = dp.grad_shard(0), e = em.grad_shard(r);
+    check(std::memcmp(g.data(), e.data(), g.size_bytes()) == 0, at + ": this rank's gradient shard");
+    const float n1 = opt.step(), n2 = eopt.step();
+    check(n1 == n2, at + ": gradient norm");
+    check(all_values(real) == all_values(solo), at + ": parameters and FP8 state after the update");
+    losses.push_back(dp.loss());
+  }
+  check(losses.back() < losses.front(), std::string(name) + ": the loss falls");
+  if (r == 0) std::printf("%s on %d ranks: losses %.6f .. %.6f, bitwise equal to %d emulated ranks\n", name, W,
+                          static_cast<double>(losses.front()), static_cast<double>(losses.back()), W);
+}
+
+// A frozen leaf and rows that do not divide.
+using X = ctg::input<"x", ctg::f32, dyn, 4>;
+using Y = ctg::input<"y", ctg::f32, dyn, 3>;
+using W1 = ctg::param<"w1", ctg::bf16, 4, 5>;
+using W2 = ctg::param<"w2", ctg::f32, 5, 3>;
+using F = ctg::frozen<"f", ctg::f32, 3, 3>;
+auto mlp_loss() {
+  auto h = ctg::tanh(ctg::matmul(X{}, ctg::cast<ctg::f32>(W1{})));
+  return ctg::mean(ctg::square(ctg::matmul(ctg::matmul(h, W2{}), F{}) - Y{}));
+}
+
+void bytes_moved(ctg::dist::communicator& comm) {
+  const int W = comm.size();
+  auto step = ctg::value_and_grad(mlp_loss());
+  ctg::cpu::device dev{1};
+  auto s = ctg::make_store(dev, step);
+  ctg::nn::init_params(s, 3, 0.5);
+  ctg::dist::recording_comm rec(comm);
+  ctg::dist::data_parallel dp(s, rec);
+  ctg::dist::sharded_adamw opt(dp);
+  std::vector<float> x(8, 0.25f), y(6, 0.5f);
+  rec.reset();
+  step(s, ctg::feed<X>(x, 2), ctg::feed<Y>(y, 2));
+  opt.step();
+  // By hand: each rank's gradient block is w1's and w2's padded shards (f is
+  // frozen: not there), f32, and the all-to-all sends W - 1 of its W blocks.
+  auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+  const std::size_t block = static_cast<std::size_t>(ceil_div(4, W) * 5 + ceil_div(5, W) * 3);
+  const auto a2a = rec.of(ctg::dist::collective::all_to_all);
+  check(a2a.calls == 1, "one all-to-all per step");
+  check(a2a.bytes_sent == static_cast<std::size_t>(W - 1) * block * sizeof(float),
+        "all-to-all bytes: " + std::to_string(a2a.bytes_sent));
+  // The parameters' gather: w1 in bf16 (2 bytes), w2 in f32; f not at all.
+  const std::size_t params = static_cast<std::size_t>(ceil_div(4, W) * 5 * 2 + ceil_div(5, W) * 3 * 4);
+  const auto ag = rec.of(ctg::dist::collective::all_gather);
+  const std::size_t small = sizeof(ctg::dist::detail::run_report) + sizeof(float) +  // agreement, loss
+                            2 * sizeof(double) * 2;                                  // per-leaf checks
+  check(ag.bytes_sent == static_cast<std::size_t>(W - 1) * (params + small),
+        "all-gather bytes: " + std::to_string(ag.bytes_sent));
+  if (comm.rank() == 0)
+    std::printf("bytes sent per step by each of %d ranks: gradients %zu (all-to-all), all-gathers %zu\n", W,
+                a2a.bytes_sent, ag.bytes_sent);
+}
+
+void mistakes(ctg::dist::communicator& comm) {
+  const int r = comm.rank();
+  auto step = train_step<pr::full<ctg::bf16>>();
+  ctg::cpu::device dev{1};
+  auto s = ctg::make_store(dev, step);
+  ctg::nn::init_params(s, r == 1 ? 5 : 4, 0.3);  // rank 1 initialised another way
+  check(message_of([&] { ctg::dist::data_parallel dp(s, comm); }).find("rank 1's parameters or FP8 state differ") !=
+            std::string::npos,
+        "different parameters: an error on every rank");
+  ctg::nn::init_params(s, 4, 0.3);
+  ctg::dist::data_parallel dp(s, comm);
+  ctg::dist::sharded_adamw opt(dp);
+  const auto before = all_values(s);
+  // Rank 1 feeds one sequence, the others two.
+  const std::string sizes = message_of([&] { run(step, s, batch_of(0, r), r == 1 ? 1 : batch); });
+  check(sizes.find("batches of different sizes (rank 0: 2 x 5 x 5 x 2 x 5; rank 1: 1 x 5 x 5 x 1 x 5)") !=
+            std::string::npos,
+        "different sizes: " + sizes);
+  // Rank 1 feeds a target outside [0, 11).
+  tokens bad = batch_of(0, r);
+  if (r == 1) bad.tg[3] = 11;
+  const std::string ids = message_of([&] { run(step, s, bad); });
+  check(r == 1 ? ids.find("targets") != std::string::npos
+               : ids.find("rank 1 failed this step, so no rank committed it") != std::string::npos,
+        "a bad id on rank 1: " + ids);
+  check(message_of([&] { opt.step(); }).find("no gradient since the last update") != std::string::npos,
+        "no update after failed steps");
+  check(all_values(s) == before, "failed steps changed nothing");
+  run(step, s, batch_of(0, r));  // and the next good step works on every rank
+  opt.step();
+  check(all_values(s) != before, "a good step after the mistakes");
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  ctg::dist::mpi_comm comm{argc, argv};
+  my_rank = comm.rank();
+  try {
+    world_equals_emulation<pr::full<ctg::bf16>>(comm, "bf16");
+    world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed");
+    bytes_moved(comm);
+    if (comm.size() >= 2) mistakes(comm);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: unexpected exception: %s\n", my_rank, e.what());
+    return 1;
+  }
+  if (failures) std::fprintf(stderr, "rank %d: %d checks failed\n", my_rank, failures);
+  return failures ? 1 : 0;
+}
