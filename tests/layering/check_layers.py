@@ -3,7 +3,7 @@
 
     core < graph < lower < exec < exec/{cpu,cuda}
     precision and nn above graph (nn may use precision)
-    io and optim above exec (optim may use io), dist above exec and optim
+    io and optim above exec (optim may use io), dist above exec, optim and io
 
 A header may include its own folder and the folders below it. The umbrella headers at
 include/ctg/ (ctg.hpp, model.hpp) may include anything, and so may a forwarding header (one
@@ -29,7 +29,7 @@ BELOW = {
     "exec/cuda": {"core", "graph", "lower", "exec"},
     "io": {"core", "graph", "lower", "exec"},
     "optim": {"core", "graph", "lower", "exec", "io"},
-    "dist": {"core", "graph", "lower", "exec", "precision", "optim"},
+    "dist": {"core", "graph", "lower", "exec", "precision", "optim", "io"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?:ctg/)?([^>"]+)[>"]')
 

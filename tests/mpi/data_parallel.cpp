@@ -19,7 +19,9 @@
 #include <vector>
 
 #include <ctg/ctg.hpp>
+#include <ctg/dist/checkpoint.hpp>
 #include <ctg/dist/mpi_comm.hpp>
+#include <ctg/optim/optim.hpp>
 
 namespace {
 using ctg::dyn;
@@ -205,6 +207,87 @@ void mistakes(ctg::dist::communicator& comm) {
   opt.step();
   check(all_values(s) != before, "a good step after the mistakes");
 }
+// Resume at the same world: bit for bit the run that never stopped (dropout on).
+void resume_exact(ctg::dist::communicator& comm, const std::string& file) {
+  const int r = comm.rank();
+  auto step = train_step<pr::full<ctg::bf16>>();
+  ctg::cpu::device dev{1};
+  auto a = ctg::make_store(dev, step);
+  a.seed(7);
+  ctg::nn::init_params(a, 4, 0.3);
+  ctg::dist::data_parallel dp(a, comm);
+  ctg::dist::sharded_adamw opt(dp, {.lr = 0.02f});
+  for (int s = 0; s < 3; ++s) {
+    run(step, a, batch_of(s, r));
+    opt.step();
+  }
+  ctg::dist::save(file, dp, opt);
+  std::vector<float> went_on;
+  for (int s = 3; s < 5; ++s) {
+    run(step, a, batch_of(s, r));
+    opt.step();
+    went_on.push_back(dp.loss());
+  }
+  auto b = ctg::make_store(dev, step);  // a fresh store: everything comes from the file
+  ctg::dist::data_parallel dq(b, comm);
+  ctg::dist::sharded_adamw qopt(dq);
+  ctg::dist::load(file, dq, qopt);
+  for (int s = 3; s < 5; ++s) {
+    run(step, b, batch_of(s, r));
+    qopt.step();
+    check(std::bit_cast<std::uint32_t>(dq.loss()) == std::bit_cast<std::uint32_t>(went_on[static_cast<std::size_t>(s - 3)]),
+          "resumed loss at step " + std::to_string(s));
+  }
+  check(all_values(a) == all_values(b), "resumed parameters and FP8 state");
+}
+
+// A file saved at W ranks loads into one process (the plain optimizer) and
+// at W + 1 emulated ranks: the same values, and the next loss of one global
+// batch (6 rows) within the rounding of its sums.
+void across_world_sizes(ctg::dist::communicator& comm, const std::string& file) {
+  const int W = comm.size(), r = comm.rank();
+  auto step = ctg::value_and_grad(mlp_loss());
+  ctg::cpu::device dev{1};
+  std::vector<float> x(6 * 4), y(6 * 3);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(static_cast<int>(i % 9) - 4);
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = 0.05f * static_cast<float>(i % 7);
+  const int rows = 6 / W;  // (W is 2 or 3)
+  auto mine = [&](int rank, int n, auto& v, int width) {
+    return std::span<const float>(v).subspan(static_cast<std::size_t>(rank * n * width), static_cast<std::size_t>(n * width));
+  };
+  auto a = ctg::make_store(dev, step);
+  ctg::nn::init_params(a, 3, 0.5);
+  ctg::dist::data_parallel dp(a, comm);
+  ctg::dist::sharded_adamw opt(dp, {.lr = 0.05f});
+  for (int s = 0; s < 2; ++s) {
+    step(a, ctg::feed<X>(mine(r, rows, x, 4), rows), ctg::feed<Y>(mine(r, rows, y, 3), rows));
+    opt.step();
+  }
+  ctg::dist::save(file, dp, opt);
+  step(a, ctg::feed<X>(mine(r, rows, x, 4), rows), ctg::feed<Y>(mine(r, rows, y, 3), rows));
+  const float next = dp.loss();
+
+  auto one = ctg::make_store(dev, step);
+  ctg::optim::adamw popt(one);
+  ctg::io::load(file, one, popt);
+  check(popt.steps() == 2, "one process: AdamW's step count");
+  const float whole = step(one, ctg::feed<X>(x, 6), ctg::feed<Y>(y, 6));
+  check(std::abs(whole - next) <= 1e-6f * next, "one process: the next loss");
+
+  const int W2 = W + 1;
+  auto more = ctg::make_store(dev, step);
+  ctg::dist::data_parallel dm(more, ctg::dist::emulate{W2});
+  ctg::dist::sharded_adamw mopt(dm);
+  ctg::dist::load(file, dm, mopt);
+  check(all_values(more) == all_values(one), std::to_string(W2) + " emulated ranks: the file's values");
+  const int rows2 = 6 / W2;  // (3 -> 4 ranks: 6 rows do not divide; 1 row each, a batch of 4)
+  for (int v = 0; v < W2; ++v)
+    step(more, ctg::feed<X>(mine(v, rows2, x, 4), rows2), ctg::feed<Y>(mine(v, rows2, y, 3), rows2));
+  if (6 % W2 == 0) check(std::abs(dm.loss() - next) <= 1e-6f * next, std::to_string(W2) + " ranks: the next loss");
+  if (r == 0)
+    std::printf("checkpoint saved at %d ranks: next loss %.7f there, %.7f in one process, %.7f at %d ranks\n", W,
+                static_cast<double>(next), static_cast<double>(whole), static_cast<double>(dm.loss()), W2);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,6 +298,14 @@ int main(int argc, char** argv) {
     world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed");
     bytes_moved(comm);
     if (comm.size() >= 2) mistakes(comm);
+    // One file name on every rank (rank 0 writes it; all read it).
+    const std::string file = "ctg_mpi_ckpt_np" + std::to_string(comm.size()) + ".ctg";
+    resume_exact(comm, file);
+    across_world_sizes(comm, file);
+    int done = 1;  // (every rank has read the file before rank 0 removes it)
+    std::vector<int> all(static_cast<std::size_t>(comm.size()));
+    comm.all_gather(std::span<const int>(&done, 1), std::span(all));
+    if (comm.rank() == 0) std::remove(file.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: unexpected exception: %s\n", my_rank, e.what());
     return 1;

@@ -8,8 +8,10 @@
 #include <vector>
 
 #include <ctg/ctg.hpp>
+#include <ctg/dist/checkpoint.hpp>
+#include <ctg/optim/optim.hpp>
 
-#include "error_message.hpp"
+#include "temp_files.hpp"
 
 namespace {
 using ctg::dyn;
@@ -178,4 +180,59 @@ TEST_CASE("mistakes: every run of a step feeds one shape; an update needs a whol
   CHECK(values<W2>(s) != before);
   CHECK_THROWS_WITH_AS(ctg::dist::data_parallel(s, ctg::dist::emulate{0}), doctest::Contains("at least 1 rank"),
                        ctg::error);
+}
+
+TEST_CASE("a checkpoint of W ranks is the single-process file: it loads at any world size") {
+  auto step = ctg::value_and_grad(loss());
+  ctg::cpu::device dev;
+  const test_util::temp_dir dir("ctg_dp_ckpt_");
+  const auto file = dir / "ckpt.ctg";
+  auto saved = ctg::make_store(dev, step);
+  init(saved);
+  const batch g = rows(0, 6);
+  // Two steps at 2 emulated ranks (3 rows each), then saved.
+  {
+    ctg::dist::data_parallel dp(saved, ctg::dist::emulate{2});
+    ctg::dist::sharded_adamw opt(dp, {.lr = 0.02f});
+    for (int s = 0; s < 2; ++s) {
+      for (int r = 0; r < 2; ++r) {
+        const batch b = rows(3 * r, 3);
+        step(saved, ctg::feed<X>(b.x, 3), ctg::feed<Y>(b.y, 3));
+      }
+      opt.step();
+    }
+    ctg::dist::save(file.string(), dp, opt);
+  }
+  // One process, the plain optimizer: the same parameters, and moments at step 2.
+  auto plain = ctg::make_store(dev, step);
+  ctg::optim::adamw popt(plain);
+  ctg::io::load(file.string(), plain, popt);
+  CHECK(values<W1>(plain) == values<W1>(saved));
+  CHECK(values<W2>(plain) == values<W2>(saved));
+  CHECK(values<F>(plain) == values<F>(saved));
+  CHECK(popt.steps() == 2);
+  CHECK(popt.config().lr == 0.02f);
+  // 3 emulated ranks: the same parameters, and the next loss of the same
+  // global batch within the rounding of its sums.
+  auto three = ctg::make_store(dev, step);
+  ctg::dist::data_parallel dp3(three, ctg::dist::emulate{3});
+  ctg::dist::sharded_adamw opt3(dp3);
+  ctg::dist::load(file.string(), dp3, opt3);
+  CHECK(values<W1>(three) == values<W1>(saved));
+  CHECK(opt3.steps() == 2);
+  const float whole = step(plain, ctg::feed<X>(g.x, 6), ctg::feed<Y>(g.y, 6));
+  for (int r = 0; r < 3; ++r) {
+    const batch b = rows(2 * r, 2);
+    step(three, ctg::feed<X>(b.x, 2), ctg::feed<Y>(b.y, 2));
+  }
+  CHECK(std::abs(dp3.loss() - whole) <= 1e-6f * whole);
+  // The next update: moments restored (step 3 of AdamW, not step 1).
+  popt.step(plain);
+  opt3.step();
+  const V a = values<W2>(plain), b = values<W2>(three);
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 0.02f * 0x1p-8f);
+  // A file that is not there: an error, nothing loaded.
+  const V before = values<W2>(three);
+  CHECK_THROWS_AS(ctg::dist::load(file.string() + ".missing", dp3, opt3), ctg::error);
+  CHECK(values<W2>(three) == before);
 }

@@ -24,12 +24,33 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <ctg/dist/data_parallel.hpp>
 #include <ctg/optim/adamw.hpp>
 
 namespace ctg::dist {
+
+namespace detail {
+enum class state_kind { master, exp_avg, exp_avg_sq };
+// Visits an optim::adamw's checkpoint records (its state_records hook):
+// f.template operator()<K>(values, kind) per trainable leaf K and kind.
+template <class Trainable, class F>
+struct state_visitor {
+  F& f;
+  template <fixed_string Kind, class L, class T>
+  void leaf(std::span<T> values) {
+    constexpr std::size_t K = tl::index_of<L, Trainable>::value;
+    constexpr std::string_view kind = Kind.c_str();
+    if constexpr (kind == "master") f.template operator()<K>(values, state_kind::master);
+    else if constexpr (kind == "exp_avg") f.template operator()<K>(values, state_kind::exp_avg);
+    else f.template operator()<K>(values, state_kind::exp_avg_sq);
+  }
+  template <class T>
+  void scalar(std::string_view, T&) {}
+};
+}  // namespace detail
 
 template <step_store Store>
 class sharded_adamw {
@@ -110,6 +131,45 @@ class sharded_adamw {
   // The f32 floats of optimizer state this process holds.
   std::size_t state_elements() const { return state_.size(); }
 
+  // The whole state (every rank's shards) into `whole`, an optim::adamw of
+  // the same store: what a checkpoint saves (dist/checkpoint.hpp). Every
+  // rank calls it (one all-gather per leaf and kind of state).
+  void gather_into(optim::adamw<Store>& whole) {
+    visit_whole(whole, [&]<std::size_t K>(std::span<float> all, detail::state_kind which) {
+      const auto kind = field(which);
+      const auto& leaf = dp_.layout().leaf[K];
+      const std::size_t per = static_cast<std::size_t>(leaf.shard.per_rank) * leaf.row_elements;
+      auto place = [&](int rank, const float* rows) {
+        const std::size_t n = static_cast<std::size_t>(leaf.shard.held(rank)) * leaf.row_elements;
+        if (n) std::memcpy(all.data() + static_cast<std::size_t>(leaf.shard.begin(rank)) * leaf.row_elements, rows, n * sizeof(float));
+      };
+      if (dp_.shards_held() == dp_.world()) {
+        for (int h = 0; h < dp_.shards_held(); ++h) place(h, state_.data() + slots_[slot_index(K, h)].*kind);
+        return;
+      }
+      std::vector<float> mine(per), every(per * static_cast<std::size_t>(dp_.world()));
+      if (shard_elements<K>(0))
+        std::memcpy(mine.data(), state_.data() + slots_[slot_index(K, 0)].*kind, shard_elements<K>(0) * sizeof(float));
+      dp_.comm().all_gather(std::span<const float>(mine), std::span(every));
+      for (int r = 0; r < dp_.world(); ++r) place(r, every.data() + static_cast<std::size_t>(r) * per);
+    });
+    whole.set_steps(steps_);
+  }
+  // This process's shards, the step count and the configuration taken from
+  // `whole` (what a checkpoint loaded).
+  void take_from(optim::adamw<Store>& whole) {
+    visit_whole(whole, [&]<std::size_t K>(std::span<float> all, detail::state_kind which) {
+      const auto kind = field(which);
+      const auto& leaf = dp_.layout().leaf[K];
+      for (int h = 0; h < dp_.shards_held(); ++h) {
+        const std::size_t from = static_cast<std::size_t>(leaf.shard.begin(dp_.first_shard() + h)) * leaf.row_elements;
+        std::memcpy(state_.data() + slots_[slot_index(K, h)].*kind, all.data() + from, shard_elements<K>(h) * sizeof(float));
+      }
+    });
+    steps_ = whole.steps();
+    cfg_ = whole.config();
+  }
+
  private:
   struct slot {
     std::size_t exp_avg = 0, exp_avg_sq = 0, master = 0;
@@ -132,6 +192,18 @@ class sharded_adamw {
     const auto& leaf = dp_.layout().leaf[K];
     return dp_.store().template param<L>().data() +
            static_cast<std::size_t>(leaf.shard.begin(dp_.first_shard() + h)) * leaf.row_elements;
+  }
+
+  // f.template operator()<K>(whole's span, which) for every piece of state
+  // `whole` names (its checkpoint records), in its order.
+  template <class F>
+  static void visit_whole(optim::adamw<Store>& whole, F&& f) {
+    detail::state_visitor<trainable, F> r{f};
+    whole.state_records(r);
+  }
+  static std::size_t slot::*field(detail::state_kind k) {
+    return k == detail::state_kind::master ? &slot::master
+           : k == detail::state_kind::exp_avg ? &slot::exp_avg : &slot::exp_avg_sq;
   }
 
   template <class F>

@@ -311,6 +311,11 @@ class adamw {
 
   // The number of successful steps taken (PyTorch's state["step"]).
   std::int64_t steps() const { return steps_; }
+  // Sets it (dist::sharded_adamw, gathering its shards into one optimizer to save).
+  void set_steps(std::int64_t t) {
+    if (t < 0) throw error("ctg: adamw: set_steps: a step count is >= 0, found " + std::to_string(t));
+    steps_ = t;
+  }
 
   const adamw_config& config() const { return cfg_; }
   void set_config(const adamw_config& c) {

@@ -1,0 +1,94 @@
+#pragma once
+// Checkpoints of a data-parallel run, in the one state file format
+// (io/checkpoint.hpp) with global shapes: a file saved at W ranks is the
+// file one process with optim::adamw saves, so it loads at any number of
+// ranks, emulated or not, and into a single-process store.
+//
+//   ctg::dist::save("ckpt.ctg", dp, opt);   // every rank calls it; rank 0 writes
+//   ctg::dist::load("ckpt.ctg", dp, opt);   // every rank calls it; each takes its shards
+//
+// save gathers every rank's shards of the optimizer state (one all-gather
+// per leaf and kind of state); rank 0 writes the file. load reads the file
+// on every rank into a scratch store first, so a file one rank cannot read
+// is a ctg::error on every rank and changes nothing anywhere. Dropout masks
+// are keyed by the global run: after a load at W' ranks, rank r's next run
+// is keyed step * W' + r (the file's step count is AdamW's).
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <ctg/dist/sharded_adamw.hpp>
+#include <ctg/io/checkpoint.hpp>
+
+namespace ctg::dist {
+
+namespace detail {
+// Every rank learns whether every rank succeeded (`failure` empty); throws
+// on every rank if one did not.
+inline void agree_on(communicator& comm, const std::string& failure, const char* what) {
+  run_report mine;
+  mine.failed = !failure.empty();
+  if (mine.failed) std::strncpy(mine.message, failure.c_str(), sizeof(mine.message) - 1);
+  std::vector<run_report> all(static_cast<std::size_t>(comm.size()));
+  comm.all_gather(std::span<const run_report>(&mine, 1), std::span(all));
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (all[r].failed) {
+      if (mine.failed) throw error(failure);
+      throw error(std::string("ctg: ") + what + ": rank " + std::to_string(r) + " failed (" + all[r].message +
+                  "); nothing was " + (std::string(what) == "save" ? "written" : "loaded") + " on any rank");
+    }
+}
+
+// f.template operator()<L>() for every stored leaf of the step.
+template <class Step, class F>
+void for_each_stored_leaf(F&& f) {
+  [&]<class... Ls>(tl::list<Ls...>) {
+    auto one = [&]<class L>(std::type_identity<L>) {
+      if constexpr (ctg::detail::stored_leaf<L>()) f.template operator()<L>();
+    };
+    (one(std::type_identity<Ls>{}), ...);
+    (void)one;
+  }(leaves_t<typename Step::nodes>{});
+}
+}  // namespace detail
+
+template <step_store Store>
+void save(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_adamw<Store>& opt) {
+  optim::adamw<Store> whole(dp.store(), opt.config());
+  opt.gather_into(whole);
+  std::string failure;
+  if (dp.comm().rank() == 0) {  // (its run count is the global one: step * W)
+    try {
+      io::save(path, dp.store(), whole);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  detail::agree_on(dp.comm(), failure, "save");
+}
+
+template <step_store Store>
+void load(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_adamw<Store>& opt) {
+  using step_type = typename Store::step_type;
+  Store scratch;
+  optim::adamw<Store> whole(scratch, opt.config());
+  std::string failure;
+  try {
+    io::load(path, scratch, whole);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  detail::agree_on(dp.comm(), failure, "load");
+  // Every rank read the file: nothing below throws.
+  detail::for_each_stored_leaf<step_type>([&]<class L>() {
+    std::vector<typename L::dtype> host(L::dims::static_numel);
+    scratch.download(L{}, std::span(host));
+    dp.store().upload(L{}, std::span<const typename L::dtype>(host));
+  });
+  dp.store().seed(scratch.seed());
+  dp.store().set_steps_run(static_cast<std::uint32_t>(whole.steps() * dp.world() + dp.first_shard()));
+  opt.take_from(whole);
+}
+
+}  // namespace ctg::dist
