@@ -35,7 +35,7 @@ inline void agree_on(communicator& comm, const std::string& failure, const char*
   for (std::size_t r = 0; r < all.size(); ++r)
     if (all[r].failed) {
       if (mine.failed) throw error(failure);
-      throw error(std::string("ctg: ") + what + ": rank " + std::to_string(r) + " failed (" + all[r].message +
+      throw error(std::string("ctg: data parallel: ") + what + ": rank " + std::to_string(r) + " failed (" + all[r].message +
                   "); nothing was " + (std::string(what) == "save" ? "written" : "loaded") + " on any rank");
     }
 }

@@ -34,7 +34,7 @@ class communicator {
   // recv holds size() * send.size() elements: rank r's send at r * send.size().
   template <class T>
   void all_gather(std::span<const T> send, std::span<T> recv) {
-    check_sizes("all_gather", recv.size(), send.size() * static_cast<std::size_t>(size()));
+    check_sizes("ctg: all_gather", recv.size(), send.size() * static_cast<std::size_t>(size()));
     all_gather_bytes(reinterpret_cast<const std::byte*>(send.data()), reinterpret_cast<std::byte*>(recv.data()),
                      send.size_bytes());
   }
@@ -42,7 +42,7 @@ class communicator {
   template <class T>
   void all_to_all(std::span<const T> send, std::span<T> recv, std::size_t block) {
     const std::size_t want = block * static_cast<std::size_t>(size());
-    check_sizes("all_to_all", recv.size(), want);
+    check_sizes("ctg: all_to_all", recv.size(), want);
     if (send.size() != want)
       throw error("ctg: all_to_all: " + std::to_string(send.size()) + " elements sent, " + std::to_string(want) +
                   " expected (" + std::to_string(size()) + " blocks of " + std::to_string(block) + ")");
@@ -58,8 +58,8 @@ class communicator {
  private:
   static void check_sizes(const char* what, std::size_t recv, std::size_t want) {
     if (recv != want)
-      throw error(std::string("ctg: ") + what + ": the receive buffer holds " + std::to_string(recv) +
-                  " elements, " + std::to_string(want) + " expected");
+      throw error(std::string(what) + ": the receive buffer holds " + std::to_string(recv) + " elements, " +
+                  std::to_string(want) + " expected");
   }
 };
 

@@ -64,7 +64,7 @@ class mpi_comm final : public communicator {
     char text[MPI_MAX_ERROR_STRING];
     int length = 0;
     MPI_Error_string(code, text, &length);
-    throw error(std::string("ctg: ") + call + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+    throw error(std::string("ctg: mpi_comm: ") + call + " failed: " + std::string(text, static_cast<std::size_t>(length)));
   }
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;

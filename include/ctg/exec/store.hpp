@@ -263,7 +263,7 @@ class basic_store {
       loss = checked_loss();
     } catch (const std::exception& e) {
       failure = e.what();
-      if (failure.empty()) failure = "ctg: a step failed";
+      if (failure.empty()) failure = "a step failed (an exception with no message)";
     }
     std::vector<dim_t> fed_dims;
     auto dims_of = [&]<class F>(const F& f) {
