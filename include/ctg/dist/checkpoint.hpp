@@ -55,6 +55,7 @@ void for_each_stored_leaf(F&& f) {
 
 template <step_store Store>
 void save(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_adamw<Store>& opt) {
+  opt.gather_whole_parameters();
   optim::adamw<Store> whole(dp.store(), opt.config());
   opt.gather_into(whole);
   std::string failure;
@@ -88,6 +89,7 @@ void load(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
   });
   dp.store().seed(scratch.seed());
   dp.store().set_steps_run(static_cast<std::uint32_t>(whole.steps() * dp.world() + dp.first_shard()));
+  dp.forget_fp8_payloads();
   opt.take_from(whole);
 }
 

@@ -85,6 +85,7 @@ class recording_comm final : public communicator {
  public:
   struct tally {
     std::size_t calls = 0, bytes_sent = 0;
+    std::size_t largest = 0;  // the most bytes one call sent
   };
   explicit recording_comm(communicator& inner) : inner_(inner) {}
   int rank() const override { return inner_.rank(); }
@@ -109,6 +110,7 @@ class recording_comm final : public communicator {
     tally& t = tallies_[static_cast<int>(c)];
     ++t.calls;
     t.bytes_sent += bytes;
+    t.largest = bytes > t.largest ? bytes : t.largest;
   }
   communicator& inner_;
   tally tallies_[2]{};

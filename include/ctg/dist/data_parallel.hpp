@@ -36,6 +36,18 @@
 // This is ZeRO-style sharding: gradients, optimizer state and f32 masters
 // live in shards; each rank still holds every parameter whole between steps
 // (gathered after each update), not only while a layer runs as in FSDP2.
+//
+// FP8 all-gather: a weight whose one use is shard(quantize<Fmt, S>(w))
+// with delayed scaling (outside a stack) travels as fp8 bytes. After each
+// update every rank casts its own rows with the state's scale and takes
+// their amax; one all-gather gives every rank the whole payload and every
+// rank's amax, and at the next step the store takes the quantize node's
+// value from here instead of computing it (exec/replica_group.hpp). The
+// cast is per element and the amax a max, so the payload, the amax and the
+// scale are those of quantizing the whole weight, bit for bit. The weight
+// itself is then whole only in this rank's rows (sharded_adamw's
+// gather_whole_parameters() makes it whole, as dist::save does).
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -72,6 +84,24 @@ struct join_report {
   std::int32_t world = 0;
   std::uint32_t steps_run = 0;
 };
+// The node index of leaf L's one use when that use is shard(quantize<Fmt,
+// S>(L)) with delayed scaling, else `none` (then L travels in its dtype).
+inline constexpr std::size_t none = ~std::size_t(0);
+template <class L, class... Ns>
+consteval std::size_t sole_sharded_quantizer(tl::list<Ns...>) {
+  std::size_t found = none, uses = 0, i = 0;
+  auto one = [&]<class N>(std::type_identity<N>) {
+    if (tl::contains<L, typename N::children>::value) {
+      ++uses;
+      if constexpr (N::kind == node_kind::quantize)
+        if constexpr (is_sharded_v<N> && N::scaling::is_delayed) found = i;
+    }
+    ++i;
+  };
+  (one(std::type_identity<Ns>{}), ...);
+  (void)one;
+  return uses == 1 ? found : none;
+}
 inline std::string dims_text(const run_report& r) {
   std::string s;
   for (std::int32_t i = 0; i < r.dim_count && i < 8; ++i) s += (i ? " x " : "") + std::to_string(r.dim[i]);
@@ -122,6 +152,24 @@ class data_parallel final : public replica_group {
     store_.consume_grads();
   }
 
+  // Trainable leaf K's quantize node when it is gathered as fp8 bytes, else detail::none.
+  static constexpr std::array<std::size_t, trainable::size + 1> fp8_quantizer =
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return std::array<std::size_t, trainable::size + 1>{
+            detail::sole_sharded_quantizer<tl::at_t<K, trainable>>(typename step_type::nodes{})..., detail::none};
+      }(std::make_index_sequence<trainable::size>{});
+  // Leaf K's whole fp8 payload (what sharded_adamw gathers into), and that
+  // it holds the weight's current value, cast with `scale`, of amax `amax`.
+  std::byte* fp8_payload(std::size_t k) { return payloads_[k].bytes.data(); }
+  void fp8_gathered(std::size_t k, float amax, float scale) {
+    payloads_[k].value = {payloads_[k].bytes.data(), amax, scale};
+    payloads_[k].valid = true;
+  }
+  // The weights are whole again (loaded): the store quantizes them itself.
+  void forget_fp8_payloads() {
+    for (auto& p : payloads_) p.valid = false;
+  }
+
   // ------------------------------------------------- replica_group ----
   std::uint32_t replicas() const override { return emulating() ? 1u : static_cast<std::uint32_t>(world_); }
 
@@ -165,6 +213,12 @@ class data_parallel final : public replica_group {
     }
   }
 
+  const quantized* provided(std::size_t node) const override {
+    for (std::size_t k = 0; k < trainable::size; ++k)
+      if (fp8_quantizer[k] == node && payloads_[k].valid) return &payloads_[k].value;
+    return nullptr;
+  }
+
   void committed() override {
     const int v = runs_;
     if (v == 0) complete_ = false;  // (a new step replaces an unapplied gradient, as in a store)
@@ -187,6 +241,9 @@ class data_parallel final : public replica_group {
     received_.assign(emulating() ? 0 : w * b, 0.0f);
     grads_.assign(static_cast<std::size_t>(local_runs) * b, 0.0f);
     losses_.assign(static_cast<std::size_t>(local_runs), 0.0f);
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if (fp8_quantizer[K] != detail::none) payloads_[K].bytes.assign(L::dims::static_numel, std::byte{0});
+    });
     check_ranks_agree();
     store_.accumulate(static_cast<std::uint32_t>(local_runs));  // (FP8: one update per step, from all its runs)
     store_.join(this);
@@ -294,6 +351,12 @@ class data_parallel final : public replica_group {
   std::vector<float> grads_;          // [held shard][block]: the global gradient's shards
   std::vector<float> losses_;         // [run]
   detail::run_report first_run_{};    // (emulating: the step's first run, for the sizes check)
+  struct fp8_value {
+    std::vector<std::byte> bytes;  // the whole payload
+    quantized value;
+    bool valid = false;  // false: the weight is whole, the store quantizes it
+  };
+  std::array<fp8_value, trainable::size + 1> payloads_{};  // by trainable leaf (those gathered as fp8)
   int runs_ = 0;
   bool complete_ = false;
   float loss_ = 0.0f;

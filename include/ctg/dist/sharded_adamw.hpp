@@ -16,7 +16,8 @@
 //      to the parameter's dtype;
 //   3. one all-gather of the updated shards, in the parameters' own dtypes
 //      (count x sizeof(dtype) bytes each), makes every rank's parameters
-//      whole again.
+//      whole again; a weight used only as shard(quantize(w)) travels as
+//      its fp8 payload and amax instead (dist/data_parallel.hpp).
 // Frozen leaves are not trainable: no state, no gradient, never gathered
 // (every rank holds them whole, from the same values).
 #include <cmath>
@@ -108,7 +109,7 @@ class sharded_adamw {
           ctg::detail::adamw_update<T, float>(g, p, m, v, nullptr, shard_elements<K>(h), c);
       }
     });
-    gather_parameters();
+    gather_parameters(false);
     ++steps_;
     dp_.consume();
     return total;
@@ -116,6 +117,10 @@ class sharded_adamw {
 
   std::int64_t steps() const { return steps_; }
   const optim::adamw_config& config() const { return cfg_; }
+
+  // Every rank's parameters whole, weights gathered as fp8 included (every
+  // rank calls it; dist::save does).
+  void gather_whole_parameters() { gather_parameters(true); }
 
   // This process's state of leaf L, shard first_shard() + h (its rows only).
   template <class L>
@@ -275,33 +280,76 @@ class sharded_adamw {
     return s;
   }
 
-  // Pass 3: every rank's updated rows, in each leaf's dtype, to every rank.
-  void gather_parameters() {
+  // Is leaf K gathered as fp8 bytes (unless `whole` asks for its own dtype)?
+  template <std::size_t K>
+  static constexpr bool as_fp8 = data_parallel<Store>::fp8_quantizer[K] != detail::none;
+  // Leaf K's part of a rank's block, in bytes: its padded rows in its dtype,
+  // or in its fp8 format followed by their amax.
+  template <std::size_t K, class L>
+  std::size_t part_bytes(bool whole) const {
+    const std::size_t n = static_cast<std::size_t>(dp_.layout().leaf[K].shard.per_rank) * dp_.layout().leaf[K].row_elements;
+    if (as_fp8<K> && !whole) return n + sizeof(float);
+    return n * sizeof(typename L::dtype);
+  }
+  template <std::size_t K>
+  using quantizer_of = tl::at_t<data_parallel<Store>::fp8_quantizer[K], typename step_type::nodes>;
+
+  // Pass 3: every rank's updated rows, to every rank.
+  void gather_parameters(bool whole) {
     if (dp_.shards_held() == dp_.world()) return;  // (one process updated every shard in place)
-    std::size_t block = 0;  // bytes: each leaf's padded shard, in its dtype
-    for_each_trainable([&]<std::size_t K, class L>() {
-      block += static_cast<std::size_t>(dp_.layout().leaf[K].shard.per_rank) * dp_.layout().leaf[K].row_elements *
-               sizeof(typename L::dtype);
-    });
+    std::size_t block = 0;
+    for_each_trainable([&]<std::size_t K, class L>() { block += part_bytes<K, L>(whole); });
     std::vector<std::byte> send(block), recv(block * static_cast<std::size_t>(dp_.world()));
     std::size_t at = 0;
     for_each_trainable([&]<std::size_t K, class L>() {
-      const auto& leaf = dp_.layout().leaf[K];
-      if (shard_elements<K>(0)) std::memcpy(send.data() + at, shard_of<K, L>(0), shard_elements<K>(0) * sizeof(typename L::dtype));
-      at += static_cast<std::size_t>(leaf.shard.per_rank) * leaf.row_elements * sizeof(typename L::dtype);
+      using T = typename L::dtype;
+      const std::size_t n = shard_elements<K>(0);
+      const T* p = shard_of<K, L>(0);
+      if constexpr (as_fp8<K>) {
+        if (!whole) {
+          using Q = quantizer_of<K>;
+          using Fmt = typename Q::dtype;
+          const float scale = dp_.store().template param<typename Q::scaling::scale_leaf>()[0];
+          float amax = 0.0f;
+          for (std::size_t i = 0; i < n; ++i) {
+            const float v = static_cast<float>(load_as<T>(p[i]));
+            amax = fp8_scaling::amax_combine(amax, std::fabs(v));
+            const Fmt q = fp8_scaling::quantize<Fmt>(v, scale);
+            std::memcpy(send.data() + at + i, &q, 1);
+          }
+          std::memcpy(send.data() + at + part_bytes<K, L>(whole) - sizeof(float), &amax, sizeof(float));
+          at += part_bytes<K, L>(whole);
+          return;
+        }
+      }
+      if (n) std::memcpy(send.data() + at, p, n * sizeof(T));
+      at += part_bytes<K, L>(whole);
     });
     dp_.comm().all_gather(std::span<const std::byte>(send), std::span(recv));
+    std::array<float, trainable::size + 1> amax{};  // (fp8 leaves: folded from 0 in rank order)
     for (int r = 0; r < dp_.world(); ++r) {
       std::size_t from = static_cast<std::size_t>(r) * block;
       for_each_trainable([&]<std::size_t K, class L>() {
         using T = typename L::dtype;
         const auto& leaf = dp_.layout().leaf[K];
-        const std::size_t rows = static_cast<std::size_t>(leaf.shard.held(r));
-        T* dst = dp_.store().template param<L>().data() + static_cast<std::size_t>(leaf.shard.begin(r)) * leaf.row_elements;
-        if (r != dp_.first_shard() && rows) std::memcpy(dst, recv.data() + from, rows * leaf.row_elements * sizeof(T));
-        from += static_cast<std::size_t>(leaf.shard.per_rank) * leaf.row_elements * sizeof(T);
+        const std::size_t n = static_cast<std::size_t>(leaf.shard.held(r)) * leaf.row_elements;
+        const std::size_t first = static_cast<std::size_t>(leaf.shard.begin(r)) * leaf.row_elements;
+        if (as_fp8<K> && !whole) {
+          if (n) std::memcpy(dp_.fp8_payload(K) + first, recv.data() + from, n);
+          float a;
+          std::memcpy(&a, recv.data() + from + part_bytes<K, L>(whole) - sizeof(float), sizeof(float));
+          amax[K] = fp8_scaling::amax_combine(amax[K], a);
+        } else if (r != dp_.first_shard() && n) {
+          std::memcpy(dp_.store().template param<L>().data() + first, recv.data() + from, n * sizeof(T));
+        }
+        from += part_bytes<K, L>(whole);
       });
     }
+    if (whole) return;
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if constexpr (as_fp8<K>)
+        dp_.fp8_gathered(K, amax[K], dp_.store().template param<typename quantizer_of<K>::scaling::scale_leaf>()[0]);
+    });
   }
 
   data_parallel<Store>& dp_;

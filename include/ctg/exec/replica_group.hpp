@@ -11,7 +11,11 @@
 //   * keeps each run's own gradients (never adds them up: the group sums
 //     them, in f32, in a fixed order) and calls committed() after each run;
 //   * makes each FP8 amax the max over the replicas, before its scaling
-//     state updates, so every replica's scales stay the same.
+//     state updates, so every replica's scales stay the same;
+//   * takes a quantize node's value from the group when it has one
+//     (provided()): a weight's fp8 payload gathered from its shards, so
+//     only fp8 bytes travel (dist::data_parallel for shard(quantize(w))).
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -33,6 +37,15 @@ class replica_group {
   virtual void max_over_replicas(std::span<float> amax) = 0;
   // A run committed: its gradients are in the store.
   virtual void committed() = 0;
+
+  // The value of quantize node `node` (its fp8 payload in host memory, the
+  // whole tensor's amax and the scale it was cast with), or null: the store
+  // then runs the node itself.
+  struct quantized {
+    const std::byte* payload = nullptr;
+    float amax = 0.0f, scale = 1.0f;
+  };
+  virtual const quantized* provided(std::size_t node) const = 0;
 
  protected:
   ~replica_group() = default;

@@ -270,6 +270,7 @@ class basic_store {
       for (std::size_t d = 0; d < detail::dyn_count<typename F::leaf::dims>(); ++d) fed_dims.push_back(f.dyn_dims[d]);
     };
     (dims_of(feeds), ...);
+    (void)dims_of;
     group_->agree(failure.empty() ? nullptr : &failure, fed_dims);
     return commit(loss);
   }
@@ -329,9 +330,21 @@ class basic_store {
         run_stack(p.call.child[0], false);
       } else {
         const bool records = k == node_kind::quantize && table.node[p.call.root].delayed;
-        p.run(p.call, view, ws_, records ? fp8_.amax_slot(p.call.fp8_slot, !recomputing_ && !prog.recompute[q]) : nullptr);
+        float* amax = records ? fp8_.amax_slot(p.call.fp8_slot, !recomputing_ && !prog.recompute[q]) : nullptr;
+        const replica_group::quantized* given =
+            k == node_kind::quantize && group_ ? group_->provided(p.call.root) : nullptr;
+        if (given) use_provided(p.call.root, *given, view, amax);
+        else p.run(p.call, view, ws_, amax);
       }
     }
+  }
+  // Quantize node r's value as its replica group gave it: the payload, its
+  // side data (amax, scale, 1 / scale: exec/buffers.hpp) and the amax it records.
+  static void use_provided(std::size_t r, const replica_group::quantized& given, const bindings_view& b, float* amax) {
+    Backend::upload(b.buf[r], given.payload, static_cast<std::size_t>(b.shape[r].numel()) * table.node[r].elem_bytes);
+    const float side[3] = {given.amax, given.scale, 1.0f / given.scale};
+    Backend::upload(reinterpret_cast<std::byte*>(fp8_side(b, r)), side, sizeof side);
+    if (amax) *amax = given.amax;
   }
   // The forward or the backward of the stack node r.
   void run_stack(std::size_t r, bool forward) {
