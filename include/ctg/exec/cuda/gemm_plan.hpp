@@ -1,0 +1,177 @@
+#pragma once
+// How a matmul or fp8_matmul node maps onto cuBLASLt: a pure host function
+// (no CUDA header) from the node's run-time shapes, dtypes and transposes to
+// the library calls, so the mapping (the usual bug) is tested on the CPU
+// (tests/unit/cuda_gemm_plan.cpp executes every plan of the tiny
+// transformer's step with an interpreter of cuBLASLt's semantics).
+//
+// ctg's tensors are row-major; cuBLASLt's matrices column-major. A row-major
+// X[r, c] read as column-major is X^T (c x r, leading dimension c), so
+// C[M, N] = op(A) op(B) is computed as C^T = op(B)^T op(A)^T: cuBLASLt's
+// first operand is ctg's B, its second ctg's A, and its m, n = N, M.
+//
+// FP8 (cuBLASLt on compute capability 8.9 and 9.x) takes only the "TN"
+// layout: the first operand transposed, the second not. An fp8 operand in
+// another layout is first copied transposed into scratch (a transpose
+// step); the plan says which, and its scratch size.
+//
+// Batches: numpy broadcasting over the leading dims. When ctg's B is one
+// matrix for every batch and A's batches are contiguous and not
+// transposed, the batches fold into one product of M * batches rows;
+// batches that one stride per operand describes are one strided-batched
+// call; any other broadcast is one call per batch.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <ctg/core/error.hpp>
+#include <ctg/core/shape.hpp>
+#include <ctg/lower/loop_layout.hpp>
+
+namespace ctg::cuda {
+
+enum class gemm_op : std::uint8_t { n, t };  // CUBLAS_OP_N, CUBLAS_OP_T
+enum class gemm_type : std::uint8_t { f32, f64, bf16, f16, e4m3, e5m2 };
+
+// Where a call reads or writes: the product's operands, its result, or a
+// transposed copy of an fp8 operand.
+enum class gemm_buffer : std::uint8_t { a, b, d, a_transposed, b_transposed };
+
+// One transposed copy of an fp8 operand: `batches` row-major matrices of
+// rows x cols, each written as cols x rows (row-major) into scratch.
+struct transpose_step {
+  gemm_buffer from = gemm_buffer::a, to = gemm_buffer::a_transposed;
+  dim_t rows = 0, cols = 0, batches = 1;
+};
+
+// One cublasLtMatmul, column-major: D = alpha * op1(first) op2(second),
+// alpha = scale_inv(ctg's A) * scale_inv(ctg's B) for fp8 (the scale
+// pointers), 1 otherwise; accumulation in f32 (f64 for f64).
+struct gemm_call {
+  gemm_op op_first = gemm_op::n, op_second = gemm_op::n;
+  dim_t m = 0, n = 0, k = 0;  // op1(first) is m x k, op2(second) k x n, D m x n
+  gemm_buffer first = gemm_buffer::b, second = gemm_buffer::a;
+  dim_t first_offset = 0, second_offset = 0, d_offset = 0;  // elements
+  dim_t ld_first = 0, ld_second = 0, ld_d = 0;
+  dim_t batches = 1;
+  dim_t stride_first = 0, stride_second = 0, stride_d = 0;  // elements between batches (0: the same matrix)
+};
+
+struct gemm_plan {
+  gemm_type type_a{}, type_b{}, type_d{};
+  gemm_type compute = gemm_type::f32;
+  bool fp8 = false;  // scale pointers: ctg's A's and B's scale_inv
+  std::vector<transpose_step> transposes;
+  dim_t scratch_a = 0, scratch_b = 0;  // elements of the transposed copies
+  std::vector<gemm_call> calls;
+};
+
+// The plan of C = op(A) op(B): a, b, c the run-time shapes (rank >= 2;
+// A's last two dims [M, K], or [K, M] when transpose_a), the dtypes, and
+// whether the product is an fp8_matmul. Throws ctg::error for shapes that
+// do not multiply (the graph's checks make that an internal error).
+inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape& c, gemm_type ta, gemm_type tb,
+                           gemm_type td, bool fp8, bool transpose_a, bool transpose_b) {
+  if (a.rank < 2 || b.rank < 2 || c.rank < 2)
+    throw error("ctg: gemm plan: operands of rank 2 or more expected (internal)");
+  const dim_t M = c.d[c.rank - 2], N = c.d[c.rank - 1];
+  const dim_t K = transpose_a ? a.d[a.rank - 2] : a.d[a.rank - 1];
+  const dim_t kb = transpose_b ? b.d[b.rank - 1] : b.d[b.rank - 2];
+  if (kb != K || (transpose_a ? a.d[a.rank - 1] : a.d[a.rank - 2]) != M ||
+      (transpose_b ? b.d[b.rank - 2] : b.d[b.rank - 1]) != N)
+    throw error("ctg: gemm plan: shapes do not multiply (internal)");
+  gemm_plan p;
+  p.type_a = ta;
+  p.type_b = tb;
+  p.type_d = td;
+  p.compute = (ta == gemm_type::f64) ? gemm_type::f64 : gemm_type::f32;
+  p.fp8 = fp8;
+
+  // Batches of C, and each operand's stride over them (in matrices; 0: broadcast).
+  rt_shape batch = c, ba = a, bb = b;
+  batch.rank -= 2;
+  ba.rank -= 2;
+  bb.rank -= 2;
+  dim_t sa[max_rank]{}, sb[max_rank]{};
+  kernel::broadcast_strides(ba.rank, ba.d, batch.rank, sa);
+  kernel::broadcast_strides(bb.rank, bb.d, batch.rank, sb);
+  const dim_t count = batch.numel();
+  if (M == 0 || N == 0 || count == 0) return p;  // (an empty result: no call)
+
+  // ctg's B is cuBLASLt's first operand (B^T column-major: N x K, ld N), its
+  // A the second (A^T: K x M, ld K); a transposed operand flips its op. An
+  // fp8 operand in the wrong layout for TN is copied transposed, matrix by
+  // matrix: the copy keeps the operand's batch layout.
+  bool first_t = transpose_b, second_t = transpose_a;
+  gemm_buffer first = gemm_buffer::b, second = gemm_buffer::a;
+  if (fp8 && !first_t) {
+    p.transposes.push_back({gemm_buffer::b, gemm_buffer::b_transposed, K, N, bb.numel()});
+    p.scratch_b = K * N * bb.numel();
+    first = gemm_buffer::b_transposed;
+    first_t = true;
+  }
+  if (fp8 && second_t) {
+    p.transposes.push_back({gemm_buffer::a, gemm_buffer::a_transposed, K, M, ba.numel()});
+    p.scratch_a = M * K * ba.numel();
+    second = gemm_buffer::a_transposed;
+    second_t = false;
+  }
+  gemm_call base;
+  base.op_first = first_t ? gemm_op::t : gemm_op::n;
+  base.op_second = second_t ? gemm_op::t : gemm_op::n;
+  base.m = N;
+  base.n = M;
+  base.k = K;
+  base.first = first;
+  base.second = second;
+  base.ld_first = first_t ? K : N;    // stored N x K (op n) or K x N (op t), column-major
+  base.ld_second = second_t ? M : K;  // stored K x M (op n) or M x K (op t)
+  base.ld_d = N;
+
+  // Operand matrix offsets of C's batch t.
+  auto offsets = [&](dim_t t, dim_t& oa, dim_t& ob) {
+    oa = ob = 0;
+    for (std::size_t d = batch.rank; d-- > 0;) {
+      const dim_t idx = t % batch.d[d];
+      t /= batch.d[d];
+      oa += idx * sa[d];
+      ob += idx * sb[d];
+    }
+  };
+  // Is an operand's offset t * stride for every batch t (one strided batch)?
+  dim_t stride_a = 0, stride_b = 0;
+  bool uniform = true;
+  for (dim_t t = 0; t < count; ++t) {
+    dim_t oa, ob;
+    offsets(t, oa, ob);
+    if (t == 1) stride_a = oa, stride_b = ob;
+    uniform = uniform && oa == t * stride_a && ob == t * stride_b;
+  }
+  const dim_t mat_a = M * K, mat_b = K * N, mat_d = M * N;
+  if (count > 1 && uniform && stride_b == 0 && stride_a == 1 && second_t == false && second == gemm_buffer::a) {
+    gemm_call one = base;  // one B for all, A's batches contiguous: M * count rows of A
+    one.n = M * count;
+    p.calls.push_back(one);
+  } else if (uniform) {
+    gemm_call one = base;
+    one.batches = count;
+    one.stride_first = stride_b * mat_b;
+    one.stride_second = stride_a * mat_a;
+    one.stride_d = mat_d;
+    p.calls.push_back(one);
+  } else {
+    p.calls.reserve(static_cast<std::size_t>(count));
+    for (dim_t t = 0; t < count; ++t) {
+      dim_t oa, ob;
+      offsets(t, oa, ob);
+      gemm_call one = base;
+      one.first_offset = ob * mat_b;
+      one.second_offset = oa * mat_a;
+      one.d_offset = t * mat_d;
+      p.calls.push_back(one);
+    }
+  }
+  return p;
+}
+
+}  // namespace ctg::cuda

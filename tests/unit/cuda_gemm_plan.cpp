@@ -1,0 +1,241 @@
+// The CUDA backend's GEMM plans (exec/cuda/gemm_plan.hpp), tested without a
+// GPU: a few plans read field by field, then every matrix product of the
+// tiny transformer's training step (f32, bf16 autocast, FP8 delayed; inside
+// its stacked blocks too, forward and backward) planned and executed by an
+// interpreter of cuBLASLt's column-major semantics, against the CPU
+// backend's own result for that product.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+#include <ctg/exec/cuda/gemm_plan.hpp>
+
+namespace {
+using ctg::dim_t;
+namespace cu = ctg::cuda;
+
+ctg::rt_shape shape(std::initializer_list<dim_t> d) {
+  ctg::rt_shape s;
+  for (dim_t x : d) s.d[s.rank++] = x;
+  return s;
+}
+constexpr auto f32 = cu::gemm_type::f32;
+constexpr auto e4m3 = cu::gemm_type::e4m3;
+
+// ------------------------------------------------------- the interpreter ----
+// cuBLASLt's semantics, column-major: element (i, j) of a stored matrix X
+// with leading dimension ld is X[i + j * ld]; op t reads the transpose.
+// Products are summed in double, with the sum of |terms| for the error bound.
+template <class T>
+double at(const T* x, cu::gemm_op op, dim_t i, dim_t j, dim_t ld) {
+  return static_cast<double>(ctg::to_float(op == cu::gemm_op::n ? x[i + j * ld] : x[j + i * ld]));
+}
+template <class T>
+double at(const T* x, dim_t i) {
+  return static_cast<double>(ctg::to_float(x[i]));
+}
+
+struct reference {
+  std::vector<double> value, magnitude;  // row-major C[M, N]: the product, and alpha * sum |a| |b|
+};
+
+template <class TA, class TB>
+reference interpret(const cu::gemm_plan& p, const TA* a, const TB* b, dim_t d_elements, double alpha) {
+  std::vector<TA> a_t(static_cast<std::size_t>(p.scratch_a));
+  std::vector<TB> b_t(static_cast<std::size_t>(p.scratch_b));
+  for (const cu::transpose_step& t : p.transposes)
+    for (dim_t m = 0; m < t.batches; ++m)
+      for (dim_t r = 0; r < t.rows; ++r)
+        for (dim_t c = 0; c < t.cols; ++c) {
+          const dim_t from = m * t.rows * t.cols + r * t.cols + c, to = m * t.rows * t.cols + c * t.rows + r;
+          if (t.from == cu::gemm_buffer::a) a_t[static_cast<std::size_t>(to)] = a[from];
+          else b_t[static_cast<std::size_t>(to)] = b[from];
+        }
+  reference out{std::vector<double>(static_cast<std::size_t>(d_elements), std::nan("")),
+                std::vector<double>(static_cast<std::size_t>(d_elements), 0.0)};
+  for (const cu::gemm_call& c : p.calls) {
+    // cuBLASLt's first operand is ctg's B (or its copy), its second ctg's A.
+    const TB* first = c.first == cu::gemm_buffer::b ? b : b_t.data();
+    const TA* second = c.second == cu::gemm_buffer::a ? a : a_t.data();
+    for (dim_t t = 0; t < c.batches; ++t) {
+      const TB* f = first + c.first_offset + t * c.stride_first;
+      const TA* s = second + c.second_offset + t * c.stride_second;
+      const dim_t d0 = c.d_offset + t * c.stride_d;
+      for (dim_t i = 0; i < c.m; ++i)
+        for (dim_t j = 0; j < c.n; ++j) {
+          double sum = 0, mag = 0;
+          for (dim_t l = 0; l < c.k; ++l) {
+            const double x = at(f, c.op_first, i, l, c.ld_first) * at(s, c.op_second, l, j, c.ld_second);
+            sum += x;
+            mag += std::abs(x);
+          }
+          const std::size_t d = static_cast<std::size_t>(d0 + i + j * c.ld_d);
+          REQUIRE(d < out.value.size());
+          out.value[d] = alpha * sum;
+          out.magnitude[d] = alpha * mag;
+        }
+    }
+  }
+  return out;
+}
+
+template <class T>
+constexpr cu::gemm_type type_of() {
+  if constexpr (std::is_same_v<T, ctg::f32>) return cu::gemm_type::f32;
+  else if constexpr (std::is_same_v<T, ctg::f64>) return cu::gemm_type::f64;
+  else if constexpr (std::is_same_v<T, ctg::bf16>) return cu::gemm_type::bf16;
+  else if constexpr (std::is_same_v<T, ctg::f16>) return cu::gemm_type::f16;
+  else if constexpr (std::is_same_v<T, ctg::e4m3>) return cu::gemm_type::e4m3;
+  else return cu::gemm_type::e5m2;
+}
+template <class T>
+constexpr double unit_roundoff() {  // of the result's type
+  if constexpr (std::is_same_v<T, ctg::bf16>) return 0x1p-8;
+  else if constexpr (std::is_same_v<T, ctg::f16>) return 0x1p-11;
+  else if constexpr (std::is_same_v<T, ctg::f64>) return 0x1p-53;
+  else return 0x1p-24;
+}
+
+// What the checks saw.
+struct tally {
+  int products = 0, fp8 = 0, transposed = 0, folded = 0, strided = 0, per_batch = 0, bad = 0;
+  double worst = 0;  // the largest |cpu - plan| / bound
+};
+tally seen;
+
+// Plans C = op(A) op(B) from the run's shapes, runs the plan, and compares
+// with what the CPU wrote. Bound: the f32 accumulation of K terms and the
+// fp8 scaling ((K + 2) u32 of the sum of |terms|), then the rounding of the
+// result to its type (u of that type, relative).
+template <class TA, class TB, class TD, bool Fp8, bool TrA, bool TrB>
+void check_product(const ctg::group_call& g, const ctg::bindings_view& b) {
+  const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
+  const auto p = cu::plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], type_of<TA>(), type_of<TB>(), type_of<TD>(), Fp8,
+                               TrA, TrB);
+  const double alpha = Fp8 ? double(ctg::fp8_side(b, ia)[2]) * double(ctg::fp8_side(b, ib)[2]) : 1.0;
+  const dim_t n = b.shape[r].numel();
+  const reference ref = interpret(p, b.template as<const TA>(ia), b.template as<const TB>(ib), n, alpha);
+  const TD* cpu = b.template as<const TD>(r);
+  const dim_t K = TrA ? b.shape[ia].d[b.shape[ia].rank - 2] : b.shape[ia].d[b.shape[ia].rank - 1];
+  for (dim_t i = 0; i < n; ++i) {
+    const double got = static_cast<double>(ctg::to_float(cpu[i])), want = ref.value[static_cast<std::size_t>(i)];
+    const double sum_error = double(K + 2) * 0x1p-24 * ref.magnitude[static_cast<std::size_t>(i)];
+    const double bound = sum_error + unit_roundoff<TD>() * (std::abs(want) + sum_error) + 1e-30;
+    const double ratio = std::abs(got - want) / bound;
+    if (!(ratio <= 1.0)) ++seen.bad;
+    if (ratio > seen.worst || ratio != ratio) seen.worst = ratio;
+  }
+  ++seen.products;
+  seen.fp8 += Fp8;
+  seen.transposed += !p.transposes.empty();
+  for (const auto& c : p.calls) {
+    seen.folded += c.n > b.shape[r].d[b.shape[r].rank - 2];
+    seen.strided += c.batches > 1;
+  }
+  seen.per_batch += p.calls.size() > 1;
+}
+
+// The CPU backend, with every matrix product checked against its plan.
+struct plan_checking_backend : ctg::cpu::backend {
+  template <class Key, std::size_t R>
+  static void checked(const ctg::group_call& g, const ctg::bindings_view& b, workspace& ws, float* amax) {
+    ctg::cpu::backend::runner_for<Key, R>()(g, b, ws, amax);
+    using node = ctg::tl::at_t<R, typename ctg::step_of<Key>::nodes>;
+    using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
+    using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
+    if constexpr (node::kind == ctg::node_kind::matmul)
+      check_product<C0, C1, typename node::dtype, false, false, false>(g, b);
+    else
+      check_product<C0, C1, typename node::dtype, true, node::transpose_a, node::transpose_b>(g, b);
+  }
+  template <class Key, std::size_t R>
+  static consteval ctg::runner_t<workspace> runner_for() {
+    using node = ctg::tl::at_t<R, typename ctg::step_of<Key>::nodes>;
+    if constexpr (node::kind == ctg::node_kind::matmul || node::kind == ctg::node_kind::fp8_matmul)
+      return &checked<Key, R>;
+    else
+      return ctg::cpu::backend::runner_for<Key, R>();
+  }
+};
+
+struct config {
+  static constexpr ctg::dim_t vocab = 11, max_seq = 6, dim = 8, heads = 2, head_dim = 4, hidden = 12;
+  static constexpr std::size_t layers = 2;
+};
+using Ids = ctg::input<"ids", ctg::i32, ctg::dyn, ctg::dyn>;
+using Pos = ctg::input<"pos", ctg::i32, ctg::dyn>;
+using Tg = ctg::input<"targets", ctg::i32, ctg::dyn, ctg::dyn>;
+
+template <class Policy>
+tally check_transformer() {
+  auto step = ctg::value_and_grad(ctg::nn::transformer<config, Policy>::loss(Ids{}, Pos{}, Tg{}));
+  ctg::basic_store<plan_checking_backend, ctg::step_key_t<decltype(step)>> store;
+  ctg::nn::init_params(store, 5, 0.4);
+  std::vector<ctg::i32> ids(15), tg(15), pos{0, 1, 2, 3, 4};
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<ctg::i32>((3 * i + 1) % 11);
+    tg[i] = static_cast<ctg::i32>((5 * i + 2) % 11);
+  }
+  seen = {};
+  for (int s = 0; s < 2; ++s)  // (FP8: the second step casts with the scales the first set)
+    step(store, ctg::feed<Ids>(ids, 3, 5), ctg::feed<Pos>(pos, 5), ctg::feed<Tg>(tg, 3, 5));
+  return seen;
+}
+}  // namespace
+
+TEST_CASE("plans, field by field") {
+  // C[2, 4] = A[2, 3] B[3, 4]: C^T = B^T A^T, column-major.
+  auto p = cu::plan_gemm(shape({2, 3}), shape({3, 4}), shape({2, 4}), f32, f32, f32, false, false, false);
+  REQUIRE(p.calls.size() == 1);
+  const auto& c = p.calls[0];
+  CHECK((c.m == 4 && c.n == 2 && c.k == 3));
+  CHECK((c.first == cu::gemm_buffer::b && c.second == cu::gemm_buffer::a));
+  CHECK((c.op_first == cu::gemm_op::n && c.op_second == cu::gemm_op::n));
+  CHECK((c.ld_first == 4 && c.ld_second == 3 && c.ld_d == 4 && c.batches == 1));
+  // x[5, 2, 3] W[3, 4]: one B for every batch: 10 rows in one product.
+  p = cu::plan_gemm(shape({5, 2, 3}), shape({3, 4}), shape({5, 2, 4}), f32, f32, f32, false, false, false);
+  REQUIRE(p.calls.size() == 1);
+  CHECK((p.calls[0].n == 10 && p.calls[0].batches == 1));
+  // [5, 2, 3] [5, 3, 4]: a strided batch.
+  p = cu::plan_gemm(shape({5, 2, 3}), shape({5, 3, 4}), shape({5, 2, 4}), f32, f32, f32, false, false, false);
+  REQUIRE(p.calls.size() == 1);
+  CHECK((p.calls[0].batches == 5 && p.calls[0].stride_first == 12 && p.calls[0].stride_second == 6 &&
+         p.calls[0].stride_d == 8));
+  // [2, 1, 2, 3] [1, 3, 3, 4]: a broadcast no stride describes: one call per batch.
+  p = cu::plan_gemm(shape({2, 1, 2, 3}), shape({1, 3, 3, 4}), shape({2, 3, 2, 4}), f32, f32, f32, false, false, false);
+  CHECK(p.calls.size() == 6);
+  CHECK((p.calls[4].second_offset == 1 * 6 && p.calls[4].first_offset == 1 * 12 && p.calls[4].d_offset == 4 * 8));
+  // FP8 forward: B is copied transposed for the TN layout.
+  p = cu::plan_gemm(shape({2, 3}), shape({3, 4}), shape({2, 4}), e4m3, e4m3, f32, true, false, false);
+  REQUIRE(p.transposes.size() == 1);
+  CHECK((p.transposes[0].from == cu::gemm_buffer::b && p.scratch_b == 12));
+  CHECK((p.calls[0].op_first == cu::gemm_op::t && p.calls[0].op_second == cu::gemm_op::n && p.calls[0].ld_first == 3));
+  // FP8 with A stored transposed ([K, M]) and B transposed ([N, K]): A copied, B read as is.
+  p = cu::plan_gemm(shape({3, 2}), shape({4, 3}), shape({2, 4}), e4m3, e4m3, f32, true, true, true);
+  REQUIRE(p.transposes.size() == 1);
+  CHECK((p.transposes[0].from == cu::gemm_buffer::a && p.calls[0].ld_first == 3 && p.calls[0].ld_second == 3));
+  // Nothing to compute: no call.
+  CHECK(cu::plan_gemm(shape({0, 3}), shape({3, 4}), shape({0, 4}), f32, f32, f32, false, false, false).calls.empty());
+  CHECK_THROWS_AS(cu::plan_gemm(shape({2, 3}), shape({5, 4}), shape({2, 4}), f32, f32, f32, false, false, false),
+                  ctg::error);
+}
+
+TEST_CASE("every product of the tiny transformer's step, planned and interpreted, is the CPU's") {
+  namespace pr = ctg::precision;
+  const tally f = check_transformer<pr::full<ctg::f32>>();
+  const tally b = check_transformer<pr::autocast<ctg::bf16>>();
+  const tally q = check_transformer<pr::fp8<pr::delayed<>>>();
+  MESSAGE("products checked: f32 " << f.products << ", bf16 " << b.products << ", fp8 " << q.products << " ("
+                                   << q.fp8 << " fp8, " << q.transposed << " with a transposed copy); worst error / "
+                                   << "bound " << std::max({f.worst, b.worst, q.worst}));
+  for (const tally* t : {&f, &b, &q}) {
+    CHECK(t->bad == 0);
+    CHECK(t->products >= 2 * 12);  // (2 steps; per layer q, k, v, o, 2 mlp, 2 attention products, and the head)
+    CHECK(t->folded > 0);          // [batch, seq, dim] x weights: one product
+    CHECK(t->strided > 0);         // attention: [batch, heads, ...] batches
+  }
+  CHECK(q.fp8 > 0);
+  CHECK(q.transposed > 0);
+}
