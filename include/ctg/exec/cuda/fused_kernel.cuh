@@ -112,8 +112,7 @@ void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kern
   } else {
     const std::size_t rows = static_cast<std::size_t>(layout.rows());
     if (rows == 0) return;
-    const unsigned blocks = static_cast<unsigned>(rows < 65535 ? rows : 65535);
-    row_group<Plan, threads><<<blocks, threads, 0, dev.stream()>>>(c, layout, out);
+    row_group<Plan, threads><<<row_blocks(rows), threads, 0, dev.stream()>>>(c, layout, out);
     check_launch("ctg::cuda::row_group");
   }
 }

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include <ctg/core/error.hpp>
+#include <ctg/exec/cuda/launch_geometry.hpp>
 
 namespace ctg::cuda {
 
@@ -89,12 +90,9 @@ class device {
 
   // Blocks for a grid-stride loop over n elements, `per_thread` each: enough
   // to fill every SM a few times over, never more than the work needs.
+  // (exec/cuda/launch_geometry.hpp, tested on the CPU)
   unsigned blocks_for(std::size_t n, unsigned threads, std::size_t per_thread = 1) const {
-    const std::size_t per_block = std::size_t{threads} * per_thread;
-    const std::size_t needed = (n + per_block - 1) / per_block;
-    const std::size_t fill = std::size_t(sm_count_) * 4;
-    const std::size_t b = needed < fill ? needed : fill;
-    return static_cast<unsigned>(b > 0 ? b : 1);
+    return cuda::blocks_for(n, threads, static_cast<unsigned>(sm_count_), per_thread);
   }
 
  private:

@@ -1,0 +1,30 @@
+#pragma once
+// How many blocks a CUDA kernel launches, as plain host functions (no CUDA
+// header), so what a launch covers is tested on the CPU
+// (tests/unit/cuda_launch_geometry.cpp simulates the kernels' grid-stride
+// loops: every element and every row exactly once, for odd sizes, empty
+// tensors and more rows than the grid).
+#include <cstddef>
+
+namespace ctg::cuda {
+
+// Blocks for a grid-stride loop over n elements, `per_thread` each: enough
+// to fill every SM four times over, never more than the work needs, and at
+// least one (a launch of zero blocks is an error; an empty tensor's kernel
+// is not launched at all).
+constexpr unsigned blocks_for(std::size_t n, unsigned threads, unsigned sm_count, std::size_t per_thread = 1) {
+  const std::size_t per_block = std::size_t{threads} * per_thread;
+  const std::size_t needed = (n + per_block - 1) / per_block;
+  const std::size_t fill = std::size_t{sm_count} * 4;
+  const std::size_t b = needed < fill ? needed : fill;
+  return static_cast<unsigned>(b > 0 ? b : 1);
+}
+
+// Row groups: one block per row, at most 65535 (a block loops over rows
+// blockIdx.x, blockIdx.x + gridDim.x, ...).
+inline constexpr std::size_t max_row_blocks = 65535;
+constexpr unsigned row_blocks(std::size_t rows) {
+  return static_cast<unsigned>(rows < max_row_blocks ? (rows > 0 ? rows : 1) : max_row_blocks);
+}
+
+}  // namespace ctg::cuda
