@@ -98,8 +98,10 @@ std::vector<unsigned char> all_values(Store& s) {
   return out;
 }
 
+// k micro-batches per rank and step (dp.accumulate(k)): rank r's micro-batch
+// m of step s is batch_of(k * s + m, r); emulating, run m * W + v is rank v's.
 template <class Policy>
-void world_equals_emulation(ctg::dist::communicator& comm, const char* name) {
+void world_equals_emulation(ctg::dist::communicator& comm, const char* name, int k = 1) {
   const int W = comm.size(), r = comm.rank();
   auto step = train_step<Policy>();
   ctg::cpu::device dev{1};
@@ -114,10 +116,13 @@ void world_equals_emulation(ctg::dist::communicator& comm, const char* name) {
   const ctg::optim::adamw_config oc{.lr = 0.02f, .max_grad_norm = 1.0f};
   ctg::dist::sharded_adamw opt(dp, oc);
   ctg::dist::sharded_adamw eopt(em, oc);
+  dp.accumulate(k);
+  em.accumulate(k);
   std::vector<float> losses;
   for (int s = 0; s < 5; ++s) {
-    run(step, real, batch_of(s, r));
-    for (int v = 0; v < W; ++v) run(step, solo, batch_of(s, v));
+    for (int m = 0; m < k; ++m) run(step, real, batch_of(k * s + m, r));
+    for (int m = 0; m < k; ++m)
+      for (int v = 0; v < W; ++v) run(step, solo, batch_of(k * s + m, v));
     const std::string at = std::string(name) + " step " + std::to_string(s);
     check(std::bit_cast<std::uint32_t>(dp.loss()) == std::bit_cast<std::uint32_t>(em.loss()), at + ": loss");
     const auto g = dp.grad_shard(0), e = em.grad_shard(r);
@@ -128,8 +133,9 @@ void world_equals_emulation(ctg::dist::communicator& comm, const char* name) {
     losses.push_back(dp.loss());
   }
   check(losses.back() < losses.front(), std::string(name) + ": the loss falls");
-  if (r == 0) std::printf("%s on %d ranks: losses %.6f .. %.6f, bitwise equal to %d emulated ranks\n", name, W,
-                          static_cast<double>(losses.front()), static_cast<double>(losses.back()), W);
+  if (r == 0)
+    std::printf("%s on %d ranks, %d micro-batch%s each: losses %.6f .. %.6f, bitwise equal to %d emulated ranks\n",
+                name, W, k, k > 1 ? "es" : "", static_cast<double>(losses.front()), static_cast<double>(losses.back()), W);
 }
 
 // A frozen leaf and rows that do not divide.
@@ -167,7 +173,7 @@ void bytes_moved(ctg::dist::communicator& comm) {
   // The parameters' gather: w1 in bf16 (2 bytes), w2 in f32; f not at all.
   const std::size_t params = static_cast<std::size_t>(ceil_div(4, W) * 5 * 2 + ceil_div(5, W) * 3 * 4);
   const auto ag = rec.of(ctg::dist::collective::all_gather);
-  const std::size_t small = sizeof(ctg::dist::detail::run_report) + sizeof(float) +  // agreement, loss
+  const std::size_t small = sizeof(ctg::dist::detail::run_report) + sizeof(double) +  // agreement, loss
                             2 * sizeof(double) * 2;                                  // per-leaf checks
   check(ag.bytes_sent == static_cast<std::size_t>(W - 1) * (params + small),
         "all-gather bytes: " + std::to_string(ag.bytes_sent));
@@ -367,6 +373,7 @@ int main(int argc, char** argv) {
   try {
     world_equals_emulation<pr::full<ctg::bf16>>(comm, "bf16");
     world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed");
+    world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed", 2);
     bytes_moved(comm);
     if (comm.size() >= 2) fp8_all_gather(comm);
     if (comm.size() >= 2) mistakes(comm);

@@ -236,3 +236,36 @@ TEST_CASE("a checkpoint of W ranks is the single-process file: it loads at any w
   CHECK_THROWS_AS(ctg::dist::load(file.string() + ".missing", dp3, opt3), ctg::error);
   CHECK(values<W2>(three) == before);
 }
+
+TEST_CASE("micro-batches: 2 emulated ranks of 2 micro-batches each train the global batch of 4") {
+  auto step = ctg::value_and_grad(loss());
+  ctg::cpu::device dev;
+  auto whole = ctg::make_store(dev, step);
+  auto shared = ctg::make_store(dev, step);
+  init(whole);
+  init(shared);
+  constexpr float lr = 0.02f;
+  ctg::optim::adamw opt(whole, {.lr = lr});
+  whole.accumulate(4);
+  ctg::dist::data_parallel dp(shared, ctg::dist::emulate{2});
+  ctg::dist::sharded_adamw sopt(dp, {.lr = lr});
+  dp.accumulate(2);
+  CHECK(dp.micro_batches() == 2);
+  for (int s = 0; s < 3; ++s) {
+    float sum = 0;
+    for (int m = 0; m < 4; ++m) {  // (run m * 2 + v is rank v's micro-batch m; each micro-batch is 2 rows)
+      const batch b = rows(2 * m, 2);
+      sum += step(whole, ctg::feed<X>(b.x, 2), ctg::feed<Y>(b.y, 2));
+      if (m == 1) CHECK_THROWS_WITH_AS(dp.accumulate(1), doctest::Contains("runs of this step are done"), ctg::error);
+      step(shared, ctg::feed<X>(b.x, 2), ctg::feed<Y>(b.y, 2));
+      if (m < 3) CHECK_THROWS_WITH_AS(sopt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
+    }
+    // (the bounds of the test above: bf16 gradients rounded per micro-batch or per rank)
+    CHECK(std::abs(dp.loss() - sum / 4) <= 0x1p-8f * sum / 4);
+    const float nw = opt.step(whole), ns = sopt.step();
+    CHECK(std::abs(nw - ns) <= 0x1p-8f * nw);
+  }
+  const V c = values<W2>(whole), d = values<W2>(shared);
+  for (std::size_t i = 0; i < c.size(); ++i) CHECK(std::abs(c[i] - d[i]) <= 3 * lr * 0x1p-8f);
+  CHECK_THROWS_WITH_AS(dp.accumulate(0), doctest::Contains("at least 1 micro-batch"), ctg::error);
+}

@@ -33,6 +33,12 @@
 // Dropout masks are keyed by the global run (step * W + rank), the same in
 // both.
 //
+// Gradient accumulation: dp.accumulate(k) makes a step k micro-batches per
+// rank (backward from 1/(k * W)); each rank adds its micro-batches'
+// gradients in f32, in order, before the reduce-scatter, and the FP8 states
+// update once per step. Emulating, run m * W + v is rank v's micro-batch m,
+// and the global run (step * k + m) * W + v keys its dropout masks.
+//
 // This is ZeRO-style sharding: gradients, optimizer state and f32 masters
 // live in shards; each rank still holds every parameter whole between steps
 // (gathered after each update), not only while a layer runs as in FSDP2.
@@ -146,6 +152,18 @@ class data_parallel final : public replica_group {
   std::span<const float> grad_shard(int h) const {
     return {grads_.data() + static_cast<std::size_t>(h) * layout_.elements, layout_.elements};
   }
+  // The next steps are k micro-batches per rank (1 by default). Throws
+  // ctg::error, changing nothing, for k < 1 or while a step is under way.
+  void accumulate(int k) {
+    if (k < 1) throw error("ctg: data parallel: accumulate(" + std::to_string(k) + "): a step has at least 1 micro-batch");
+    if (runs_ != 0)
+      throw error("ctg: data parallel: accumulate: " + std::to_string(runs_) + " runs of this step are done; run the "
+                  "rest before changing the micro-batch count");
+    store_.accumulate(static_cast<std::uint32_t>(k * local_runs_));
+    micro_ = k;
+  }
+  int micro_batches() const { return micro_; }
+
   // What an optimizer calls once it has applied the gradient.
   void consume() {
     complete_ = false;
@@ -184,7 +202,7 @@ class data_parallel final : public replica_group {
     std::vector<detail::run_report> all(static_cast<std::size_t>(comm_.size()));
     comm_.all_gather(std::span<const detail::run_report>(&mine, 1), std::span(all));
     if (emulating()) {  // (the ranks are this process's runs: compare with the step's first)
-      if (runs_ == 0) first_run_ = mine;
+      if (runs_ == 0) first_run_ = mine;  // (every run of a step feeds one shape)
       all = {first_run_, mine};
     }
     for (std::size_t r = 0; r < all.size(); ++r) {
@@ -195,7 +213,7 @@ class data_parallel final : public replica_group {
     }
     for (std::size_t r = 1; r < all.size(); ++r) {
       if (all[r].dims_hash == all[0].dims_hash && all[r].dim_count == all[0].dim_count) continue;
-      const std::size_t other = emulating() ? static_cast<std::size_t>(runs_) : r;
+      const std::size_t other = emulating() ? static_cast<std::size_t>(runs_ % local_runs_) : r;
       throw error("ctg: data parallel: the ranks fed batches of different sizes (rank 0: " +
                   detail::dims_text(all[0]) + "; rank " + std::to_string(other) + ": " + detail::dims_text(all[r]) +
                   "); every rank feeds the same shape, so no rank committed this step");
@@ -220,13 +238,14 @@ class data_parallel final : public replica_group {
   }
 
   void committed() override {
-    const int v = runs_;
-    if (v == 0) complete_ = false;  // (a new step replaces an unapplied gradient, as in a store)
-    cut_into_shards(contributions_.data() + static_cast<std::size_t>(v) * world_ * layout_.elements);
+    const int v = runs_ % local_runs_, m = runs_ / local_runs_;  // (rank v's micro-batch m)
+    if (runs_ == 0) complete_ = false;  // (a new step replaces an unapplied gradient, as in a store)
+    cut_into_shards(contributions_.data() + static_cast<std::size_t>(v) * world_ * layout_.elements, m > 0);
     const auto value = store_.value();
-    losses_[static_cast<std::size_t>(v)] = value.empty() ? 0.0f : static_cast<float>(load_as(value[0]));
+    const double loss = value.empty() ? 0.0 : static_cast<double>(load_as(value[0]));
+    losses_[static_cast<std::size_t>(v)] = m == 0 ? loss : losses_[static_cast<std::size_t>(v)] + loss;
     if (!emulating()) store_.set_steps_run(store_.steps_run() - 1 + static_cast<std::uint32_t>(world_));
-    if (++runs_ < local_runs_) return;
+    if (++runs_ < micro_ * local_runs_) return;
     runs_ = 0;
     reduce();
     complete_ = true;
@@ -240,7 +259,7 @@ class data_parallel final : public replica_group {
     contributions_.assign(static_cast<std::size_t>(local_runs) * w * b, 0.0f);
     received_.assign(emulating() ? 0 : w * b, 0.0f);
     grads_.assign(static_cast<std::size_t>(local_runs) * b, 0.0f);
-    losses_.assign(static_cast<std::size_t>(local_runs), 0.0f);
+    losses_.assign(static_cast<std::size_t>(local_runs), 0.0);
     for_each_trainable([&]<std::size_t K, class L>() {
       if (fp8_quantizer[K] != detail::none) payloads_[K].bytes.assign(L::dims::static_numel, std::byte{0});
     });
@@ -260,8 +279,9 @@ class data_parallel final : public replica_group {
     }(std::make_index_sequence<trainable::size>{});
   }
 
-  // This run's gradient, in f32, as `world` blocks: block j holds shard j of every leaf.
-  void cut_into_shards(float* blocks) {
+  // This run's gradient, in f32, as `world` blocks: block j holds shard j of
+  // every leaf; written, or (a later micro-batch) added.
+  void cut_into_shards(float* blocks, bool add) {
     for_each_trainable([&]<std::size_t K, class L>() {
       const auto g = store_.template grad<L>();
       const auto& slot = layout_.leaf[K];
@@ -269,7 +289,10 @@ class data_parallel final : public replica_group {
         const std::size_t from = static_cast<std::size_t>(slot.shard.begin(j)) * slot.row_elements;
         const std::size_t n = static_cast<std::size_t>(slot.shard.held(j)) * slot.row_elements;
         float* dst = blocks + static_cast<std::size_t>(j) * layout_.elements + slot.offset;
-        for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load_as(g[from + i]));
+        if (add)
+          for (std::size_t i = 0; i < n; ++i) dst[i] += static_cast<float>(load_as(g[from + i]));
+        else
+          for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load_as(g[from + i]));
       }
     });
   }
@@ -278,12 +301,12 @@ class data_parallel final : public replica_group {
   // rank order, in f32; and the global loss.
   void reduce() {
     const std::size_t b = layout_.elements, w = static_cast<std::size_t>(world_);
-    std::vector<float> losses(w);
+    std::vector<double> losses(w);  // each rank's sum over its micro-batches
     if (emulating()) {
       losses = losses_;
     } else {
       comm_.all_to_all(std::span<const float>(contributions_), std::span(received_), b);
-      comm_.all_gather(std::span<const float>(losses_), std::span(losses));
+      comm_.all_gather(std::span<const double>(losses_), std::span(losses));
     }
     for (int h = 0; h < local_runs_; ++h) {
       // Rank v's piece of shard j: received from v, or (emulating) run v's own block j.
@@ -299,8 +322,8 @@ class data_parallel final : public replica_group {
       }
     }
     double sum = 0.0;
-    for (float l : losses) sum += static_cast<double>(l);
-    loss_ = static_cast<float>(sum / static_cast<double>(w));
+    for (double l : losses) sum += l;
+    loss_ = static_cast<float>(sum / static_cast<double>(w * static_cast<std::size_t>(micro_)));
   }
 
   // Every rank runs the same step, from the same values, at the same count.
@@ -349,7 +372,7 @@ class data_parallel final : public replica_group {
   std::vector<float> contributions_;  // [run][shard][block]: each run's gradient, cut into shards
   std::vector<float> received_;       // [rank][block]: every rank's piece of this rank's shard
   std::vector<float> grads_;          // [held shard][block]: the global gradient's shards
-  std::vector<float> losses_;         // [run]
+  std::vector<double> losses_;        // [rank this process plays]: the sum of its micro-batches' losses
   detail::run_report first_run_{};    // (emulating: the step's first run, for the sizes check)
   struct fp8_value {
     std::vector<std::byte> bytes;  // the whole payload
@@ -357,7 +380,8 @@ class data_parallel final : public replica_group {
     bool valid = false;  // false: the weight is whole, the store quantizes it
   };
   std::array<fp8_value, trainable::size + 1> payloads_{};  // by trainable leaf (those gathered as fp8)
-  int runs_ = 0;
+  int runs_ = 0;    // runs of this step so far
+  int micro_ = 1;   // micro-batches per rank and step
   bool complete_ = false;
   float loss_ = 0.0f;
 };
