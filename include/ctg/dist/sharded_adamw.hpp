@@ -67,7 +67,7 @@ class sharded_adamw {
     std::size_t at = 0;
     for_each_trainable([&]<std::size_t K, class L>() {
       for (int h = 0; h < dp_.shards_held(); ++h) {
-        const std::size_t n = shard_elements<K>(h);
+        const std::size_t n = this->template shard_elements<K>(h);
         slot& s = slots_[slot_index(K, h)];
         s.exp_avg = at;
         s.exp_avg_sq = at + n;
@@ -100,13 +100,13 @@ class sharded_adamw {
       for (int h = 0; h < dp_.shards_held(); ++h) {
         const slot& s = slots_[slot_index(K, h)];
         const float* g = dp_.grad_shard(h).data() + leaf.offset;
-        T* p = shard_of<K, L>(h);
+        T* p = this->template shard_of<K, L>(h);
         float* m = state_.data() + s.exp_avg;
         float* v = state_.data() + s.exp_avg_sq;
         if constexpr (ctg::detail::has_master_copy<T>)
-          ctg::detail::adamw_update<T, float>(g, state_.data() + s.master, m, v, p, shard_elements<K>(h), c);
+          ctg::detail::adamw_update<T, float>(g, state_.data() + s.master, m, v, p, this->template shard_elements<K>(h), c);
         else
-          ctg::detail::adamw_update<T, float>(g, p, m, v, nullptr, shard_elements<K>(h), c);
+          ctg::detail::adamw_update<T, float>(g, p, m, v, nullptr, this->template shard_elements<K>(h), c);
       }
     });
     gather_parameters(false);
@@ -126,12 +126,12 @@ class sharded_adamw {
   template <class L>
   std::span<const float> exp_avg(int h = 0) const {
     constexpr std::size_t K = tl::index_of<L, trainable>::value;
-    return {state_.data() + slots_[slot_index(K, h)].exp_avg, shard_elements<K>(h)};
+    return {state_.data() + slots_[slot_index(K, h)].exp_avg, this->template shard_elements<K>(h)};
   }
   template <class L>
   std::span<const float> exp_avg_sq(int h = 0) const {
     constexpr std::size_t K = tl::index_of<L, trainable>::value;
-    return {state_.data() + slots_[slot_index(K, h)].exp_avg_sq, shard_elements<K>(h)};
+    return {state_.data() + slots_[slot_index(K, h)].exp_avg_sq, this->template shard_elements<K>(h)};
   }
   // The f32 floats of optimizer state this process holds.
   std::size_t state_elements() const { return state_.size(); }
@@ -153,8 +153,8 @@ class sharded_adamw {
         return;
       }
       std::vector<float> mine(per), every(per * static_cast<std::size_t>(dp_.world()));
-      if (shard_elements<K>(0))
-        std::memcpy(mine.data(), state_.data() + slots_[slot_index(K, 0)].*kind, shard_elements<K>(0) * sizeof(float));
+      if (this->template shard_elements<K>(0))
+        std::memcpy(mine.data(), state_.data() + slots_[slot_index(K, 0)].*kind, this->template shard_elements<K>(0) * sizeof(float));
       dp_.comm().all_gather(std::span<const float>(mine), std::span(every));
       for (int r = 0; r < dp_.world(); ++r) place(r, every.data() + static_cast<std::size_t>(r) * per);
     });
@@ -168,7 +168,7 @@ class sharded_adamw {
       const auto& leaf = dp_.layout().leaf[K];
       for (int h = 0; h < dp_.shards_held(); ++h) {
         const std::size_t from = static_cast<std::size_t>(leaf.shard.begin(dp_.first_shard() + h)) * leaf.row_elements;
-        std::memcpy(state_.data() + slots_[slot_index(K, h)].*kind, all.data() + from, shard_elements<K>(h) * sizeof(float));
+        std::memcpy(state_.data() + slots_[slot_index(K, h)].*kind, all.data() + from, this->template shard_elements<K>(h) * sizeof(float));
       }
     });
     steps_ = whole.steps();
@@ -206,7 +206,8 @@ class sharded_adamw {
     detail::state_visitor<trainable, F> r{f};
     whole.state_records(r);
   }
-  static std::size_t slot::*field(detail::state_kind k) {
+  using slot_field = std::size_t slot::*;
+  static slot_field field(detail::state_kind k) {
     return k == detail::state_kind::master ? &slot::master
            : k == detail::state_kind::exp_avg ? &slot::exp_avg : &slot::exp_avg_sq;
   }
@@ -221,12 +222,14 @@ class sharded_adamw {
   void take_masters() {
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
-      if constexpr (ctg::detail::has_master_copy<T>)
+      if constexpr (ctg::detail::has_master_copy<T>) {
         for (int h = 0; h < dp_.shards_held(); ++h) {
-          const T* p = shard_of<K, L>(h);
+          const T* p = this->template shard_of<K, L>(h);
           float* w = state_.data() + slots_[slot_index(K, h)].master;
-          for (std::size_t i = 0; i < shard_elements<K>(h); ++i) w[i] = static_cast<float>(load_as<T>(p[i]));
+          const std::size_t n = this->template shard_elements<K>(h);
+          for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<float>(load_as<T>(p[i]));
         }
+      }
     });
   }
 
@@ -241,11 +244,11 @@ class sharded_adamw {
       for (int h = 0; h < dp_.shards_held(); ++h) {
         leaf_check& c = mine[static_cast<std::size_t>(h) * n + K];
         c.sum_of_squares =
-            ctg::detail::sum_of_squares(dp_.grad_shard(h).data() + dp_.layout().leaf[K].offset, shard_elements<K>(h));
+            ctg::detail::sum_of_squares(dp_.grad_shard(h).data() + dp_.layout().leaf[K].offset, this->template shard_elements<K>(h));
         if constexpr (ctg::detail::has_master_copy<T>) {
           const float* w = state_.data() + slots_[slot_index(K, h)].master;
-          c.written = ctg::detail::first_master_mismatch(shard_of<K, L>(h), w, shard_elements<K>(h)) !=
-                      shard_elements<K>(h);
+          c.written = ctg::detail::first_master_mismatch(this->template shard_of<K, L>(h), w, this->template shard_elements<K>(h)) !=
+                      this->template shard_elements<K>(h);
         }
       }
     });
@@ -298,13 +301,13 @@ class sharded_adamw {
   void gather_parameters(bool whole) {
     if (dp_.shards_held() == dp_.world()) return;  // (one process updated every shard in place)
     std::size_t block = 0;
-    for_each_trainable([&]<std::size_t K, class L>() { block += part_bytes<K, L>(whole); });
+    for_each_trainable([&]<std::size_t K, class L>() { block += this->template part_bytes<K, L>(whole); });
     std::vector<std::byte> send(block), recv(block * static_cast<std::size_t>(dp_.world()));
     std::size_t at = 0;
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
-      const std::size_t n = shard_elements<K>(0);
-      const T* p = shard_of<K, L>(0);
+      const std::size_t n = this->template shard_elements<K>(0);
+      const T* p = this->template shard_of<K, L>(0);
       if constexpr (as_fp8<K>) {
         if (!whole) {
           using Q = quantizer_of<K>;
@@ -317,13 +320,13 @@ class sharded_adamw {
             const Fmt q = fp8_scaling::quantize<Fmt>(v, scale);
             std::memcpy(send.data() + at + i, &q, 1);
           }
-          std::memcpy(send.data() + at + part_bytes<K, L>(whole) - sizeof(float), &amax, sizeof(float));
-          at += part_bytes<K, L>(whole);
+          std::memcpy(send.data() + at + this->template part_bytes<K, L>(whole) - sizeof(float), &amax, sizeof(float));
+          at += this->template part_bytes<K, L>(whole);
           return;
         }
       }
       if (n) std::memcpy(send.data() + at, p, n * sizeof(T));
-      at += part_bytes<K, L>(whole);
+      at += this->template part_bytes<K, L>(whole);
     });
     dp_.comm().all_gather(std::span<const std::byte>(send), std::span(recv));
     std::array<float, trainable::size + 1> amax{};  // (fp8 leaves: folded from 0 in rank order)
@@ -337,12 +340,12 @@ class sharded_adamw {
         if (as_fp8<K> && !whole) {
           if (n) std::memcpy(dp_.fp8_payload(K) + first, recv.data() + from, n);
           float a;
-          std::memcpy(&a, recv.data() + from + part_bytes<K, L>(whole) - sizeof(float), sizeof(float));
+          std::memcpy(&a, recv.data() + from + this->template part_bytes<K, L>(whole) - sizeof(float), sizeof(float));
           amax[K] = fp8_scaling::amax_combine(amax[K], a);
         } else if (r != dp_.first_shard() && n) {
           std::memcpy(dp_.store().template param<L>().data() + first, recv.data() + from, n * sizeof(T));
         }
-        from += part_bytes<K, L>(whole);
+        from += this->template part_bytes<K, L>(whole);
       });
     }
     if (whole) return;
