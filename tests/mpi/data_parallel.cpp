@@ -182,6 +182,46 @@ void bytes_moved(ctg::dist::communicator& comm) {
                 a2a.bytes_sent, ag.bytes_sent);
 }
 
+// W ranks against one process fed the global batch (the plain store and
+// optim::adamw), 5 steps. The bound (tests/unit/data_parallel.cpp derives
+// it): w1 is bf16, so each rank's gradient rounds to bf16 before the f32
+// sum (2^-9 relative) where one process rounds the whole once; AdamW turns
+// that into at most lr * 2^-8 per step: 5 * lr * 2^-8 after 5 steps (plus
+// one bf16 ulp of w1), and losses within 2^-8 relative.
+void against_one_process(ctg::dist::communicator& comm) {
+  const int W = comm.size(), r = comm.rank();
+  auto step = ctg::value_and_grad(mlp_loss());
+  ctg::cpu::device dev{1};
+  auto ranks = ctg::make_store(dev, step), one = ctg::make_store(dev, step);
+  ctg::nn::init_params(ranks, 3, 0.5);
+  ctg::nn::init_params(one, 3, 0.5);
+  constexpr float lr = 0.02f;
+  ctg::dist::data_parallel dp(ranks, comm);
+  ctg::dist::sharded_adamw opt(dp, {.lr = lr});
+  ctg::optim::adamw plain(one, {.lr = lr});
+  const int rows = 2, all = rows * W;
+  std::vector<float> x(static_cast<std::size_t>(all) * 4), y(static_cast<std::size_t>(all) * 3);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7f * static_cast<float>(i));
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = 0.3f * std::cos(static_cast<float>(i));
+  const auto xr = std::span<const float>(x).subspan(static_cast<std::size_t>(r * rows * 4), rows * 4);
+  const auto yr = std::span<const float>(y).subspan(static_cast<std::size_t>(r * rows * 3), rows * 3);
+  for (int s = 0; s < 5; ++s) {
+    step(ranks, ctg::feed<X>(xr, rows), ctg::feed<Y>(yr, rows));
+    const float whole = step(one, ctg::feed<X>(x, all), ctg::feed<Y>(y, all));
+    check(std::abs(dp.loss() - whole) <= 0x1p-8f * whole, "against one process: loss at step " + std::to_string(s));
+    opt.step();
+    plain.step(one);
+  }
+  const float moved = 5 * lr * 0x1p-8f;
+  auto w1a = ranks.param<W1>(), w1b = one.param<W1>();
+  for (std::size_t i = 0; i < w1a.size(); ++i) {
+    const float a = ctg::to_float(w1a[i]), b = ctg::to_float(w1b[i]);
+    check(std::abs(a - b) <= moved + std::abs(b) * 0x1p-8f, "against one process: w1");
+  }
+  auto w2a = ranks.param<W2>(), w2b = one.param<W2>();
+  for (std::size_t i = 0; i < w2a.size(); ++i) check(std::abs(w2a[i] - w2b[i]) <= moved, "against one process: w2");
+}
+
 void mistakes(ctg::dist::communicator& comm) {
   const int r = comm.rank();
   auto step = train_step<pr::full<ctg::bf16>>();
@@ -375,6 +415,7 @@ int main(int argc, char** argv) {
     world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed");
     world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed", 2);
     bytes_moved(comm);
+    against_one_process(comm);
     if (comm.size() >= 2) fp8_all_gather(comm);
     if (comm.size() >= 2) mistakes(comm);
     // One file name on every rank (rank 0 writes it; all read it).
