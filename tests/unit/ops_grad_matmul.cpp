@@ -201,3 +201,37 @@ TEST_CASE("matmul with a dyn batch of rows fed at run time") {
     gc::check_grad<W>(step, st, gc::f64_tol, ctg::feed<X>(std::span<const double>(x), rows));
   }
 }
+
+// [batch, rows, 4] x W[4, 3]: W's gradient is one product over every row of
+// every batch (reshape merges the dyn dims), not a batched product summed
+// over batches; checked against finite differences, and the merging view's
+// values and run-time shape.
+TEST_CASE("matmul of batches of rows by a matrix: the weight's gradient over all rows at once") {
+  using X = ctg::input<"x", ctg::f64, ctg::dyn, ctg::dyn, 4>;
+  using W = ctg::param<"w", ctg::f64, 4, 3>;
+  gc::rng rng(92);
+  ctg::cpu::device dev;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::tanh(ctg::matmul(X{}, W{}))), ctg::wrt<W>);
+  // The gradient reads x through the merging views (no [batch, 4, 3]
+  // partial products summed over batches).
+  using nodes = decltype(step)::nodes;
+  static_assert([]<class... Ns>(ctg::tl::list<Ns...>) {
+    return (std::size_t(0) + ... + std::size_t(Ns::kind == ctg::node_kind::view)) >= 2;
+  }(nodes{}));
+  auto st = ctg::make_store(dev, step);
+  gc::set<W>(st, rng.vec(12, -1.0, 1.0));
+  for (std::size_t batches : {1u, 3u}) {
+    CAPTURE(batches);
+    const auto x = gc::data_of<double>(rng.vec(batches * 5 * 4, -1.0, 1.0));
+    gc::check_grad<W>(step, st, gc::f64_tol, ctg::feed<X>(std::span<const double>(x), batches, 5));
+  }
+  // The merging view alone: [2, 3, 4] as [6, 4], the same elements in order.
+  auto fwd = ctg::forward(ctg::reshape<ctg::shape<ctg::dyn, 4>>(X{}) * ctg::lit<2.0>);
+  auto fs = ctg::make_store(dev, fwd);
+  std::vector<double> x(24);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i);
+  fwd(fs, ctg::feed<X>(std::span<const double>(x), 2, 3));
+  const auto v = fs.value();
+  REQUIRE(v.size() == 24);
+  for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == 2.0 * static_cast<double>(i));
+}

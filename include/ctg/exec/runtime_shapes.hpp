@@ -92,9 +92,18 @@ void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
       const shape_value& xs = t.node[d.shape_from].dims;
       const rt_shape& x = shapes[d.shape_from];
       out = static_rt(d.dims);
+      std::size_t out_dyn = 0, x_dyn = 0;
+      for (std::size_t k = 0; k < out.rank; ++k) out_dyn += out.d[k] == dyn;
+      for (std::size_t k = 0; k < xs.rank; ++k) x_dyn += xs.d[k] == dyn;
       std::size_t from = 0;
       for (std::size_t k = 0; k < out.rank; ++k) {
         if (out.d[k] != dyn) continue;
+        if (out_dyn != x_dyn) {  // (one dyn dim merging all of x's)
+          out.d[k] = 1;
+          for (std::size_t j = 0; j < xs.rank; ++j)
+            if (xs.d[j] == dyn) out.d[k] *= x.d[j];
+          continue;
+        }
         while (xs.d[from] != dyn) ++from;
         out.d[k] = x.d[from++];
       }

@@ -417,7 +417,8 @@ struct transpose_node {
 
 // X's elements under shape S (same count, same order): unsqueeze, squeeze,
 // reshape. It shares X's buffer, so X is materialized. S has as many ctg::dyn
-// dims as X; the k-th dyn dim of S takes the run-time size of X's k-th.
+// dims as X, the k-th dyn dim of S taking the run-time size of X's k-th; or
+// one, the product of X's.
 template <class S, class X>
 struct reshape_node {
   using ctg_node = void;

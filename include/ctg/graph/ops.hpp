@@ -294,15 +294,19 @@ consteval bool reshapable() {
   for (dim_t d : B::dims)
     if (d == dyn) ++db;
     else pb *= d;
-  return da == db && pa == pb;
+  // The same dyn dims in order, or (merging) several dyn dims into one.
+  return pa == pb && (da == db || (db == 1 && da >= 1));
 }
 }  // namespace detail
 
-// reshape<S>(x): x's elements, in order, under shape S (a view: nothing is copied).
+// reshape<S>(x): x's elements, in order, under shape S (a view: nothing is
+// copied). S keeps x's static element count; its ctg::dyn dims are x's, in
+// order, or one dyn dim that merges all of x's (reshape<shape<dyn, K>> of
+// [dyn, dyn, K]).
 template <class S, expr X>
 constexpr auto reshape(X) {
   static_assert(detail::reshapable<typename X::dims, S>(),
-                "ctg: shape mismatch: reshape must keep the element count (and the number of ctg::dyn dims)");
+                "ctg: shape mismatch: reshape must keep the static element count and the ctg::dyn dims (or merge them into one)");
   if constexpr (std::is_same_v<S, typename X::dims>) return X{};
   else if constexpr (X::kind == node_kind::view) return reshape<S>(tl::at_t<0, typename X::children>{});  // one view
   else return node_t<reshape_node<S, node_t<X>>>{};

@@ -97,10 +97,30 @@ constexpr auto rule(reduce_node<Op, Out, X>, G g) {
   }
 }
 
+namespace detail {
+// A of [dyn..., dyn, K] (batches of rows) times a matrix B: are all A's
+// dims but the last ctg::dyn (so its rows merge into one dyn dim)?
+template <class A, class B>
+consteval bool batched_times_matrix() {
+  if (!(A::dims::rank > 2 && B::dims::rank == 2)) return false;
+  for (std::size_t i = 0; i + 1 < A::dims::rank; ++i)
+    if (A::dims::dims[i] != dyn) return false;
+  return true;
+}
+}  // namespace detail
+
 template <std::size_t K, class A, class B, class G>
 constexpr auto rule(matmul_node<A, B>, G g) {
-  if constexpr (K == 0) return matmul(g, transpose(B{}));
-  else return matmul(transpose(A{}), g);
+  if constexpr (K == 0) {
+    return matmul(g, transpose(B{}));
+  } else if constexpr (detail::batched_times_matrix<A, B>()) {
+    // One product over every row of every batch (K = batch * M), as the
+    // batched product's sum over batches: no [batch, K, N] partial products.
+    constexpr dim_t k = A::dims::dims[A::dims::rank - 1], n = B::dims::dims[1];
+    return matmul(transpose(reshape<shape<dyn, k>>(A{})), reshape<shape<dyn, n>>(g));
+  } else {
+    return matmul(transpose(A{}), g);
+  }
 }
 
 template <std::size_t K, class X, class G>
