@@ -111,8 +111,17 @@ void world_equals_emulation(ctg::dist::communicator& comm, const char* name, int
     s->seed(2026);
     ctg::nn::init_params(*s, 4, 0.3);
   }
-  ctg::dist::data_parallel dp(real, comm);
-  ctg::dist::data_parallel em(solo, ctg::dist::emulate{W});
+  using dp_t = ctg::dist::data_parallel<decltype(real)>;
+  dp_t dp(real, comm);
+  dp_t em(solo, ctg::dist::emulate{W});
+  // Under sharded<fp8<...>>, the weights outside the stack (lm_head) travel as fp8 bytes.
+  constexpr std::size_t first_fp8 = [] {
+    std::size_t k = 0;
+    while (k < dp_t::trainable::size && dp_t::fp8_quantizer[k] == ctg::dist::detail::none) ++k;
+    return k;
+  }();
+  constexpr bool fp8_gathered = first_fp8 < dp_t::trainable::size;
+  static_assert(fp8_gathered == ctg::precision::shards_weights_v<Policy>);
   const ctg::optim::adamw_config oc{.lr = 0.02f, .max_grad_norm = 1.0f};
   ctg::dist::sharded_adamw opt(dp, oc);
   ctg::dist::sharded_adamw eopt(em, oc);
@@ -129,6 +138,8 @@ void world_equals_emulation(ctg::dist::communicator& comm, const char* name, int
     check(std::memcmp(g.data(), e.data(), g.size_bytes()) == 0, at + ": this rank's gradient shard");
     const float n1 = opt.step(), n2 = eopt.step();
     check(n1 == n2, at + ": gradient norm");
+    if (s > 0 && fp8_gathered) check(dp.provided(dp_t::fp8_quantizer[first_fp8]) != nullptr, at + ": fp8 gather used");
+    opt.gather_whole_parameters();  // (a weight gathered as fp8 is whole only in its own rows)
     check(all_values(real) == all_values(solo), at + ": parameters and FP8 state after the update");
     losses.push_back(dp.loss());
   }
@@ -414,6 +425,7 @@ int main(int argc, char** argv) {
     world_equals_emulation<pr::full<ctg::bf16>>(comm, "bf16");
     world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed");
     world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed", 2);
+    world_equals_emulation<pr::sharded<pr::fp8<pr::delayed<>>>>(comm, "sharded<fp8 delayed>");
     bytes_moved(comm);
     against_one_process(comm);
     if (comm.size() >= 2) fp8_all_gather(comm);

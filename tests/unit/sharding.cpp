@@ -75,3 +75,26 @@ TEST_CASE("a sharded model run as one rank: the unsharded model's loss and gradi
   }
   CHECK(a.param<S<"w2">::scale_leaf>()[0] == b.param<S<"w2">::scale_leaf>()[0]);
 }
+
+// The policy form of the right order: precision::sharded<fp8<...>> quantizes
+// each weight whole, then shards the quantized tensor (and the fp8 policy on
+// an already-sharded weight is the compile-fail pair b3_fp8_policy_on_sharded_model).
+namespace {
+using P = ctg::precision::fp8<D>;
+using SP = ctg::precision::sharded<P>;
+using plain_product = decltype(ctg::precision::weight_matmul<P>(X{}, W1{}));
+using sharded_product = decltype(ctg::precision::weight_matmul<SP>(X{}, W1{}));
+using plain_weight = ctg::tl::at_t<1, typename plain_product::children>;
+using sharded_weight = ctg::tl::at_t<1, typename sharded_product::children>;
+}  // namespace
+static_assert(sharded_weight::kind == ctg::node_kind::quantize && ctg::is_sharded_v<sharded_weight>);
+static_assert(plain_weight::kind == ctg::node_kind::quantize && !ctg::is_sharded_v<plain_weight>);
+// The same leaf, recipe and scaling state under both: only the payload's sharding differs.
+using sharded_weight_leaf = ctg::tl::at_t<0, typename sharded_weight::children>;
+static_assert(CTG_SAME(sharded_weight_leaf, W1));
+static_assert(CTG_SAME(typename sharded_weight::scaling, typename plain_weight::scaling));
+// Not an fp8 policy: sharded<P> is P.
+using AC = ctg::precision::autocast<ctg::bf16>;
+using SAC = ctg::precision::sharded<AC>;
+static_assert(std::is_same_v<decltype(ctg::precision::weight_matmul<SAC>(X{}, W1{})),
+                             decltype(ctg::precision::weight_matmul<AC>(X{}, W1{}))>);

@@ -127,8 +127,8 @@ constexpr auto quantize(X) {
   static_assert(!after_shard,
                 "ctg: quantize before shard: this quantizer reads a sharded leaf, so each rank would scale by the "
                 "amax of its own slice; quantize the whole leaf, then shard the quantized tensor: "
-                "dist::shard(quantize<Fmt, Scaling>(w)) (a policy's weight_matmul takes the unsharded leaf: write that "
-                "product as fp8_matmul(quantize(x), dist::shard(quantize(w))))");
+                "dist::shard(quantize<Fmt, Scaling>(w)) (a policy's weight_matmul takes the unsharded leaf: under "
+                "precision::sharded<fp8<...>> it quantizes, then shards)");
   if constexpr (after_shard) return node_t<failed_node<typename X::dims, Fmt, node_t<X>>>{};
   else return node_t<quantize_node<Fmt, node_t<X>, Scaling>>{};
 }

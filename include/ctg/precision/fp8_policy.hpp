@@ -37,10 +37,26 @@ struct fp8 {
   using recipe = Recipe;
 };
 
+// sharded<P>: policy P for a model whose weights are held in dim-0 shards
+// (dist::data_parallel). Under an fp8 policy each weight product quantizes
+// the whole weight, then shards the quantized tensor (seed B3's right
+// order: shard(quantize(w)), whose fp8 bytes are what ranks gather); under
+// any other policy it is P.
+template <class P>
+struct sharded : P {
+  using unsharded = P;
+};
+
 template <class P>
 inline constexpr bool is_fp8_policy_v = false;
 template <class Recipe, class Compute>
 inline constexpr bool is_fp8_policy_v<fp8<Recipe, Compute>> = true;
+template <class P>
+inline constexpr bool is_fp8_policy_v<sharded<P>> = is_fp8_policy_v<P>;
+template <class P>
+inline constexpr bool shards_weights_v = false;
+template <class P>
+inline constexpr bool shards_weights_v<sharded<P>> = true;
 
 }  // namespace ctg::precision
 
@@ -67,7 +83,11 @@ constexpr auto weight_matmul(X x, W w) {
     constexpr auto name = W::name;
     using F = typename R::formats::forward;
     auto xq = quantize<F, detail::scaling_for<R, name + ".fp8_input">>(for_matmul<P>(x));
-    auto wq = quantize<F, detail::scaling_for<R, name + ".fp8_weight">>(w);
+    auto wq = [&] {
+      using S = detail::scaling_for<R, name + ".fp8_weight">;
+      if constexpr (shards_weights_v<P>) return node_t<quantize_node<F, node_t<W>, S, true>>{};  // shard(quantize(w))
+      else return quantize<F, S>(w);
+    }();
     return fp8_matmul<typename P::matmul_type, detail::scaling_for<R, name + ".fp8_grad">>(xq, wq);
   } else {
     return matmul(for_matmul<P>(x), for_matmul<P>(w));
