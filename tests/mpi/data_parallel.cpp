@@ -85,16 +85,11 @@ void run(Step& step, Store& st, const tokens& t, int b = batch) {
 template <class Store>
 std::vector<unsigned char> all_values(Store& s) {
   std::vector<unsigned char> out;
-  [&]<class... Ls>(ctg::tl::list<Ls...>) {
-    auto one = [&]<class L>(std::type_identity<L>) {
-      if constexpr (ctg::detail::stored_leaf<L>()) {
-        const auto p = s.template param<L>();
-        const auto* b = reinterpret_cast<const unsigned char*>(p.data());
-        out.insert(out.end(), b, b + p.size_bytes());
-      }
-    };
-    (one(std::type_identity<Ls>{}), ...);
-  }(ctg::leaves_t<typename Store::step_type::nodes>{});
+  ctg::dist::detail::for_each_stored_leaf<typename Store::step_type>([&]<class L>() {
+    const auto p = s.template param<L>();
+    const auto* b = reinterpret_cast<const unsigned char*>(p.data());
+    out.insert(out.end(), b, b + p.size_bytes());
+  });
   return out;
 }
 

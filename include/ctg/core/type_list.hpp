@@ -131,4 +131,13 @@ struct apply<F, list<Ts...>> {
   using type = F<Ts...>;
 };
 
+// f.template operator()<K, T>() for the K-th type T of List, in order (one
+// pack expansion: no recursion).
+template <class List, class F>
+constexpr void for_each_indexed(F&& f) {
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    (f.template operator()<K, at_t<K, List>>(), ...);
+  }(std::make_index_sequence<List::size>{});
+}
+
 }  // namespace ctg::tl

@@ -39,18 +39,6 @@ inline void agree_on(communicator& comm, const std::string& failure, const char*
                   "); nothing was " + (std::string(what) == "save" ? "written" : "loaded") + " on any rank");
     }
 }
-
-// f.template operator()<L>() for every stored leaf of the step.
-template <class Step, class F>
-void for_each_stored_leaf(F&& f) {
-  [&]<class... Ls>(tl::list<Ls...>) {
-    auto one = [&]<class L>(std::type_identity<L>) {
-      if constexpr (ctg::detail::stored_leaf<L>()) f.template operator()<L>();
-    };
-    (one(std::type_identity<Ls>{}), ...);
-    (void)one;
-  }(leaves_t<typename Step::nodes>{});
-}
 }  // namespace detail
 
 template <step_store Store>

@@ -108,6 +108,18 @@ consteval std::size_t sole_sharded_quantizer(tl::list<Ns...>) {
   (void)one;
   return uses == 1 ? found : none;
 }
+// f.template operator()<L>() for every stored leaf of the step (parameters,
+// frozen leaves, FP8 state).
+template <class Step, class F>
+void for_each_stored_leaf(F&& f) {
+  [&]<class... Ls>(tl::list<Ls...>) {
+    auto one = [&]<class L>(std::type_identity<L>) {
+      if constexpr (ctg::detail::stored_leaf<L>()) f.template operator()<L>();
+    };
+    (one(std::type_identity<Ls>{}), ...);
+    (void)one;
+  }(leaves_t<typename Step::nodes>{});
+}
 inline std::string dims_text(const run_report& r) {
   std::string s;
   for (std::int32_t i = 0; i < r.dim_count && i < 8; ++i) s += (i ? " x " : "") + std::to_string(r.dim[i]);
@@ -199,11 +211,18 @@ class data_parallel final : public replica_group {
     mine.dims_hash = fnv1a64(reinterpret_cast<const unsigned char*>(fed_dims.data()), fed_dims.size_bytes());
     if (failure) std::strncpy(mine.message, failure->c_str(), sizeof(mine.message) - 1);
 
-    std::vector<detail::run_report> all(static_cast<std::size_t>(comm_.size()));
-    comm_.all_gather(std::span<const detail::run_report>(&mine, 1), std::span(all));
-    if (emulating()) {  // (the ranks are this process's runs: compare with the step's first)
-      if (runs_ == 0) first_run_ = mine;  // (every run of a step feeds one shape)
-      all = {first_run_, mine};
+    // Every rank's report; emulating, the ranks are this process's runs:
+    // this one against the step's first (every run of a step feeds one shape).
+    std::span<const detail::run_report> all;
+    detail::run_report this_and_first[2];
+    if (emulating()) {
+      if (runs_ == 0) first_run_ = mine;
+      this_and_first[0] = first_run_;
+      this_and_first[1] = mine;
+      all = this_and_first;
+    } else {
+      comm_.all_gather(std::span<const detail::run_report>(&mine, 1), std::span(reports_));
+      all = reports_;
     }
     for (std::size_t r = 0; r < all.size(); ++r) {
       if (!all[r].failed) continue;
@@ -222,11 +241,12 @@ class data_parallel final : public replica_group {
 
   void max_over_replicas(std::span<float> amax) override {
     if (emulating() || amax.empty()) return;  // (emulating: the store folded its runs' amaxes itself)
-    std::vector<float> all(amax.size() * static_cast<std::size_t>(world_));
-    comm_.all_gather(std::span<const float>(amax), std::span(all));
+    gathered_amax_.resize(amax.size() * static_cast<std::size_t>(world_));  // (sized once: the same every step)
+    comm_.all_gather(std::span<const float>(amax), std::span(gathered_amax_));
     for (std::size_t i = 0; i < amax.size(); ++i) {
       float a = 0.0f;  // (folded from 0 in rank order, as a store folds its runs)
-      for (int r = 0; r < world_; ++r) a = fp8_scaling::amax_combine(a, all[static_cast<std::size_t>(r) * amax.size() + i]);
+      for (int r = 0; r < world_; ++r)
+        a = fp8_scaling::amax_combine(a, gathered_amax_[static_cast<std::size_t>(r) * amax.size() + i]);
       amax[i] = a;
     }
   }
@@ -258,6 +278,8 @@ class data_parallel final : public replica_group {
     const std::size_t b = layout_.elements, w = static_cast<std::size_t>(world);
     contributions_.assign(static_cast<std::size_t>(local_runs) * w * b, 0.0f);
     received_.assign(emulating() ? 0 : w * b, 0.0f);
+    reports_.resize(emulating() ? 0 : w);
+    rank_losses_.assign(emulating() ? 0 : w, 0.0);
     grads_.assign(static_cast<std::size_t>(local_runs) * b, 0.0f);
     losses_.assign(static_cast<std::size_t>(local_runs), 0.0);
     for_each_trainable([&]<std::size_t K, class L>() {
@@ -274,9 +296,7 @@ class data_parallel final : public replica_group {
   // f.template operator()<K, L>() for every trainable leaf L, K its index.
   template <class F>
   static void for_each_trainable(F&& f) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (f.template operator()<K, tl::at_t<K, trainable>>(), ...);
-    }(std::make_index_sequence<trainable::size>{});
+    tl::for_each_indexed<trainable>(f);
   }
 
   // This run's gradient, in f32, as `world` blocks: block j holds shard j of
@@ -301,12 +321,12 @@ class data_parallel final : public replica_group {
   // rank order, in f32; and the global loss.
   void reduce() {
     const std::size_t b = layout_.elements, w = static_cast<std::size_t>(world_);
-    std::vector<double> losses(w);  // each rank's sum over its micro-batches
-    if (emulating()) {
-      losses = losses_;
-    } else {
+    // Each rank's sum over its micro-batches (emulating: this process's, one per rank).
+    std::span<const double> losses = losses_;
+    if (!emulating()) {
       comm_.all_to_all(std::span<const float>(contributions_), std::span(received_), b);
-      comm_.all_gather(std::span<const double>(losses_), std::span(losses));
+      comm_.all_gather(std::span<const double>(losses_), std::span(rank_losses_));
+      losses = rank_losses_;
     }
     for (int h = 0; h < local_runs_; ++h) {
       // Rank v's piece of shard j: received from v, or (emulating) run v's own block j.
@@ -350,16 +370,10 @@ class data_parallel final : public replica_group {
   // A hash of every stored leaf's values (parameters, frozen leaves, FP8 state).
   std::uint64_t values_hash() {
     std::uint64_t h = fnv1a64_basis;
-    [&]<class... Ls>(tl::list<Ls...>) {
-      auto one = [&]<class L>(std::type_identity<L>) {
-        if constexpr (ctg::detail::stored_leaf<L>()) {
-          const auto p = store_.template param<L>();
-          h = fnv1a64(reinterpret_cast<const unsigned char*>(p.data()), p.size_bytes(), h);
-        }
-      };
-      (one(std::type_identity<Ls>{}), ...);
-      (void)one;
-    }(leaves_t<typename step_type::nodes>{});
+    detail::for_each_stored_leaf<step_type>([&]<class L>() {
+      const auto p = store_.template param<L>();
+      h = fnv1a64(reinterpret_cast<const unsigned char*>(p.data()), p.size_bytes(), h);
+    });
     return h;
   }
 
@@ -373,6 +387,9 @@ class data_parallel final : public replica_group {
   std::vector<float> received_;       // [rank][block]: every rank's piece of this rank's shard
   std::vector<float> grads_;          // [held shard][block]: the global gradient's shards
   std::vector<double> losses_;        // [rank this process plays]: the sum of its micro-batches' losses
+  std::vector<double> rank_losses_;   // [rank]: every rank's, gathered
+  std::vector<detail::run_report> reports_;  // [rank]: every rank's report of the last run
+  std::vector<float> gathered_amax_;  // [rank][amax]
   detail::run_report first_run_{};    // (emulating: the step's first run, for the sizes check)
   struct fp8_value {
     std::vector<std::byte> bytes;  // the whole payload

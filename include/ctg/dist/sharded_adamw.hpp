@@ -64,6 +64,8 @@ class sharded_adamw {
     static_assert(trainable::size > 0, "ctg: adamw needs a step with trainable leaves (value_and_grad)");
     cfg_.validate();
     slots_.resize(trainable::size * static_cast<std::size_t>(dp_.shards_held()));
+    checks_mine_.resize(trainable::size * static_cast<std::size_t>(dp_.shards_held()));
+    checks_all_.resize(trainable::size * static_cast<std::size_t>(dp_.world()));
     std::size_t at = 0;
     for_each_trainable([&]<std::size_t K, class L>() {
       for (int h = 0; h < dp_.shards_held(); ++h) {
@@ -214,9 +216,7 @@ class sharded_adamw {
 
   template <class F>
   static void for_each_trainable(F&& f) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (f.template operator()<K, tl::at_t<K, trainable>>(), ...);
-    }(std::make_index_sequence<trainable::size>{});
+    tl::for_each_indexed<trainable>(f);
   }
 
   void take_masters() {
@@ -237,8 +237,7 @@ class sharded_adamw {
   float checked_norm() {
     constexpr std::size_t n = trainable::size;
     const int world = dp_.world();
-    std::vector<leaf_check> all(static_cast<std::size_t>(world) * n);
-    std::vector<leaf_check> mine(static_cast<std::size_t>(dp_.shards_held()) * n);
+    std::vector<leaf_check>& mine = checks_mine_;
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
       for (int h = 0; h < dp_.shards_held(); ++h) {
@@ -252,8 +251,11 @@ class sharded_adamw {
         }
       }
     });
-    if (dp_.shards_held() == world) all = mine;  // (one process holds every shard)
-    else dp_.comm().all_gather(std::span<const leaf_check>(mine), std::span(all));
+    std::span<const leaf_check> all = mine;  // (one process holding every shard has them all)
+    if (dp_.shards_held() != world) {
+      dp_.comm().all_gather(std::span<const leaf_check>(mine), std::span(checks_all_));
+      all = checks_all_;
+    }
 
     double total_sq = 0.0;
     for (int r = 0; r < world; ++r) {
@@ -302,7 +304,9 @@ class sharded_adamw {
     if (dp_.shards_held() == dp_.world()) return;  // (one process updated every shard in place)
     std::size_t block = 0;
     for_each_trainable([&]<std::size_t K, class L>() { block += this->template part_bytes<K, L>(whole); });
-    std::vector<std::byte> send(block), recv(block * static_cast<std::size_t>(dp_.world()));
+    std::vector<std::byte>&send = send_, &recv = recv_;  // (kept: their sizes repeat every step)
+    send.resize(block);
+    recv.resize(block * static_cast<std::size_t>(dp_.world()));
     std::size_t at = 0;
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
@@ -358,6 +362,8 @@ class sharded_adamw {
   data_parallel<Store>& dp_;
   optim::adamw_config cfg_;
   std::vector<slot> slots_;  // [leaf][held shard]
+  std::vector<leaf_check> checks_mine_, checks_all_;  // [held shard][leaf], [rank][leaf]
+  std::vector<std::byte> send_, recv_;                // the parameters' all-gather
   std::vector<float> state_;
   std::int64_t steps_ = 0;
 };

@@ -28,6 +28,7 @@
 // Nothing a user can read changes before the commit, so a step that throws
 // changes nothing.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -265,13 +266,16 @@ class basic_store {
       failure = e.what();
       if (failure.empty()) failure = "a step failed (an exception with no message)";
     }
-    std::vector<dim_t> fed_dims;
+    // The fed dyn sizes, in feed order (how many is known at compile time).
+    constexpr std::size_t n = (std::size_t(0) + ... + detail::dyn_count<typename Feeds::leaf::dims>());
+    std::array<dim_t, n + 1> fed_dims{};
+    std::size_t at = 0;
     auto dims_of = [&]<class F>(const F& f) {
-      for (std::size_t d = 0; d < detail::dyn_count<typename F::leaf::dims>(); ++d) fed_dims.push_back(f.dyn_dims[d]);
+      for (std::size_t d = 0; d < detail::dyn_count<typename F::leaf::dims>(); ++d) fed_dims[at++] = f.dyn_dims[d];
     };
     (dims_of(feeds), ...);
     (void)dims_of;
-    group_->agree(failure.empty() ? nullptr : &failure, fed_dims);
+    group_->agree(failure.empty() ? nullptr : &failure, std::span<const dim_t>(fed_dims.data(), n));
     return commit(loss);
   }
 
@@ -442,7 +446,8 @@ class basic_store {
   // Every amax of this step (its own states', then each stack's), made the
   // max over the replicas in one call.
   void max_amaxes_over_replicas() {
-    std::vector<float> all(fp8_.combined.begin(), fp8_.combined.begin() + fp8_state<Key>::states);
+    std::vector<float>& all = replica_amax_;  // (the same size every step: allocated once)
+    all.assign(fp8_.combined.begin(), fp8_.combined.begin() + fp8_state<Key>::states);
     std::apply([&](auto&... rt) { (all.insert(all.end(), rt.amaxes().begin(), rt.amaxes().end()), ...); }, stacks_);
     group_->max_over_replicas(all);
     std::copy(all.begin(), all.begin() + fp8_state<Key>::states, fp8_.combined.begin());
@@ -478,6 +483,7 @@ class basic_store {
   bool on_shared_leaves_ = false;  // runs on another store's leaves (exec/shared_store.hpp)
   bool check_finite_ = false;
   replica_group* group_ = nullptr;  // data-parallel replicas (null: this store alone)
+  std::vector<float> replica_amax_;  // every amax of a step, as its group maxes them
 };
 
 }  // namespace ctg

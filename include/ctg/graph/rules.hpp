@@ -102,10 +102,9 @@ namespace detail {
 // dims but the last ctg::dyn (so its rows merge into one dyn dim)?
 template <class A, class B>
 consteval bool batched_times_matrix() {
-  if (!(A::dims::rank > 2 && B::dims::rank == 2)) return false;
-  for (std::size_t i = 0; i + 1 < A::dims::rank; ++i)
-    if (A::dims::dims[i] != dyn) return false;
-  return true;
+  bool rows_merge = A::dims::rank > 2 && B::dims::rank == 2;
+  for (std::size_t i = 0; i + 1 < A::dims::rank; ++i) rows_merge = rows_merge && A::dims::dims[i] == dyn;
+  return rows_merge;
 }
 }  // namespace detail
 

@@ -459,9 +459,7 @@ class adamw {
   // f.template operator()<K, L>() for every trainable leaf L, K its index.
   template <class F>
   static void for_each_trainable(F&& f) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (f.template operator()<K, tl::at_t<K, trainable>>(), ...);
-    }(std::make_index_sequence<trainable::size>{});
+    tl::for_each_indexed<trainable>(f);
   }
 
   // Throws unless the store holds a complete set of gradients not applied yet.
