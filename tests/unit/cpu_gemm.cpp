@@ -5,6 +5,7 @@
 // alignment, from the workspace's history and from the number of threads.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -271,4 +272,60 @@ TEST_CASE("gemm: the same bits on a thread pool, every kernel set and dtype comb
     }
   }
   CHECK(pool.shared_runs() > before);
+}
+
+// Transposed operands are read where they lie: A^T B, A B^T and A^T B^T give
+// the bits of the same product on copies transposed by hand, for every kernel
+// set and dtype combination, one thread and three, and in f64.
+template <class T>
+std::vector<T> transposed(const std::vector<T>& x, dim_t rows, dim_t cols) {
+  std::vector<T> t(x.size());
+  for (dim_t r = 0; r < rows; ++r)
+    for (dim_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
+  return t;
+}
+
+TEST_CASE("gemm: transposed operands give the bits of transposing first") {
+  ctg::cpu::thread_pool pool(3);
+  auto check = [&]<class TA, class TB, class TC>(mnk s, gemm_isa isa, std::type_identity<TA>, std::type_identity<TB>,
+                                                 std::type_identity<TC>) {
+    const auto a = random_values<TA>(static_cast<std::size_t>(s.m * s.k), 21);  // op(A): M x K
+    const auto b = random_values<TB>(static_cast<std::size_t>(s.k * s.n), 22);  // op(B): K x N
+    const auto at = transposed(a, s.m, s.k), bt = transposed(b, s.k, s.n);      // stored [K, M], [N, K]
+    std::vector<TC> want(static_cast<std::size_t>(s.m * s.n)), got(want.size());
+    ctg::cpu::gemm_workspace ws;
+    ctg::detail::gemm_with(isa, s.m, s.n, s.k, a.data(), b.data(), want.data(), ws);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (ctg::cpu::thread_pool* p : {static_cast<ctg::cpu::thread_pool*>(nullptr), &pool}) {
+          std::fill(got.begin(), got.end(), ctg::from_float<TC>(-7.0f));
+          ctg::detail::gemm_with(isa, s.m, s.n, s.k, ta ? at.data() : a.data(), tb ? bt.data() : b.data(), got.data(),
+                                 ws, p, {ta, tb});
+          std::size_t bad = 0;
+          for (std::size_t e = 0; e < want.size(); ++e) bad += bits(got[e]) != bits(want[e]);
+          INFO(str(s), " isa ", static_cast<int>(isa), " transpose_a ", ta, " transpose_b ", tb, " pool ", p != nullptr);
+          CHECK(bad == 0);
+        }
+  };
+  for (mnk s : {mnk{1, 1, 1}, mnk{17, 33, 17}, mnk{9, 172, 65}, mnk{65, 31, 8}, mnk{257, 70, 129}, mnk{3, 17, 0}}) {
+    check(s, gemm_isa::portable, std::type_identity<double>{}, std::type_identity<double>{}, std::type_identity<double>{});
+    for (gemm_isa isa : {gemm_isa::portable, gemm_isa::avx2, gemm_isa::avx512, gemm_isa::avx512_bf16}) {
+      if (!ctg::detail::gemm_isa_available(isa)) continue;
+      check(s, isa, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});
+      check(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{});
+      check(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::f32>{});
+      check(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});
+    }
+  }
+}
+
+TEST_CASE("gemm: the vdpbf16ps reference chain reads transposed operands") {
+  // The reference itself, against a plain loop over hand-transposed copies.
+  const mnk s{5, 7, 9};
+  const auto a = random_values<ctg::bf16>(45, 23), b = random_values<ctg::bf16>(63, 24);
+  std::vector<float> want(35), got(35);
+  ctg::detail::gemm_bf16_pairs_reference(s.m, s.n, s.k, a.data(), b.data(), want.data());
+  ctg::detail::gemm_bf16_pairs_reference(s.m, s.n, s.k, transposed(a, s.m, s.k).data(), transposed(b, s.k, s.n).data(),
+                                         got.data(), {true, true});
+  for (std::size_t e = 0; e < want.size(); ++e) CHECK(bits(got[e]) == bits(want[e]));
 }

@@ -145,10 +145,8 @@ struct plan_checking_backend : ctg::cpu::backend {
     using node = ctg::tl::at_t<R, typename ctg::step_of<Key>::nodes>;
     using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
     using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
-    if constexpr (node::kind == ctg::node_kind::matmul)
-      check_product<C0, C1, typename node::dtype, false, false, false>(g, b);
-    else
-      check_product<C0, C1, typename node::dtype, true, node::transpose_a, node::transpose_b>(g, b);
+    check_product<C0, C1, typename node::dtype, node::kind == ctg::node_kind::fp8_matmul, node::transpose_a,
+                  node::transpose_b>(g, b);
   }
   template <class Key, std::size_t R>
   static consteval ctg::runner_t<workspace> runner_for() {

@@ -310,6 +310,7 @@ TEST_CASE("every kind of node has an op name: fp8, dropout, gather and its gradi
   look(k);
   look(d);
   look(ctg::description<SStep<ctg::nn::checkpointing::every_layer>>);
+  look(ctg::description<decltype(ctg::forward(ctg::transpose(W1{})))>);  // (products read theirs in place)
   for (std::size_t kind = 0; kind < static_cast<std::size_t>(K::failed); ++kind) {
     CAPTURE(kind);
     CHECK(seen[kind]);  // every kind but failed (no step holds one) was looked at
@@ -328,4 +329,21 @@ TEST_CASE("every kind of node has an op name: fp8, dropout, gather and its gradi
   CHECK(dot_line(dot, str("n", scale)).find("state lin.x.scale\\nf32 [1], no grad") != std::string::npos);
   CHECK(dot_line(dot, str("n", scale)).find("fillcolor=\"#fdd0a2\"") != std::string::npos);
   CHECK(count(dot, "subgraph cluster_g") == ctg::group_count_v<KStep>);
+}
+
+TEST_CASE("a product names the operands it reads transposed") {
+  using A = ctg::param<"a", ctg::f32, 16, 3>;
+  using Bt = ctg::param<"b", ctg::f32, 5, 16>;
+  using Prod = decltype(ctg::matmul(ctg::transpose(A{}), ctg::transpose(Bt{})));  // [3, 16] [16, 5]
+  using PStep = decltype(ctg::value_and_grad(ctg::sum(Prod{})));
+  constexpr const ctg::step_description& p = ctg::description<PStep>;
+  constexpr std::size_t prod = ctg::tl::index_of<Prod, PStep::nodes>::value;
+  static_assert(p.node[prod].op == "matmul a^T b^T" && same_dims(p.node[prod].dims, {3, 5}));
+  // No transpose node anywhere, forward or backward: every transposed read is a flag.
+  static_assert([] {
+    for (std::size_t i = 0; i < p.size(); ++i)
+      if (p.node[i].op == "transpose") return false;
+    return true;
+  }());
+  CHECK(ctg::io::group_summary(PStep{}).find("matmul a^T b^T f32 [3, 5]") != std::string::npos);
 }

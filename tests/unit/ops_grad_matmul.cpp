@@ -89,6 +89,64 @@ void matmul_case(gc::tol t, double value_rtol) {
   }
 }
 
+// op(x) of a batch of row-major matrices (the last two of dims d), by the definition.
+std::vector<double> ref_transposed(const std::vector<double>& x, const std::vector<std::size_t>& d) {
+  const std::size_t R = d[d.size() - 2], C = d.back(), n = R * C;
+  std::vector<double> t(x.size());
+  for (std::size_t m = 0; m < x.size() / n; ++m)
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t c = 0; c < C; ++c) t[m * n + c * R + r] = x[m * n + r * C + c];
+  return t;
+}
+template <bool T, class X>
+constexpr auto transposed_if(X x) {
+  if constexpr (T) return ctg::transpose(x);
+  else return x;
+}
+
+// matmul(transpose(a), b) and the other layouts: one matmul node that reads
+// the stored operand transposed (no transpose node in the graph, no copy),
+// its value and both gradients those of the product of the transposed values.
+template <bool TA, bool TB, class SA, class SB, class SC>
+void transposed_operand_case() {
+  using A = typename leaves<SA>::template a<ctg::f64>;
+  using B = typename leaves<SB>::template b<ctg::f64>;
+  using R = typename leaves<SC>::template r<ctg::f64>;
+  using E = decltype(ctg::matmul(transposed_if<TA>(A{}), transposed_if<TB>(B{})));
+  static_assert(E::kind == ctg::node_kind::matmul && E::transpose_a == TA && E::transpose_b == TB);
+  static_assert(std::is_same_v<typename E::children, ctg::tl::list<A, B>>, "the stored leaves, read in place");
+  static_assert(std::is_same_v<ctg::shape_t<E>, SC>);
+  gc::rng rng(67);
+  ctg::cpu::device dev;
+  const auto a0 = rng.vec(gc::numel<A>(), -1.0, 1.0);
+  const auto b0 = rng.vec(gc::numel<B>(), -1.0, 1.0);
+  auto fwd = ctg::forward(E{});
+  auto fs = ctg::make_store(dev, fwd);
+  const auto a = gc::set<A>(fs, a0);
+  const auto b = gc::set<B>(fs, b0);
+  auto op_dims = [](std::vector<std::size_t> d, bool t) {
+    if (t) std::swap(d[d.size() - 1], d[d.size() - 2]);
+    return d;
+  };
+  gc::check_close(gc::run_forward(fwd, fs),
+                  ref_matmul(TA ? ref_transposed(a, dims_vec<SA>()) : a, op_dims(dims_vec<SA>(), TA),
+                             TB ? ref_transposed(b, dims_vec<SB>()) : b, op_dims(dims_vec<SB>(), TB), dims_vec<SC>()),
+                  1e-14, 1e-14, "forward value");
+  auto step = ctg::value_and_grad(ctg::sum(E{} * R{}), ctg::wrt<A, B>);
+  auto st = ctg::make_store(dev, step);
+  gc::set<A>(st, a0);
+  gc::set<B>(st, b0);
+  gc::set<R>(st, rng.vec(gc::numel<R>(), -1.0, 1.0));
+  {
+    INFO("d/dA");
+    gc::check_grad<A>(step, st, gc::f64_tol);
+  }
+  {
+    INFO("d/dB");
+    gc::check_grad<B>(step, st, gc::f64_tol);
+  }
+}
+
 using plain = mm<s<3, 4>, s<4, 5>, s<3, 5>>;                     // [M,K] @ [K,N]
 using batched_shared_b = mm<s<2, 3, 4>, s<4, 5>, s<2, 3, 5>>;    // [B,M,K] @ [K,N]
 using batched = mm<s<2, 3, 4>, s<2, 4, 5>, s<2, 3, 5>>;          // [B,M,K] @ [B,K,N]
@@ -101,6 +159,15 @@ using vector_dot = mm<s<1, 6>, s<6, 1>, s<1, 1>>;                // [1,K] @ [K,1
 TEST_CASE_TEMPLATE("matmul (f64): forward value vs triple loop, gradients of both operands", Cfg, plain,
                    batched_shared_b, batched, batched_shared_a, batch_bcast, vector_dot) {
   matmul_case<Cfg, ctg::f64>(gc::f64_tol, 1e-14);
+}
+
+TEST_CASE("matmul of transposed operands (f64): one node reading them in place; value and gradients") {
+  transposed_operand_case<true, false, s<4, 3>, s<4, 5>, s<3, 5>>();           // a^T b
+  transposed_operand_case<false, true, s<3, 4>, s<5, 4>, s<3, 5>>();           // a b^T
+  transposed_operand_case<true, true, s<4, 3>, s<5, 4>, s<3, 5>>();            // a^T b^T
+  transposed_operand_case<true, false, s<2, 4, 3>, s<4, 5>, s<2, 3, 5>>();     // batched a^T, shared b
+  transposed_operand_case<false, true, s<2, 3, 4>, s<2, 5, 4>, s<2, 3, 5>>();  // batched a b^T
+  transposed_operand_case<true, true, s<4, 3>, s<2, 5, 4>, s<2, 3, 5>>();      // shared a^T, batched b^T
 }
 
 TEST_CASE("matmul (f32): forward value and gradients with f32 tolerances") {

@@ -87,22 +87,6 @@ struct dequantize_node {
   static constexpr bool requires_grad = Q::requires_grad;
 };
 
-namespace detail {
-consteval shape_value swap_last_two(shape_value v) {
-  const dim_t t = v.d[v.rank - 1];
-  v.d[v.rank - 1] = v.d[v.rank - 2];
-  v.d[v.rank - 2] = t;
-  return v;
-}
-template <class A, class B, bool TA, bool TB>
-consteval shape_value fp8_matmul_shape() {
-  shape_value a = value_of<typename A::dims>(), b = value_of<typename B::dims>();
-  if (TA) a = swap_last_two(a);
-  if (TB) b = swap_last_two(b);
-  return matmul_shape_of(a, b);
-}
-}  // namespace detail
-
 // op(A) @ op(B), op = transpose where TA / TB: fp8 payloads multiplied exactly
 // and summed in f32, times scale_inv(A) * scale_inv(B), rounded once to Out.
 // GradScaling quantizes the incoming gradient in backward (void: no backward).
@@ -112,7 +96,7 @@ struct fp8_matmul_node {
                 "ctg: fp8_matmul multiplies quantized tensors (ctg::quantize)");
   using ctg_node = void;
   using dtype = Out;
-  using dims = shape_from<detail::fp8_matmul_shape<A, B, TA, TB>()>;
+  using dims = shape_from<detail::matmul_shape<A, B, TA, TB>()>;
   using children = tl::list<A, B>;
   static constexpr node_kind kind = node_kind::fp8_matmul;
   static constexpr bool requires_grad = A::requires_grad || B::requires_grad;
@@ -175,12 +159,12 @@ consteval bool fp8_formats_follow_recipes() {
 // in Out. Their formats must follow their recipes (detail::fp8_formats_follow_recipes).
 template <class Out, class GradScaling, expr A, expr B>
 constexpr auto fp8_matmul(A, B) {
-  static_assert(detail::fp8_matmul_shape<A, B, false, false>().ok,
+  static_assert(detail::matmul_shape<A, B, false, false>().ok,
                 "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
   if constexpr (A::kind == node_kind::failed || B::kind == node_kind::failed)  // (reported already)
-    return node_t<failed_node<shape_from<detail::fp8_matmul_shape<A, B, false, false>()>, Out, node_t<A>, node_t<B>>>{};
+    return node_t<failed_node<shape_from<detail::matmul_shape<A, B, false, false>()>, Out, node_t<A>, node_t<B>>>{};
   else if constexpr (!detail::fp8_formats_follow_recipes<A, B, GradScaling>())
-    return node_t<failed_node<shape_from<detail::fp8_matmul_shape<A, B, false, false>()>, Out, node_t<A>, node_t<B>>>{};
+    return node_t<failed_node<shape_from<detail::matmul_shape<A, B, false, false>()>, Out, node_t<A>, node_t<B>>>{};
   else
     return node_t<fp8_matmul_node<node_t<A>, node_t<B>, false, false, Out, GradScaling>>{};
 }

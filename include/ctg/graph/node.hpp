@@ -376,30 +376,40 @@ consteval shape_value matmul_shape_of(shape_value a, shape_value b) {
     return r;
   }
 }
-template <class A, class B>
+consteval shape_value swap_last_two(shape_value v) {
+  const dim_t t = v.d[v.rank - 1];
+  v.d[v.rank - 1] = v.d[v.rank - 2];
+  v.d[v.rank - 2] = t;
+  return v;
+}
+// The shape of op(A) op(B), op = transpose where TA / TB.
+template <class A, class B, bool TA = false, bool TB = false>
 consteval shape_value matmul_shape() {
-  return matmul_shape_of(value_of<typename A::dims>(), value_of<typename B::dims>());
+  shape_value a = value_of<typename A::dims>(), b = value_of<typename B::dims>();
+  if (TA && a.rank >= 2) a = swap_last_two(a);
+  if (TB && b.rank >= 2) b = swap_last_two(b);
+  return matmul_shape_of(a, b);
 }
 }  // namespace detail
 
-template <class A, class B>
+// op(A) op(B), op = transpose where TA / TB: the product reads a transposed
+// operand where it lies (ctg::matmul folds transpose(x) into these flags), so
+// no transposed copy is ever made.
+template <class A, class B, bool TA = false, bool TB = false>
 struct matmul_node {
   using ctg_node = void;
   using dtype = promote_t<typename A::dtype, typename B::dtype>;
-  using dims = shape_from<detail::matmul_shape<A, B>()>;
+  using dims = shape_from<detail::matmul_shape<A, B, TA, TB>()>;
   using children = tl::list<A, B>;
   static constexpr node_kind kind = node_kind::matmul;
   static constexpr bool requires_grad = A::requires_grad || B::requires_grad;
+  static constexpr bool transpose_a = TA, transpose_b = TB;
 };
 
 namespace detail {
 template <class S>
 consteval shape_value transposed_shape() {
-  shape_value v = value_of<S>();
-  const dim_t t = v.d[v.rank - 1];
-  v.d[v.rank - 1] = v.d[v.rank - 2];
-  v.d[v.rank - 2] = t;
-  return v;
+  return swap_last_two(value_of<S>());
 }
 }  // namespace detail
 

@@ -239,9 +239,32 @@ consteval shape_value failed_matmul_shape() {
 }
 }  // namespace detail
 
+namespace detail {
+// An operand as a product reads it: transpose(x) is x with its flag flipped.
+template <class X, bool T, bool = X::kind == node_kind::transpose>
+struct product_operand {
+  using node = X;
+  static constexpr bool transposed = T;
+};
+template <class X, bool T>
+struct product_operand<X, T, true> {
+  using node = tl::at_t<0, typename X::children>;
+  static constexpr bool transposed = !T;
+};
+
+// op(a) op(b) (op: transpose where TA / TB) as one matmul node; a transposed
+// operand, given as transpose(x) or by its flag, is read where it lies.
+template <bool TA, bool TB, expr A, expr B>
+constexpr auto matmul_op(A, B) {
+  using a = product_operand<node_t<A>, TA>;
+  using b = product_operand<node_t<B>, TB>;
+  return node_t<matmul_node<typename a::node, typename b::node, a::transposed, b::transposed>>{};
+}
+}  // namespace detail
+
 template <expr A, expr B>
 constexpr auto matmul(A, B) {
-  if constexpr (detail::matmul_fits<typename A::dims, typename B::dims>()) return node_t<matmul_node<node_t<A>, node_t<B>>>{};
+  if constexpr (detail::matmul_fits<typename A::dims, typename B::dims>()) return detail::matmul_op<false, false>(A{}, B{});
   else
     return node_t<failed_node<shape_from<detail::failed_matmul_shape<A, B>()>,
                               promote_t<typename A::dtype, typename B::dtype>, node_t<A>, node_t<B>>>{};

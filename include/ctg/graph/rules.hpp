@@ -108,17 +108,21 @@ consteval bool batched_times_matrix() {
 }
 }  // namespace detail
 
-template <std::size_t K, class A, class B, class G>
-constexpr auto rule(matmul_node<A, B>, G g) {
+// y = op(A) op(B): d op(A) = g op(B)^T, d op(B) = op(A)^T g, transposed
+// back where op is; every transpose is a flag of the product, not a copy.
+template <std::size_t K, class A, class B, bool TA, bool TB, class G>
+constexpr auto rule(matmul_node<A, B, TA, TB>, G g) {
   if constexpr (K == 0) {
-    return matmul(g, transpose(B{}));
-  } else if constexpr (detail::batched_times_matrix<A, B>()) {
+    if constexpr (!TA) return detail::matmul_op<false, !TB>(g, B{});
+    else return detail::matmul_op<TB, true>(B{}, g);
+  } else if constexpr (!TA && !TB && detail::batched_times_matrix<A, B>()) {
     // One product over every row of every batch (K = batch * M), as the
     // batched product's sum over batches: no [batch, K, N] partial products.
     constexpr dim_t k = A::dims::dims[A::dims::rank - 1], n = B::dims::dims[1];
-    return matmul(transpose(reshape<shape<dyn, k>>(A{})), reshape<shape<dyn, n>>(g));
+    return detail::matmul_op<true, false>(reshape<shape<dyn, k>>(A{}), reshape<shape<dyn, n>>(g));
   } else {
-    return matmul(transpose(A{}), g);
+    if constexpr (!TB) return detail::matmul_op<!TA, false>(A{}, g);
+    else return detail::matmul_op<true, TA>(g, A{});
   }
 }
 

@@ -135,6 +135,13 @@ consteval std::string_view kind_op_name(node_kind k) {
   return "";
 }
 
+// A product's op with the operands it reads transposed: "matmul a^T b".
+consteval std::string_view product_op_name(node_kind k, bool ta, bool tb) {
+  constexpr std::string_view plain[4] = {"matmul", "matmul a b^T", "matmul a^T b", "matmul a^T b^T"};
+  constexpr std::string_view fp8[4] = {"fp8_matmul", "fp8_matmul a b^T", "fp8_matmul a^T b", "fp8_matmul a^T b^T"};
+  return (k == node_kind::matmul ? plain : fp8)[2 * ta + tb];
+}
+
 // What the node's type says: op, name, dtype, dims, grad.
 template <class N>
 consteval node_description describe_type() {
@@ -163,6 +170,8 @@ consteval node_description describe_type() {
     d.op = "stack";
     d.layers = N::layers;
     d.recomputes_layers = N::recompute;
+  } else if constexpr (k == node_kind::matmul || k == node_kind::fp8_matmul) {
+    d.op = product_op_name(k, N::transpose_a, N::transpose_b);
   } else {
     d.op = kind_op_name(k);
   }

@@ -65,7 +65,7 @@ enum class shape_rule : unsigned char {
   reshape,      // its child's elements under its static dims
   gather,       // the ids' shape, then the table's row
   transpose,    // its child's, the last two dims swapped
-  matmul,       // batch dims broadcast, then [M, N] (transpose_a/b for fp8_matmul)
+  matmul,       // batch dims broadcast, then [M, N] of op(A) op(B) (transpose_a/b)
 };
 
 inline constexpr std::size_t no_node = static_cast<std::size_t>(-1);
@@ -92,7 +92,7 @@ struct node_desc {
   std::size_t shape_from = no_node;
   std::size_t count_of[2] = {no_node, no_node};  // a mean's run-time scalar: 1 / (numel [0] / numel [1])
   void (*store_scalar)(double, std::byte*) = nullptr;  // a run-time scalar: its value in its dtype
-  bool transpose_a = false, transpose_b = false;  // fp8_matmul
+  bool transpose_a = false, transpose_b = false;  // matmul, fp8_matmul: op = transpose
   bool delayed = false;           // a quantize with delayed scaling (it records an amax)
   std::size_t layers = 1;         // a stack's buffer holds this many layer values
   std::size_t extra_bytes = 0;    // a stack's backward: its parameter gradients before the input's
@@ -222,7 +222,7 @@ consteval node_desc node_facts() {
     static_assert(N::kind == node_kind::matmul || N::kind == node_kind::fp8_matmul);
     d.shape = shape_rule::matmul;
   }
-  if constexpr (N::kind == node_kind::fp8_matmul) {
+  if constexpr (N::kind == node_kind::matmul || N::kind == node_kind::fp8_matmul) {
     d.transpose_a = N::transpose_a;
     d.transpose_b = N::transpose_b;
   }

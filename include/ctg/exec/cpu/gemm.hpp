@@ -1,10 +1,13 @@
 #pragma once
-// CPU matrix multiply for the CPU backend: C[M,N] = A[M,K] B[K,N], row-major,
-// leading dims K, N, N.
+// CPU matrix multiply for the CPU backend: C[M,N] = op(A) op(B), row-major,
+// op(A) M x K and op(B) K x N; op is the identity or (a gemm_layout flag) the
+// transpose, read where the operand lies: A is stored [M,K] or [K,M], B [K,N]
+// or [N,K].
 //
 //   ctg::cpu::gemm_workspace ws;                // keep it: scratch is reused
 //   ctg::cpu::gemm(M, N, K, a, b, c, ws);       // a: TA*, b: TB*, c: TC*
 //   ctg::cpu::gemm(M, N, K, a, b, c, ws, pool); // the same bits, on a thread_pool
+//   ctg::cpu::gemm(M, N, K, a, b, c, ws, pool, {.transpose_a = true});  // A^T B
 //
 // Numerics. Every output is one f32 fused multiply-add chain in k order,
 //   acc = +0; for k = 0..K-1: acc = fma(A[i,k], B[k,j], acc); C[i,j] = TC(acc),
@@ -35,10 +38,15 @@
 // deterministic, but whether the compiler fuses its multiply-add depends on
 // the build flags.
 //
+// Transposed operands change only where values are read, so A^T B gives the
+// bits of transposing A first.
+//
 // Speed. B is packed once per call into panels of NR columns (converted to
 // f32, zero-padded; for vdpbf16ps, pairs of bf16 rows interleaved), and a
 // register-blocked micro-kernel computes MR x NR tiles with A broadcast from
-// its rows. With a pool, the tiles are cut into blocks of rows and columns
+// its rows, read in place: row r's value k at a[r][k * a_step] (a_step 1 for
+// A's rows, M for the rows of a transposed A: its columns). Only a transposed
+// bf16 A for vdpbf16ps is copied first, to bring each row's pairs together. With a pool, the tiles are cut into blocks of rows and columns
 // (tasks) that the threads share. The kernels are compiled for AVX-512 /
 // AVX512-BF16 / AVX2+FMA with target attributes and selected once per process
 // with __builtin_cpu_supports, so the default (non -march=native) build gets
@@ -69,8 +77,13 @@ CTG_HOT_BEGIN
 
 namespace ctg::cpu {
 
+// Which operands a gemm reads transposed (A stored [K,M], B stored [N,K]).
+struct gemm_layout {
+  bool transpose_a = false, transpose_b = false;
+};
+
 // Reusable scratch of gemm: packed B panels, and per thread A's rows
-// converted to f32 (or padded). Grows to the largest call seen and is never
+// converted to f32 (or padded, or paired). Grows to the largest call seen and is never
 // shrunk, so calls allocate nothing after warm-up. Its contents never
 // influence results (everything read is written first by the same call). One
 // gemm at a time uses it (its threads each take their own rows).
@@ -104,10 +117,11 @@ class gemm_workspace {
 namespace ctg::detail {
 
 // One micro-kernel call: the tile C[0:mr, 0:nr] (ldc apart) from K steps of
-// rows a[0..MR-1] (f32, k contiguous; rows past mr repeat a valid row) and a
-// packed panel b (K rows of NR floats). Rows >= mr and columns >= nr are
-// computed on padding and not stored.
-using gemm_tile_fn = void (*)(dim_t K, const float* const* a, const float* b, float* c, dim_t ldc, int mr, int nr);
+// rows a[0..MR-1] (f32, value k at a[r][k * a_step]; rows past mr repeat a
+// valid row) and a packed panel b (K rows of NR floats). Rows >= mr and
+// columns >= nr are computed on padding and not stored.
+using gemm_tile_fn = void (*)(dim_t K, const float* const* a, dim_t a_step, const float* b, float* c, dim_t ldc,
+                              int mr, int nr);
 
 // The kernels of one instruction set: MR rows; panels nr_wide columns wide,
 // the last one nr_narrow wide when the remainder fits (N = 16 would waste half
@@ -123,11 +137,12 @@ inline constexpr int gemm_max_mr = 8, gemm_max_tile = 8 * 32;  // largest mr, mr
 enum class gemm_isa { portable, avx2, avx512, avx512_bf16 };
 
 template <int MR, int NR>
-void gemm_tile_portable(dim_t K, const float* const* a, const float* b, float* c, dim_t ldc, int mr, int nr) {
+void gemm_tile_portable(dim_t K, const float* const* a, dim_t a_step, const float* b, float* c, dim_t ldc, int mr,
+                        int nr) {
   float acc[MR][NR] = {};
-  for (dim_t k = 0; k < K; ++k, b += NR)
+  for (dim_t k = 0, at = 0; k < K; ++k, at += a_step, b += NR)
     for (int r = 0; r < MR; ++r) {
-      const float av = a[r][k];
+      const float av = a[r][at];
       for (int j = 0; j < NR; ++j) acc[r][j] = std::fma(av, b[j], acc[r][j]);
     }
   for (int r = 0; r < mr; ++r)
@@ -138,8 +153,8 @@ void gemm_tile_portable(dim_t K, const float* const* a, const float* b, float* c
 // The loops over r and v are unrolled so the accumulators stay in registers
 // (an array indexed at run time would live in memory).
 template <int MR, int NV>
-__attribute__((target("avx512f,fma"))) void gemm_tile_avx512(dim_t K, const float* const* a, const float* b, float* c,
-                                                              dim_t ldc, int mr, int nr) {
+__attribute__((target("avx512f,fma"))) void gemm_tile_avx512(dim_t K, const float* const* a, dim_t a_step,
+                                                              const float* b, float* c, dim_t ldc, int mr, int nr) {
   const float* ar[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) ar[r] = a[r];
@@ -148,13 +163,13 @@ __attribute__((target("avx512f,fma"))) void gemm_tile_avx512(dim_t K, const floa
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  for (dim_t k = 0; k < K; ++k, b += 16 * NV) {
+  for (dim_t k = 0, at = 0; k < K; ++k, at += a_step, b += 16 * NV) {
     __m512 bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const __m512 av = _mm512_set1_ps(ar[r][k]);
+      const __m512 av = _mm512_set1_ps(ar[r][at]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
     }
@@ -172,8 +187,8 @@ __attribute__((target("avx512f,fma"))) void gemm_tile_avx512(dim_t K, const floa
 }
 
 template <int MR, int NV>
-__attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* const* a, const float* b, float* c,
-                                                         dim_t ldc, int mr, int nr) {
+__attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* const* a, dim_t a_step, const float* b,
+                                                         float* c, dim_t ldc, int mr, int nr) {
   const float* ar[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) ar[r] = a[r];
@@ -182,13 +197,13 @@ __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* co
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
-  for (dim_t k = 0; k < K; ++k, b += 8 * NV) {
+  for (dim_t k = 0, at = 0; k < K; ++k, at += a_step, b += 8 * NV) {
     __m256 bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + 8 * v);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const __m256 av = _mm256_set1_ps(ar[r][k]);
+      const __m256 av = _mm256_set1_ps(ar[r][at]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
     }
@@ -207,9 +222,10 @@ __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* co
   }
 }
 
-// vdpbf16ps tiles: K2 = ceil(K/2) steps; a[r] points at row r's bf16 values
-// (an even count: odd K is padded), b at a panel of K2 rows of NV*16 dwords
-// (bf16 pairs, the even k in the low half). See the top of this file for the
+// vdpbf16ps tiles: K2 = ceil(K/2) steps; a[r] points at row r's bf16 pairs
+// (pair p at a[r] + p * a_step, in bf16 values: 2 for a row of A, an odd K
+// padded), b at a panel of K2 rows of NV*16 dwords (bf16 pairs, the even k
+// in the low half). See the top of this file for the
 // chain each output runs.
 // TC: float, or bf16 (each sum rounded in registers as f32_to_bf16_bits does:
 // to nearest even, any NaN to 0x7FFF).
@@ -219,7 +235,7 @@ __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* co
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 template <int MR, int NV, class TC>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile_bf16(
-    dim_t K2, const std::uint16_t* const* a, const std::uint32_t* b, TC* c, dim_t ldc, int mr, int nr) {
+    dim_t K2, const std::uint16_t* const* a, dim_t a_step, const std::uint32_t* b, TC* c, dim_t ldc, int mr, int nr) {
   const std::uint16_t* ar[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) ar[r] = a[r];
@@ -228,14 +244,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile_b
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  for (dim_t p = 0; p < K2; ++p, b += 16 * NV) {
+  for (dim_t p = 0, at = 0; p < K2; ++p, at += a_step, b += 16 * NV) {
     __m512bh bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       std::int32_t pair;
-      std::memcpy(&pair, ar[r] + 2 * p, sizeof pair);
+      std::memcpy(&pair, ar[r] + at, sizeof pair);
       const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
@@ -279,8 +295,8 @@ inline gemm_kernels gemm_kernels_for(gemm_isa isa) {
 
 // The vdpbf16ps tiles (8 x 32 and 8 x 16), with f32 or bf16 results.
 template <class TC>
-using gemm_tile_bf16_fn = void (*)(dim_t K2, const std::uint16_t* const* a, const std::uint32_t* b, TC* c, dim_t ldc,
-                                   int mr, int nr);
+using gemm_tile_bf16_fn = void (*)(dim_t K2, const std::uint16_t* const* a, dim_t a_step, const std::uint32_t* b,
+                                   TC* c, dim_t ldc, int mr, int nr);
 template <class TC>
 struct gemm_bf16_kernels {
   int mr = 8, nr_wide = 32, nr_narrow = 16;
@@ -353,14 +369,35 @@ inline gemm_split gemm_split_for(dim_t M, dim_t N, dim_t K, int mr, dim_t panels
   return s;
 }
 
-// Panels [p0, p1) of B[K,N] -> K x width floats each, columns past N zero.
+// Rows of k (or pairs) a transposed B is packed by at a time: the block's
+// reads (one run per column) and writes (one row per k) stay in L1.
+inline constexpr dim_t gemm_transpose_block = 16;
+
+// A bf16 pair as vdpbf16ps reads it: the even k in the low half.
+inline std::uint32_t bf16_pair(bf16 lo, bf16 hi) { return std::uint32_t(lo.bits) | std::uint32_t(hi.bits) << 16; }
+
+// Panels [p0, p1) of op(B) (K x N; B stored [K,N], or [N,K] transposed) ->
+// K x width floats each, columns past N zero.
 template <class TB>
-void gemm_pack_b(const gemm_kernels& ks, dim_t N, dim_t K, const TB* B, float* out, dim_t p0, dim_t p1) {
+void gemm_pack_b(const gemm_kernels& ks, dim_t N, dim_t K, const TB* B, bool transposed, float* out, dim_t p0,
+                 dim_t p1) {
   for (dim_t p = p0; p < p1; ++p) {
     const dim_t j0 = p * ks.nr_wide;
     const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
     const int valid = static_cast<int>(std::min<dim_t>(w, N - j0));
     float* o = out + j0 * K;
+    if (transposed) {  // op(B)'s column j is contiguous in k; blocks of k keep reads and writes in cache
+      for (dim_t k0 = 0; k0 < K; k0 += gemm_transpose_block) {
+        const dim_t k1 = std::min(K, k0 + gemm_transpose_block);
+        for (int j = 0; j < valid; ++j) {
+          const TB* col = B + (j0 + j) * K;
+          for (dim_t k = k0; k < k1; ++k) o[k * w + j] = load_as<TB>(col[k]);
+        }
+        for (dim_t k = k0; k < k1; ++k)
+          for (int j = valid; j < w; ++j) o[k * w + j] = 0.0f;
+      }
+      continue;
+    }
     for (dim_t k = 0; k < K; ++k, o += w) {
       const TB* row = B + k * N + j0;
       for (int j = 0; j < valid; ++j) o[j] = load_as<TB>(row[j]);
@@ -369,34 +406,69 @@ void gemm_pack_b(const gemm_kernels& ks, dim_t N, dim_t K, const TB* B, float* o
   }
 }
 
-// Panels [p0, p1) of bf16 B[K,N] -> ceil(K/2) x width dwords each: row p of
-// a panel holds (B[2p, j], B[2p+1, j]) in the low and high half; B[K, j] and
-// columns past N are zero.
+// Panels [p0, p1) of bf16 op(B) -> ceil(K/2) x width dwords each: row q of
+// a panel holds (op(B)[2q, j], op(B)[2q+1, j]) in the low and high half;
+// op(B)[K, j] and columns past N are zero.
 template <class Kernels>
-void gemm_pack_b_pairs(const Kernels& ks, dim_t N, dim_t K, const bf16* B, std::uint32_t* out,
-                              dim_t p0, dim_t p1) {
+void gemm_pack_b_pairs(const Kernels& ks, dim_t N, dim_t K, const bf16* B, bool transposed, std::uint32_t* out,
+                       dim_t p0, dim_t p1) {
   const dim_t K2 = (K + 1) / 2;
   for (dim_t p = p0; p < p1; ++p) {
     const dim_t j0 = p * ks.nr_wide;
     const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
     const int valid = static_cast<int>(std::min<dim_t>(w, N - j0));
     std::uint32_t* o = out + j0 * K2;
+    if (transposed) {  // op(B)'s column j is contiguous in k: its pairs are adjacent
+      const dim_t whole = K / 2;  // pairs with both halves in B
+      for (dim_t q0 = 0; q0 < K2; q0 += gemm_transpose_block) {
+        const dim_t q1 = std::min(K2, q0 + gemm_transpose_block);
+        for (int j = 0; j < valid; ++j) {
+          const bf16* col = B + (j0 + j) * K;
+          for (dim_t q = q0; q < q1; ++q)
+            o[q * w + j] = q < whole ? bf16_pair(col[2 * q], col[2 * q + 1]) : bf16_pair(col[2 * q], bf16{});
+        }
+        for (dim_t q = q0; q < q1; ++q)
+          for (int j = valid; j < w; ++j) o[q * w + j] = 0u;
+      }
+      continue;
+    }
     for (dim_t q = 0; q < K2; ++q, o += w) {
       const bf16* lo = B + 2 * q * N + j0;
       const bf16* hi = 2 * q + 1 < K ? lo + N : nullptr;
-      for (int j = 0; j < valid; ++j)
-        o[j] = std::uint32_t(lo[j].bits) | (hi ? std::uint32_t(hi[j].bits) << 16 : 0u);
+      for (int j = 0; j < valid; ++j) o[j] = bf16_pair(lo[j], hi ? hi[j] : bf16{});
       for (int j = valid; j < w; ++j) o[j] = 0u;
     }
   }
 }
 
-// Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from f32 rows of A
-// (lda apart) and packed B. Tiles of a narrow C go through an f32 buffer and
-// are rounded once.
+// Rows [i0, i1) of op(A) for vdpbf16ps when A is stored transposed ([K, M]):
+// pair p of row i at out[(p * (i1 - i0) + i - i0)] (a_step 2 * (i1 - i0) in
+// bf16 values), op(A)[i, K] zero. Two of A's rows interleave into one run of pairs.
+inline void gemm_pair_transposed_a(dim_t M, dim_t K, const bf16* A, dim_t i0, dim_t i1, std::uint32_t* out) {
+  const dim_t rows = i1 - i0;
+  for (dim_t p = 0; 2 * p < K; ++p, out += rows) {
+    const bf16* lo = A + 2 * p * M + i0;
+    if (2 * p + 1 < K)
+      for (dim_t r = 0; r < rows; ++r) out[r] = bf16_pair(lo[r], lo[M + r]);
+    else
+      for (dim_t r = 0; r < rows; ++r) out[r] = bf16_pair(lo[r], bf16{});
+  }
+}
+
+// Where rows [i_begin, i_end) of op(A) are read: row i_begin + r starts at
+// base + r * row_step, its value k (or pair) k * k_step further.
+template <class T>
+struct gemm_rows {
+  const T* base;
+  dim_t row_step, k_step;
+};
+
+// Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from f32 rows of
+// op(A) and packed B. Tiles of a narrow C go through an f32 buffer and are
+// rounded once.
 template <class TC>
-void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, const float* A, dim_t lda, const float* bp, TC* C,
-                dim_t i_begin, dim_t i_end, dim_t p0, dim_t p1) {
+void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, gemm_rows<float> A, const float* bp, TC* C, dim_t i_begin,
+                dim_t i_end, dim_t p0, dim_t p1) {
   float tile[gemm_max_tile];
   const float* rows[gemm_max_mr];
   for (dim_t p = p0; p < p1; ++p) {
@@ -407,11 +479,11 @@ void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, const float* A, dim_t 
     const float* panel = bp + j0 * K;
     for (dim_t i0 = i_begin; i0 < i_end; i0 += ks.mr) {
       const int mr = static_cast<int>(std::min<dim_t>(ks.mr, i_end - i0));
-      for (int r = 0; r < ks.mr; ++r) rows[r] = A + (i0 - i_begin + std::min(r, mr - 1)) * lda;
+      for (int r = 0; r < ks.mr; ++r) rows[r] = A.base + (i0 - i_begin + std::min(r, mr - 1)) * A.row_step;
       if constexpr (std::is_same_v<TC, f32>) {
-        fn(K, rows, panel, C + i0 * N + j0, N, mr, nr);
+        fn(K, rows, A.k_step, panel, C + i0 * N + j0, N, mr, nr);
       } else {
-        fn(K, rows, panel, tile, nr, mr, nr);
+        fn(K, rows, A.k_step, panel, tile, nr, mr, nr);
         for (int r = 0; r < mr; ++r)
           for (int j = 0; j < nr; ++j) C[(i0 + r) * N + j0 + j] = store_as<TC>(tile[r * nr + j]);
       }
@@ -419,9 +491,10 @@ void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, const float* A, dim_t 
   }
 }
 
-// The same with vdpbf16ps: A's rows as bf16, lda (even) apart; TC f32 or bf16.
+// The same with vdpbf16ps: A's rows as bf16 pairs (k_step: from one pair to
+// the next, in bf16 values); TC f32 or bf16.
 template <class TC>
-void gemm_tiles_bf16(const gemm_bf16_kernels<TC>& ks, dim_t N, dim_t K2, const std::uint16_t* A, dim_t lda,
+void gemm_tiles_bf16(const gemm_bf16_kernels<TC>& ks, dim_t N, dim_t K2, gemm_rows<std::uint16_t> A,
                      const std::uint32_t* bp, TC* C, dim_t i_begin, dim_t i_end, dim_t p0, dim_t p1) {
   const std::uint16_t* rows[gemm_max_mr];
   for (dim_t p = p0; p < p1; ++p) {
@@ -432,22 +505,22 @@ void gemm_tiles_bf16(const gemm_bf16_kernels<TC>& ks, dim_t N, dim_t K2, const s
     const std::uint32_t* panel = bp + j0 * K2;
     for (dim_t i0 = i_begin; i0 < i_end; i0 += ks.mr) {
       const int mr = static_cast<int>(std::min<dim_t>(ks.mr, i_end - i0));
-      for (int r = 0; r < ks.mr; ++r) rows[r] = A + (i0 - i_begin + std::min(r, mr - 1)) * lda;
-      fn(K2, rows, panel, C + i0 * N + j0, N, mr, nr);
+      for (int r = 0; r < ks.mr; ++r) rows[r] = A.base + (i0 - i_begin + std::min(r, mr - 1)) * A.row_step;
+      fn(K2, rows, A.k_step, panel, C + i0 * N + j0, N, mr, nr);
     }
   }
 }
 
 // f64 results: a plain i-k-j loop accumulating in C.
 template <class TA, class TB>
-void gemm_f64(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, f64* C) {
+void gemm_f64(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, f64* C, cpu::gemm_layout layout) {
   for (dim_t i = 0; i < M; ++i) {
     f64* c = C + i * N;
     std::fill(c, c + N, 0.0);
     for (dim_t k = 0; k < K; ++k) {
-      const f64 av = load_as<TA>(A[i * K + k]);
-      const TB* b = B + k * N;
-      for (dim_t j = 0; j < N; ++j) c[j] += av * static_cast<f64>(load_as<TB>(b[j]));
+      const f64 av = load_as<TA>(layout.transpose_a ? A[k * M + i] : A[i * K + k]);
+      for (dim_t j = 0; j < N; ++j)
+        c[j] += av * static_cast<f64>(load_as<TB>(layout.transpose_b ? B[j * K + k] : B[k * N + j]));
     }
   }
 }
@@ -461,7 +534,7 @@ void gemm_for_tasks(cpu::thread_pool* pool, std::size_t tasks, F&& f) {
 // The f32 FMA chains (every kernel set).
 template <class TA, class TB, class TC>
 void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, cpu::gemm_workspace& ws,
-                     cpu::thread_pool* pool) {
+                     cpu::thread_pool* pool, cpu::gemm_layout layout) {
   const gemm_kernels ks = gemm_kernels_for(isa);
   const dim_t panels = gemm_panels(ks.nr_wide, ks.nr_narrow, N);
   const gemm_split s = gemm_split_for(M, N, K, ks.mr, panels, pool);
@@ -472,28 +545,38 @@ void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const
   const dim_t per_pack = (panels + pack_tasks - 1) / pack_tasks;
   gemm_for_tasks(pool, static_cast<std::size_t>(pack_tasks), [&](std::size_t t, unsigned) {
     const dim_t p0 = static_cast<dim_t>(t) * per_pack;
-    gemm_pack_b(ks, N, K, B, bp, p0, std::min(panels, p0 + per_pack));
+    gemm_pack_b(ks, N, K, B, layout.transpose_b, bp, p0, std::min(panels, p0 + per_pack));
   });
   gemm_for_tasks(pool, s.tasks(), [&](std::size_t t, unsigned worker) {
     const dim_t rb = static_cast<dim_t>(t) / s.panel_groups, pg = static_cast<dim_t>(t) % s.panel_groups;
     const dim_t i0 = rb * s.row_block, i1 = std::min(M, i0 + s.row_block);
     const dim_t p0 = pg * s.panel_group, p1 = std::min(panels, p0 + s.panel_group);
-    const float* a = nullptr;
+    // Rows i0.. of op(A): A's rows, or a transposed A's columns (value k
+    // M apart); another dtype converted first, in the same layout.
+    gemm_rows<float> a{nullptr, layout.transpose_a ? 1 : K, layout.transpose_a ? M : 1};
+    const dim_t first = layout.transpose_a ? i0 : i0 * K;
     if constexpr (std::is_same_v<TA, f32>) {
-      a = A + i0 * K;
+      a.base = A + first;
     } else {
-      float* a32 = ws.a_f32(static_cast<std::size_t>((i1 - i0) * K), worker);
-      for (dim_t e = 0, n = (i1 - i0) * K; e < n; ++e) a32[e] = load_as<TA>(A[i0 * K + e]);
-      a = a32;
+      const dim_t rows = i1 - i0;
+      float* a32 = ws.a_f32(static_cast<std::size_t>(rows * K), worker);
+      if (layout.transpose_a) {
+        for (dim_t k = 0; k < K; ++k)
+          for (dim_t r = 0; r < rows; ++r) a32[k * rows + r] = load_as<TA>(A[k * M + i0 + r]);
+        a.k_step = rows;
+      } else {
+        for (dim_t e = 0, n = rows * K; e < n; ++e) a32[e] = load_as<TA>(A[first + e]);
+      }
+      a.base = a32;
     }
-    gemm_tiles(ks, N, K, a, K, bp, C, i0, i1, p0, p1);
+    gemm_tiles(ks, N, K, a, bp, C, i0, i1, p0, p1);
   });
 }
 
 // The vdpbf16ps chains (bf16 x bf16 on a CPU with AVX512-BF16).
 template <class TC>
 void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC* C, cpu::gemm_workspace& ws,
-                     cpu::thread_pool* pool) {
+                     cpu::thread_pool* pool, cpu::gemm_layout layout) {
   const gemm_bf16_kernels<TC> ks = gemm_bf16_kernels_for<TC>();
   const dim_t K2 = (K + 1) / 2, lda = 2 * K2;
   const dim_t panels = gemm_panels(ks.nr_wide, ks.nr_narrow, N);
@@ -505,22 +588,28 @@ void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC
   const dim_t per_pack = (panels + pack_tasks - 1) / pack_tasks;
   gemm_for_tasks(pool, static_cast<std::size_t>(pack_tasks), [&](std::size_t t, unsigned) {
     const dim_t p0 = static_cast<dim_t>(t) * per_pack;
-    gemm_pack_b_pairs(ks, N, K, B, bp, p0, std::min(panels, p0 + per_pack));
+    gemm_pack_b_pairs(ks, N, K, B, layout.transpose_b, bp, p0, std::min(panels, p0 + per_pack));
   });
   gemm_for_tasks(pool, s.tasks(), [&](std::size_t t, unsigned worker) {
     const dim_t rb = static_cast<dim_t>(t) / s.panel_groups, pg = static_cast<dim_t>(t) % s.panel_groups;
     const dim_t i0 = rb * s.row_block, i1 = std::min(M, i0 + s.row_block);
     const dim_t p0 = pg * s.panel_group, p1 = std::min(panels, p0 + s.panel_group);
-    const std::uint16_t* a = reinterpret_cast<const std::uint16_t*>(A) + i0 * K;
-    if (K % 2) {  // rows padded to an even length with a zero
+    // A's rows hold their pairs side by side (an odd K padded with a zero);
+    // a transposed A's pairs are brought together first.
+    gemm_rows<std::uint16_t> a{reinterpret_cast<const std::uint16_t*>(A) + i0 * K, K, 2};
+    if (layout.transpose_a) {
+      auto* pairs = reinterpret_cast<std::uint32_t*>(ws.a_f32(static_cast<std::size_t>((i1 - i0) * K2), worker));
+      gemm_pair_transposed_a(M, K, A, i0, i1, pairs);
+      a = {reinterpret_cast<const std::uint16_t*>(pairs), 2, 2 * (i1 - i0)};
+    } else if (K % 2) {
       auto* pad = reinterpret_cast<std::uint16_t*>(ws.a_f32(static_cast<std::size_t>((i1 - i0) * K2), worker));
       for (dim_t i = i0; i < i1; ++i) {
         std::memcpy(pad + (i - i0) * lda, reinterpret_cast<const std::uint16_t*>(A) + i * K, K * sizeof(std::uint16_t));
         pad[(i - i0) * lda + K] = 0;
       }
-      a = pad;
+      a = {pad, lda, 2};
     }
-    gemm_tiles_bf16(ks, N, K2, a, K % 2 ? lda : K, bp, C, i0, i1, p0, p1);
+    gemm_tiles_bf16(ks, N, K2, a, bp, C, i0, i1, p0, p1);
   });
 }
 
@@ -528,16 +617,21 @@ void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC
 // plain code: what the tests compare them with.
 inline float gemm_bf16_ftz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
 template <class TC>
-void gemm_bf16_pairs_reference(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC* C) {
-  auto at = [](const bf16* m, dim_t ld, dim_t r, dim_t c, dim_t rows_or_cols, bool by_col) {
-    return (by_col ? c : r) < rows_or_cols ? gemm_bf16_ftz(load_as<bf16>(m[r * ld + c])) : 0.0f;
+void gemm_bf16_pairs_reference(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC* C,
+                               cpu::gemm_layout layout = {}) {
+  // op(A)[i, k] and op(B)[k, j], zero past K.
+  auto a = [&](dim_t i, dim_t k) {
+    return k < K ? gemm_bf16_ftz(load_as<bf16>(layout.transpose_a ? A[k * M + i] : A[i * K + k])) : 0.0f;
+  };
+  auto b = [&](dim_t k, dim_t j) {
+    return k < K ? gemm_bf16_ftz(load_as<bf16>(layout.transpose_b ? B[j * K + k] : B[k * N + j])) : 0.0f;
   };
   for (dim_t i = 0; i < M; ++i)
     for (dim_t j = 0; j < N; ++j) {
       float acc = 0.0f;
       for (dim_t p = 0; 2 * p < K; ++p) {
-        acc = gemm_bf16_ftz(std::fma(at(A, K, i, 2 * p + 1, K, true), at(B, N, 2 * p + 1, j, K, false), acc));
-        acc = gemm_bf16_ftz(std::fma(at(A, K, i, 2 * p, K, true), at(B, N, 2 * p, j, K, false), acc));
+        acc = gemm_bf16_ftz(std::fma(a(i, 2 * p + 1), b(2 * p + 1, j), acc));
+        acc = gemm_bf16_ftz(std::fma(a(i, 2 * p), b(2 * p, j), acc));
       }
       C[i * N + j] = store_as<TC>(acc);
     }
@@ -546,17 +640,17 @@ void gemm_bf16_pairs_reference(dim_t M, dim_t N, dim_t K, const bf16* A, const b
 // gemm with a given kernel set (tests compare the sets; gemm picks the best).
 template <class TA, class TB, class TC>
 void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, cpu::gemm_workspace& ws,
-               cpu::thread_pool* pool = nullptr) {
+               cpu::thread_pool* pool = nullptr, cpu::gemm_layout layout = {}) {
   if constexpr (std::is_same_v<TC, f64>) {
-    gemm_f64(M, N, K, A, B, C);
+    gemm_f64(M, N, K, A, B, C, layout);
   } else {
     static_assert(std::is_same_v<compute_t<TC>, f32>);
     if (M <= 0 || N <= 0) return;
     if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16> &&
                   (std::is_same_v<TC, f32> || std::is_same_v<TC, bf16>)) {
-      if (isa == gemm_isa::avx512_bf16 && K > 0) return gemm_bf16_pairs(M, N, K, A, B, C, ws, pool);
+      if (isa == gemm_isa::avx512_bf16 && K > 0) return gemm_bf16_pairs(M, N, K, A, B, C, ws, pool, layout);
     }
-    gemm_f32_chains(isa, M, N, K, A, B, C, ws, pool);
+    gemm_f32_chains(isa, M, N, K, A, B, C, ws, pool, layout);
   }
 }
 
@@ -564,13 +658,13 @@ void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B
 
 namespace ctg::cpu {
 
-// C[M,N] = A[M,K] * B[K,N] (row-major, leading dims K, N, N), accumulated in
+// C[M,N] = op(A) op(B) (row-major; see gemm_layout), accumulated in
 // compute_t<TC>, each output rounded once to TC (see the top of this file).
 // With a pool, its threads share the tiles (the same bits).
 template <class TA, class TB, class TC>
 void gemm(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, gemm_workspace& ws,
-          thread_pool* pool = nullptr) {
-  detail::gemm_with(detail::gemm_best_isa(), M, N, K, A, B, C, ws, pool);
+          thread_pool* pool = nullptr, gemm_layout layout = {}) {
+  detail::gemm_with(detail::gemm_best_isa(), M, N, K, A, B, C, ws, pool, layout);
 }
 
 }  // namespace ctg::cpu

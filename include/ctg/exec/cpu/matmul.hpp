@@ -60,15 +60,18 @@ void for_each_batch(const rt_shape& sa, const rt_shape& sb, const rt_shape& sc, 
 }  // namespace ctg::detail
 
 namespace ctg::cpu {
-// Batched C[M,N] = A[M,K] B[K,N]. With threads, several batches run side
-// by side (each on one thread), or one batch's tiles are shared; either way
-// every output is the same chain (exec/cpu/gemm.hpp), so the bits do not
-// depend on the thread count.
-template <class TA, class TB, class TC>
+// Batched C[M,N] = op(A) op(B), op the transpose where TransposeA /
+// TransposeB (the operand is read where it lies: cpu::gemm_layout). With
+// threads, several batches run side by side (each on one thread), or one
+// batch's tiles are shared; either way every output is the same chain
+// (exec/cpu/gemm.hpp), so the bits do not depend on the thread count.
+template <class TA, class TB, class TC, bool TransposeA, bool TransposeB>
 void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ia = g.child[0], ib = g.child[1], R = g.root;
   const rt_shape &sa = b.shape[ia], &sc = b.shape[R];
-  const dim_t M = sc.d[sc.rank - 2], N = sc.d[sc.rank - 1], K = sa.d[sa.rank - 1];
+  const dim_t M = sc.d[sc.rank - 2], N = sc.d[sc.rank - 1];
+  const dim_t K = TransposeA ? sa.d[sa.rank - 2] : sa.d[sa.rank - 1];
+  constexpr gemm_layout layout{TransposeA, TransposeB};
   const TA* A = b.template as<const TA>(ia);
   const TB* B = b.template as<const TB>(ib);
   TC* C = b.template as<TC>(R);
@@ -79,7 +82,8 @@ void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, floa
     auto one = [&](std::size_t batch, unsigned worker) {
       dim_t oa, ob;
       mb.offsets(static_cast<dim_t>(batch), oa, ob);
-      gemm(M, N, K, A + oa * M * K, B + ob * K * N, C + static_cast<dim_t>(batch) * M * N, ws.batch_gemm[worker]);
+      gemm(M, N, K, A + oa * M * K, B + ob * K * N, C + static_cast<dim_t>(batch) * M * N, ws.batch_gemm[worker],
+           nullptr, layout);
     };
     pool->for_each(static_cast<std::size_t>(mb.count), one);
     return;
@@ -87,7 +91,7 @@ void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, floa
   for (dim_t batch = 0; batch < mb.count; ++batch) {
     dim_t oa, ob;
     mb.offsets(batch, oa, ob);
-    gemm(M, N, K, A + oa * M * K, B + ob * K * N, C + batch * M * N, ws.gemm, pool);
+    gemm(M, N, K, A + oa * M * K, B + ob * K * N, C + batch * M * N, ws.gemm, pool, layout);
   }
 }
 

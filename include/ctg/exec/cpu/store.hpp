@@ -86,7 +86,7 @@ struct backend {
     if constexpr (node::kind == node_kind::stack || node::kind == node_kind::stack_grad) {
       return nullptr;
     } else if constexpr (node::kind == node_kind::matmul) {
-      return &run_matmul<C0, C1, T>;
+      return &run_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
     } else if constexpr (node::kind == node_kind::fp8_matmul) {
       return &run_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
     } else if constexpr (node::kind == node_kind::transpose) {
