@@ -5,6 +5,10 @@
 // (ties). softmax / log_softmax: ops_grad_softmax.cpp.
 #include "reduce_cases.hpp"
 
+#include <bit>
+#include <cstdint>
+#include <limits>
+
 using namespace reduce_cases;
 
 namespace {
@@ -124,4 +128,37 @@ TEST_CASE("amax without ties: forward value and gradient vs finite differences")
   auto st = ctg::make_store(dev, step);
   gc::set<W>(st, w0);
   gc::check_grad<W>(step, st, gc::f64_tol);
+}
+
+TEST_CASE("a row max is the in-order max bit for bit: signed zeros, NaN payloads, the tail past 16 lanes") {
+  // The CPU takes a row's max in SIMD lanes; where the order matters (a zero
+  // result: the first of -0 and +0 wins; NaNs: the last one wins) it must
+  // give what combining the row in order gives.
+  using W = ctg::param<"w", ctg::f32, 5, 40>;
+  auto fwd = ctg::forward(ctg::max<1>(W{}));
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, fwd);
+  auto w = st.param<W>();
+  const float nan_a = std::bit_cast<float>(0x7FC00001u), nan_b = std::bit_cast<float>(0xFFC00123u);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = -1.0f - static_cast<float>(i % 7);
+  w[0 * 40 + 37] = 2.5f;                           // row 0: the max in the tail
+  w[1 * 40 + 3] = -0.0f, w[1 * 40 + 17] = 0.0f;   // row 1: -0 first in the row, +0 in an earlier lane (1)
+  w[2 * 40 + 4] = 0.0f, w[2 * 40 + 18] = -0.0f;   // row 2: +0 first in the row, -0 in an earlier lane (2)
+  w[3 * 40 + 5] = nan_a, w[3 * 40 + 20] = nan_b;  // row 3: two NaNs; the last one wins
+  for (std::size_t j = 0; j < 40; ++j) w[4 * 40 + j] = -std::numeric_limits<float>::infinity();  // row 4: all -inf
+  fwd(st);
+  const auto got = st.value();
+  REQUIRE(got.size() == 5);
+  for (std::size_t r = 0; r < 5; ++r) {
+    double acc = -std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < 40; ++j) {
+      const double b = w[r * 40 + j];
+      acc = b > acc || b != b ? b : acc;
+    }
+    INFO("row ", r);
+    CHECK(std::bit_cast<std::uint32_t>(got[r]) == std::bit_cast<std::uint32_t>(static_cast<float>(acc)));
+  }
+  CHECK(std::signbit(got[1]));
+  CHECK_FALSE(std::signbit(got[2]));
+  CHECK(std::bit_cast<std::uint32_t>(got[3]) == std::bit_cast<std::uint32_t>(nan_b));
 }

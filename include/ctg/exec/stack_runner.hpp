@@ -174,12 +174,12 @@ class stack_runner {
                        parent_nodes>::value}...};
   }(std::make_index_sequence<states>{});
 
-  // Layer i's slice of every stacked leaf into the block's own leaves, and
-  // the layer's random key.
+  // The block's leaves at layer i's slice of every stacked leaf (read in
+  // place: the block's parts never write a leaf), and the layer's random key.
   template <class Parent>
   void enter_layer(Parent& p, std::size_t layer) {
     for (const leaf_slice& l : leaf_slices)
-      Backend::copy(block_.mem_.param_bytes(l.block), p.mem_.bound().buf[l.stacked] + layer * l.bytes, l.bytes);
+      block_.mem_.share_leaf(l.block, p.mem_.bound().buf[l.stacked] + layer * l.bytes);
     block_.key_ = {p.key_.seed, p.key_.step, static_cast<std::uint32_t>(layer)};
   }
 

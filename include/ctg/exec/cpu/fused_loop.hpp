@@ -13,6 +13,7 @@
 // input rows that reach it in row order. No reduction is split, so every value is computed
 // by the same operations in the same order whatever the thread count.
 #include <algorithm>
+#include <type_traits>
 
 #include <ctg/core/config.hpp>
 #include <ctg/exec/bindings.hpp>
@@ -51,12 +52,39 @@ struct cpu_fused_group {
   // Row reduction R's combination of the row's L elements, in order (as
   // R::combine_in_order): the elements are evaluated 16 at a time into a
   // buffer (that loop vectorizes: exp, tanh, ... run in SIMD registers), then
-  // combined one by one in f64 in the same order, so the result is the same.
+  // combined one by one in f64 in the same order, so the result is the same
+  // (a max, whose value does not depend on the order, runs in SIMD lanes).
   template <class R>
   static CTG_FORCEINLINE double combine_row(const ctx& c, dim_t L) {
     using Op = typename R::op;
     using X = typename R::child;
     using V = decltype(X::value(c, dim_t(0)));
+    if constexpr (std::is_same_v<Op, ctg::op::max_r> && std::is_floating_point_v<V>) {
+      // A max is exact, and the same in any order unless it is a zero (the
+      // first of -0, +0 wins) or a NaN is seen (the last one wins): so it
+      // runs in 16 lanes, and only those cases run again in order below.
+      V lane[16];
+      int nan = 0;
+      for (dim_t u = 0; u < 16; ++u) lane[u] = Op::template identity<V>();
+      dim_t j = 0;
+      for (; j + 16 <= L; j += 16) {
+        V v[16];
+#pragma GCC ivdep
+        for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
+        for (dim_t u = 0; u < 16; ++u) {
+          nan |= v[u] != v[u];
+          lane[u] = v[u] > lane[u] ? v[u] : lane[u];
+        }
+      }
+      V m = Op::template identity<V>();
+      for (; j < L; ++j) {
+        const V v = X::value(c, j);
+        nan |= v != v;
+        m = v > m ? v : m;
+      }
+      for (dim_t u = 0; u < 16; ++u) m = lane[u] > m ? lane[u] : m;
+      if (!nan && m != V(0)) return static_cast<double>(m);
+    }
     double acc = Op::template identity<double>();
     dim_t j = 0;
     for (; j + 16 <= L; j += 16) {
