@@ -7,7 +7,10 @@
 
 #include <bit>
 #include <cstdint>
+#include <cmath>
+#include <cstring>
 #include <limits>
+#include <string>
 
 using namespace reduce_cases;
 
@@ -161,4 +164,56 @@ TEST_CASE("a row max is the in-order max bit for bit: signed zeros, NaN payloads
   CHECK(std::signbit(got[1]));
   CHECK_FALSE(std::signbit(got[2]));
   CHECK(std::bit_cast<std::uint32_t>(got[3]) == std::bit_cast<std::uint32_t>(nan_b));
+}
+
+// A sum or mean over one run of axes other than the last, of a stored tensor,
+// runs as [O, R, I] blocks on the CPU; the general row loop (taken when the
+// reduced expression is more than a bare read: x * 1 here) must give the same
+// bits, on one thread and on three, in f32 and bf16.
+template <class T, std::int64_t... D>
+void blocks_match_row_loop() {
+  using W = ctg::param<"w", T, D...>;
+  ctg::cpu::device one{1}, three{3};
+  auto same = [&](auto reduced, auto general, const char* what) {
+    for (ctg::cpu::device dev : {one, three}) {
+      auto fast = ctg::forward(reduced);
+      auto slow = ctg::forward(general);
+      auto fs = ctg::make_store(dev, fast);
+      auto ss = ctg::make_store(dev, slow);
+      auto wf = fs.template param<W>();
+      auto ws = ss.template param<W>();
+      for (std::size_t i = 0; i < wf.size(); ++i) {  // +-2^60 and +-1: an f64 sum's order shows in its result
+        const std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u >> 13;
+        wf[i] = ws[i] = ctg::from_float<T>((h & 2 ? -1.0f : 1.0f) * (h & 1 ? 0x1p60f : 1.0f));
+      }
+      fast(fs);
+      slow(ss);
+      const auto a = fs.value();
+      const auto b = ss.value();
+      REQUIRE(a.size() == b.size());
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        bad += std::memcmp(&a[i], &b[i], sizeof(a[i])) != 0;
+      INFO(std::string(what), ", threads ", dev.thread_count());
+      CHECK(bad == 0);
+    }
+  };
+  constexpr std::int64_t d[] = {D...};
+  same(ctg::sum_to<ctg::shape<1, d[1], d[2], d[3]>>(W{}), ctg::sum_to<ctg::shape<1, d[1], d[2], d[3]>>(W{} * ctg::lit<1.0>),
+       "leading axis");
+  same(ctg::sum_to<ctg::shape<d[0], 1, d[2], d[3]>>(W{}), ctg::sum_to<ctg::shape<d[0], 1, d[2], d[3]>>(W{} * ctg::lit<1.0>),
+       "a middle axis");
+  same(ctg::sum_to<ctg::shape<d[0], 1, 1, d[3]>>(W{}), ctg::sum_to<ctg::shape<d[0], 1, 1, d[3]>>(W{} * ctg::lit<1.0>),
+       "two middle axes");
+  same(ctg::sum_to<ctg::shape<d[3]>>(W{}), ctg::sum_to<ctg::shape<d[3]>>(W{} * ctg::lit<1.0>), "all but the last, rank dropped");
+  same(ctg::mean<1>(W{}), ctg::mean<1>(W{} * ctg::lit<1.0>), "mean");
+  same(ctg::sum_to<ctg::shape<1, d[1], 1, d[3]>>(W{}), ctg::sum_to<ctg::shape<1, d[1], 1, d[3]>>(W{} * ctg::lit<1.0>),
+       "two runs (the row loop both times)");
+}
+
+TEST_CASE("a reduction over leading or middle axes of a stored tensor: the same bits as the row loop") {
+  blocks_match_row_loop<ctg::f32, 3, 5, 4, 7>();
+  blocks_match_row_loop<ctg::bf16, 3, 5, 4, 7>();
+  blocks_match_row_loop<ctg::f32, 8, 8, 16, 64>();  // (big enough for threads)
+  blocks_match_row_loop<ctg::bf16, 8, 8, 16, 64>();
 }

@@ -135,6 +135,72 @@ void cpu_row_tasks(cpu::thread_pool* pool, dim_t rows, dim_t L, F&& f) {
 
 }  // namespace ctg::detail
 
+namespace ctg::detail {
+// Is a group's body a bare read of its one input (a reduction of a stored tensor)?
+template <class Body>
+struct is_bare_load : std::false_type {};
+template <class T>
+struct is_bare_load<kernel::load<0, T, true>> : std::true_type {};
+
+// A reduction over axes other than the last, of one buffer x of the loop's
+// shape, when the reduced axes are one run: x is [O, R, I] (I contiguous),
+// and out[o, i] = Op over r of x[o, r, i]. Each accumulator sees r in order,
+// as in the row loop of run_axis_reduce (so the same bits), without its
+// per-row bookkeeping; threads take blocks of o and of i. Returns false,
+// doing nothing, for any other pattern.
+template <class Op, class T, class TOut>
+bool axis_reduce_blocks(const rt_shape& it, const rt_shape& xs, const rt_shape& os, const T* x, TOut* out,
+                        cpu::workspace& ws) {
+  if (xs.rank != it.rank || os.rank > it.rank || it.numel() == 0) return false;
+  dim_t O = 1, R = 1, I = 1;
+  int phase = 0;  // 0: kept axes before the reduced run, 1: in it, 2: kept axes after it
+  const std::size_t lead = it.rank - os.rank;
+  for (std::size_t d = 0; d < it.rank; ++d) {
+    if (xs.d[d] != it.d[d]) return false;  // (broadcast input: the general loop)
+    if (it.d[d] == 1) continue;
+    const bool reduced = d < lead || os.d[d - lead] == 1;
+    if (reduced) {
+      if (phase == 2) return false;
+      phase = 1;
+      R *= it.d[d];
+    } else if (phase == 0) {
+      O *= it.d[d];
+    } else {
+      phase = 2;
+      I *= it.d[d];
+    }
+  }
+  const dim_t outputs = O * I;
+  ws.reserve_for(static_cast<std::size_t>(outputs));
+  double* acc = ws.axis_acc.data();
+  std::fill(acc, acc + outputs, Op::template identity<double>());
+  // Tasks: blocks of o, and of 16-multiple columns of i when there are few o.
+  cpu::thread_pool* pool = ws.pool();
+  const dim_t threads = pool ? static_cast<dim_t>(pool->size()) : 1;
+  const bool parallel = threads > 1 && O * R * I >= 2 * cpu_task_elements;
+  const dim_t i_per = parallel && O < 2 * threads ? std::max<dim_t>(16, (I / (2 * threads) + 15) / 16 * 16) : I;
+  const dim_t i_tasks = (I + i_per - 1) / i_per;
+  const dim_t o_per = parallel ? std::max<dim_t>(1, cpu_task_elements / std::max<dim_t>(R * i_per, 1)) : O;
+  const dim_t o_tasks = (O + o_per - 1) / o_per;
+  auto task = [&](std::size_t t, unsigned) {
+    const dim_t o0 = static_cast<dim_t>(t) / i_tasks * o_per, i0 = static_cast<dim_t>(t) % i_tasks * i_per;
+    const dim_t o1 = std::min(O, o0 + o_per), i1 = std::min(I, i0 + i_per);
+    for (dim_t o = o0; o < o1; ++o) {
+      double* a = acc + o * I;
+      for (dim_t r = 0; r < R; ++r) {
+        const T* xr = x + (o * R + r) * I;
+#pragma GCC ivdep
+        for (dim_t i = i0; i < i1; ++i) a[i] = Op::combine(a[i], static_cast<double>(load_as<T>(xr[i])));
+      }
+    }
+  };
+  cpu::run_tasks(parallel ? pool : nullptr, static_cast<std::size_t>(o_tasks * i_tasks), task);
+  const double count = static_cast<double>(R);
+  for (dim_t e = 0; e < outputs; ++e) out[e] = store_as<TOut>(Op::finalize(acc[e], count));
+  return true;
+}
+}  // namespace ctg::detail
+
 namespace ctg::cpu {
 // Every element in one pass (all inputs have the output's shape).
 template <class Plan>
@@ -205,6 +271,11 @@ template <class Plan>
 void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws) {
   using F = detail::cpu_fused_group<Plan>;
   using Op = typename Plan::root_op;
+  if constexpr (detail::is_bare_load<typename Plan::body>::value && Plan::root_advances)  // (the last axis kept)
+    if (detail::axis_reduce_blocks<Op>(b.shape[g.iteration], b.shape[g.input[0]], b.shape[g.root],
+                                       b.template as<const typename Plan::body::dtype>(g.input[0]),
+                                       b.template as<typename F::T>(g.root), ws))
+      return;
   typename F::ctx c0;
   const auto layout = F::layout(g, b, c0);
   const rt_shape& it = b.shape[g.iteration];
