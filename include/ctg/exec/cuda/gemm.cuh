@@ -1,0 +1,244 @@
+#pragma once
+// A GEMM plan (exec/cuda/gemm_plan.hpp) run through cuBLASLt on a device's
+// stream: the library calls of the CUDA backend's matmul and fp8_matmul.
+//
+//   ctg::cuda::gemm_runner lt(dev);                       // one cuBLASLt handle and workspace
+//   lt.run(plan, {a, b, d, a_t, b_t, a_scale_inv, b_scale_inv});
+//
+// The plan says everything (column-major calls, transposes, leading dims,
+// batch strides, fp8 scale pointers); this file only translates it into
+// descriptors, so what can be checked without a GPU is checked on the plan
+// (tests/unit/cuda_gemm_plan.cpp) and tests/cuda/gemm.cu runs plans of every
+// kind on a GPU against host loops.
+//
+// FP8: cuBLASLt multiplies op(first) op(second) by its A and B scale
+// pointers, which are ctg's scale_inv of B and of A (the first operand is
+// ctg's B). It needs compute capability 8.9 or newer, the TN layout (the
+// plan's transpose steps copy an operand there: copy_transposed below), and
+// 16-byte multiples of the leading dims; a shape it cannot run is a
+// ctg::error naming the call.
+//
+// Every failed cuBLASLt call is a ctg::error naming the call and cuBLAS's
+// status ("ctg: cuBLASLt call cublasLtMatmul(...) failed: CUBLAS_STATUS_NOT_SUPPORTED (15)").
+#include <cublasLt.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <ctg/exec/cuda/gemm_plan.hpp>
+#include <ctg/exec/cuda/runtime.cuh>
+
+namespace ctg::cuda {
+
+// cuBLAS's name of a status (libcublasLt alone has no function for it).
+inline const char* lt_status_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+  }
+  return "an unknown cuBLAS status";
+}
+
+// Throws ctg::error for a failed cuBLASLt call; `call` is its source text.
+inline void check_lt(cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw error(std::string("ctg: cuBLASLt call ") + call + " failed: " + lt_status_name(status) + " (" +
+              std::to_string(static_cast<int>(status)) + ")");
+}
+#define CTG_LT_CHECK(call) ::ctg::cuda::check_lt((call), #call)
+
+namespace detail {
+inline cudaDataType_t lt_type(gemm_type t) {
+  switch (t) {
+    case gemm_type::f32: return CUDA_R_32F;
+    case gemm_type::f64: return CUDA_R_64F;
+    case gemm_type::bf16: return CUDA_R_16BF;
+    case gemm_type::f16: return CUDA_R_16F;
+    case gemm_type::e4m3: return CUDA_R_8F_E4M3;
+    case gemm_type::e5m2: return CUDA_R_8F_E5M2;
+  }
+  return CUDA_R_32F;
+}
+inline std::size_t lt_bytes(gemm_type t) {
+  switch (t) {
+    case gemm_type::f64: return 8;
+    case gemm_type::f32: return 4;
+    case gemm_type::bf16:
+    case gemm_type::f16: return 2;
+    case gemm_type::e4m3:
+    case gemm_type::e5m2: return 1;
+  }
+  return 4;
+}
+inline cublasOperation_t lt_op(gemm_op o) { return o == gemm_op::n ? CUBLAS_OP_N : CUBLAS_OP_T; }
+
+// The descriptors of one call, released with it.
+struct lt_layout {
+  cublasLtMatrixLayout_t h = nullptr;
+  lt_layout(gemm_type t, dim_t rows, dim_t cols, dim_t ld, dim_t batches, dim_t stride) {
+    CTG_LT_CHECK(cublasLtMatrixLayoutCreate(&h, lt_type(t), static_cast<std::uint64_t>(rows),
+                                            static_cast<std::uint64_t>(cols), static_cast<std::int64_t>(ld)));
+    if (batches > 1) {
+      const std::int32_t count = static_cast<std::int32_t>(batches);
+      const std::int64_t offset = stride;
+      CTG_LT_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+      CTG_LT_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset,
+                                                    sizeof offset));
+    }
+  }
+  ~lt_layout() {
+    if (h) (void)cublasLtMatrixLayoutDestroy(h);
+  }
+  lt_layout(const lt_layout&) = delete;
+  lt_layout& operator=(const lt_layout&) = delete;
+};
+struct lt_desc {
+  cublasLtMatmulDesc_t h = nullptr;
+  lt_desc(cublasComputeType_t compute, cudaDataType_t scale) { CTG_LT_CHECK(cublasLtMatmulDescCreate(&h, compute, scale)); }
+  ~lt_desc() {
+    if (h) (void)cublasLtMatmulDescDestroy(h);
+  }
+  template <class V>
+  void set(cublasLtMatmulDescAttributes_t a, const V& v) {
+    CTG_LT_CHECK(cublasLtMatmulDescSetAttribute(h, a, &v, sizeof v));
+  }
+  lt_desc(const lt_desc&) = delete;
+  lt_desc& operator=(const lt_desc&) = delete;
+};
+struct lt_preference {
+  cublasLtMatmulPreference_t h = nullptr;
+  explicit lt_preference(std::size_t workspace_bytes) {
+    CTG_LT_CHECK(cublasLtMatmulPreferenceCreate(&h));
+    const std::uint64_t bytes = workspace_bytes;
+    CTG_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes));
+  }
+  ~lt_preference() {
+    if (h) (void)cublasLtMatmulPreferenceDestroy(h);
+  }
+  lt_preference(const lt_preference&) = delete;
+  lt_preference& operator=(const lt_preference&) = delete;
+};
+
+// A transpose step of a plan: `batches` row-major rows x cols byte matrices,
+// each written cols x rows.
+__global__ inline void transpose_bytes(const std::uint8_t* in, std::uint8_t* out, dim_t rows, dim_t cols,
+                                       dim_t total) {
+  for (dim_t e = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; e < total; e += dim_t{gridDim.x} * blockDim.x) {
+    const dim_t per = rows * cols, m = e / per, rc = e % per, r = rc / cols, c = rc % cols;
+    out[m * per + c * rows + r] = in[e];
+  }
+}
+}  // namespace detail
+
+// Where a plan's buffers are (device pointers): ctg's A and B, the result D,
+// the transposed copies of fp8 operands (plan.scratch_a / scratch_b
+// elements), and for fp8 the scale_inv of A and of B (device floats).
+struct gemm_buffers {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* d = nullptr;
+  void* a_transposed = nullptr;
+  void* b_transposed = nullptr;
+  const float* a_scale_inv = nullptr;
+  const float* b_scale_inv = nullptr;
+};
+
+class gemm_runner {
+ public:
+  // 32 MiB of workspace: what cuBLASLt's heuristics ask for on Hopper at most.
+  explicit gemm_runner(const device& dev, std::size_t workspace_bytes = std::size_t(32) << 20)
+      : dev_(dev), workspace_bytes_(workspace_bytes) {
+    CTG_LT_CHECK(cublasLtCreate(&handle_));
+    workspace_.reserve(workspace_bytes_);
+  }
+  ~gemm_runner() {
+    if (handle_) (void)cublasLtDestroy(handle_);
+  }
+  gemm_runner(const gemm_runner&) = delete;
+  gemm_runner& operator=(const gemm_runner&) = delete;
+
+  // Every step of the plan, in order, on the device's stream.
+  void run(const gemm_plan& p, const gemm_buffers& m) {
+    if (p.fp8 && !dev_.has_fp8_gemm())
+      throw error("ctg: fp8_matmul needs a GPU of compute capability 8.9 or newer (cuBLASLt FP8); this one is " +
+                  std::to_string(dev_.compute_capability()));
+    for (const transpose_step& t : p.transposes) {
+      const auto* in = static_cast<const std::uint8_t*>(t.from == gemm_buffer::a ? m.a : m.b);
+      auto* out = static_cast<std::uint8_t*>(t.to == gemm_buffer::a_transposed ? m.a_transposed : m.b_transposed);
+      const dim_t total = t.rows * t.cols * t.batches;
+      if (total == 0) continue;
+      constexpr unsigned threads = 256;
+      detail::transpose_bytes<<<dev_.blocks_for(static_cast<std::size_t>(total), threads), threads, 0, dev_.stream()>>>(
+          in, out, t.rows, t.cols, total);
+      check_launch("ctg::cuda::detail::transpose_bytes");
+    }
+    for (const gemm_call& c : p.calls) call(p, c, m);
+  }
+
+ private:
+  const void* buffer(const gemm_buffers& m, gemm_buffer which) const {
+    switch (which) {
+      case gemm_buffer::a: return m.a;
+      case gemm_buffer::b: return m.b;
+      case gemm_buffer::d: return m.d;
+      case gemm_buffer::a_transposed: return m.a_transposed;
+      case gemm_buffer::b_transposed: return m.b_transposed;
+    }
+    return nullptr;
+  }
+  // The type of what a call reads: ctg's B (or its copy) or ctg's A (or its copy).
+  static gemm_type type_of(const gemm_plan& p, gemm_buffer which) {
+    return which == gemm_buffer::b || which == gemm_buffer::b_transposed ? p.type_b : p.type_a;
+  }
+
+  void call(const gemm_plan& p, const gemm_call& c, const gemm_buffers& m) {
+    const bool f64 = p.compute == gemm_type::f64;
+    detail::lt_desc desc(f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, f64 ? CUDA_R_64F : CUDA_R_32F);
+    desc.set(CUBLASLT_MATMUL_DESC_TRANSA, detail::lt_op(c.op_first));
+    desc.set(CUBLASLT_MATMUL_DESC_TRANSB, detail::lt_op(c.op_second));
+    if (p.fp8) {  // cuBLASLt's A is ctg's B: its scale is B's scale_inv
+      desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, m.b_scale_inv);
+      desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, m.a_scale_inv);
+    }
+    const gemm_type tf = type_of(p, c.first), ts = type_of(p, c.second);
+    // Stored shapes: op n reads rows x cols as given, op t the transpose.
+    const bool tf_t = c.op_first == gemm_op::t, ts_t = c.op_second == gemm_op::t;
+    detail::lt_layout first(tf, tf_t ? c.k : c.m, tf_t ? c.m : c.k, c.ld_first, c.batches, c.stride_first);
+    detail::lt_layout second(ts, ts_t ? c.n : c.k, ts_t ? c.k : c.n, c.ld_second, c.batches, c.stride_second);
+    detail::lt_layout out(p.type_d, c.m, c.n, c.ld_d, c.batches, c.stride_d);
+    detail::lt_preference pref(workspace_bytes_);
+    cublasLtMatmulHeuristicResult_t found{};
+    int count = 0;
+    CTG_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, desc.h, first.h, second.h, out.h, out.h, pref.h, 1, &found,
+                                                &count));
+    if (count == 0)
+      throw error("ctg: cuBLASLt has no algorithm for this product (m " + std::to_string(c.m) + ", n " +
+                  std::to_string(c.n) + ", k " + std::to_string(c.k) + (p.fp8 ? ", fp8: leading dims must be "
+                                                                                "multiples of 16" : "") + ")");
+    const auto* f = static_cast<const std::byte*>(buffer(m, c.first)) + c.first_offset * detail::lt_bytes(tf);
+    const auto* s = static_cast<const std::byte*>(buffer(m, c.second)) + c.second_offset * detail::lt_bytes(ts);
+    auto* d = static_cast<std::byte*>(m.d) + c.d_offset * detail::lt_bytes(p.type_d);
+    const double one64 = 1.0, zero64 = 0.0;
+    const float one32 = 1.0f, zero32 = 0.0f;
+    const void* alpha = f64 ? static_cast<const void*>(&one64) : static_cast<const void*>(&one32);
+    const void* beta = f64 ? static_cast<const void*>(&zero64) : static_cast<const void*>(&zero32);
+    CTG_LT_CHECK(cublasLtMatmul(handle_, desc.h, alpha, f, first.h, s, second.h, beta, d, out.h, d, out.h,
+                                &found.algo, workspace_.data(), workspace_bytes_, dev_.stream()));
+  }
+
+  const device& dev_;
+  std::size_t workspace_bytes_;
+  cublasLtHandle_t handle_ = nullptr;
+  arena workspace_;
+};
+
+}  // namespace ctg::cuda

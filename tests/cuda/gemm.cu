@@ -1,0 +1,154 @@
+// cuBLASLt runs the CUDA backend's GEMM plans (exec/cuda/gemm.cuh): plans of
+// every kind (f32, f64, bf16 and FP8; transposed operands; one strided
+// batch, batches folded into rows, one call per broadcast batch; FP8's
+// transposed copies) against host loops in double, within the bound of an f32
+// accumulation of K terms and one rounding to the result type. FP8 products
+// run where the GPU has FP8 GEMMs (compute capability 8.9+), and say so
+// where it has not. Without a GPU: skipped (77).
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ctg/core/dtypes.hpp>
+#include <ctg/exec/cpu/matmul.hpp>
+#include <ctg/exec/cuda/gemm.cuh>
+
+#include "device_test.hpp"
+
+namespace {
+using ctg::dim_t;
+namespace cu = ctg::cuda;
+
+ctg::rt_shape shape(std::initializer_list<dim_t> d) {
+  ctg::rt_shape s;
+  for (dim_t x : d) s.d[s.rank++] = x;
+  return s;
+}
+
+template <class T>
+constexpr cu::gemm_type type_of() {
+  if constexpr (std::is_same_v<T, ctg::f32>) return cu::gemm_type::f32;
+  else if constexpr (std::is_same_v<T, ctg::f64>) return cu::gemm_type::f64;
+  else if constexpr (std::is_same_v<T, ctg::bf16>) return cu::gemm_type::bf16;
+  else if constexpr (std::is_same_v<T, ctg::e4m3>) return cu::gemm_type::e4m3;
+  else return cu::gemm_type::e5m2;
+}
+template <class T>
+constexpr double unit_roundoff() {
+  if constexpr (std::is_same_v<T, ctg::bf16>) return 0x1p-8;
+  else if constexpr (std::is_same_v<T, ctg::f64>) return 0x1p-53;
+  else return 0x1p-24;
+}
+
+// Device memory for n values, freed with it.
+struct device_bytes {
+  void* p = nullptr;
+  explicit device_bytes(std::size_t bytes) { CTG_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1)); }
+  ~device_bytes() { (void)cudaFree(p); }
+  device_bytes(const device_bytes&) = delete;
+  device_bytes& operator=(const device_bytes&) = delete;
+};
+template <class T>
+void upload(device_bytes& d, const std::vector<T>& h) {
+  CTG_CUDA_CHECK(cudaMemcpy(d.p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+template <class T>
+std::vector<T> random_values(dim_t n, unsigned seed, float range) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-range, range);
+  std::vector<T> v(static_cast<std::size_t>(n));
+  for (auto& e : v) e = ctg::from_float<T>(u(rng));
+  return v;
+}
+
+// C = alpha op(A) op(B) for shapes a, b (as stored) and c, by the definition
+// in double; runs the plan on the GPU and compares. Prints one line.
+template <class TA, class TB, class TD>
+bool check(const cu::device& dev, cu::gemm_runner& lt, const char* name, ctg::rt_shape a, ctg::rt_shape b,
+           ctg::rt_shape c, bool ta, bool tb, bool fp8) {
+  const auto av = random_values<TA>(a.numel(), 1, fp8 ? 4.0f : 1.0f);
+  const auto bv = random_values<TB>(b.numel(), 2, fp8 ? 4.0f : 1.0f);
+  const float sa = fp8 ? 0.5f : 1.0f, sb = fp8 ? 0.25f : 1.0f;  // scale_inv of A and of B
+  const cu::gemm_plan p = cu::plan_gemm(a, b, c, type_of<TA>(), type_of<TB>(), type_of<TD>(), fp8, ta, tb);
+
+  device_bytes da(av.size() * sizeof(TA)), db(bv.size() * sizeof(TB)), dd(static_cast<std::size_t>(c.numel()) * sizeof(TD));
+  device_bytes dat(static_cast<std::size_t>(p.scratch_a) * sizeof(TA)), dbt(static_cast<std::size_t>(p.scratch_b) * sizeof(TB));
+  device_bytes scales(2 * sizeof(float));
+  upload(da, av);
+  upload(db, bv);
+  upload(scales, std::vector<float>{sa, sb});
+  const float* s = static_cast<const float*>(scales.p);
+  lt.run(p, {da.p, db.p, dd.p, dat.p, dbt.p, s, s + 1});
+  dev.synchronize();
+  std::vector<TD> got(static_cast<std::size_t>(c.numel()));
+  CTG_CUDA_CHECK(cudaMemcpy(got.data(), dd.p, got.size() * sizeof(TD), cudaMemcpyDeviceToHost));
+
+  const dim_t M = c.d[c.rank - 2], N = c.d[c.rank - 1], K = ta ? a.d[a.rank - 2] : a.d[a.rank - 1];
+  const double alpha = static_cast<double>(sa) * static_cast<double>(sb);
+  const double u_acc = std::is_same_v<TD, ctg::f64> ? 0x1p-53 : 0x1p-24;
+  double worst = 0;
+  int bad = 0;
+  ctg::detail::for_each_batch(a, b, c, [&](dim_t t, dim_t oa, dim_t ob) {
+    const TA* am = av.data() + oa * M * K;
+    const TB* bm = bv.data() + ob * K * N;
+    for (dim_t i = 0; i < M; ++i)
+      for (dim_t j = 0; j < N; ++j) {
+        double sum = 0, mag = 0;
+        for (dim_t k = 0; k < K; ++k) {
+          const double x = static_cast<double>(ctg::to_float(ta ? am[k * M + i] : am[i * K + k])) *
+                           static_cast<double>(ctg::to_float(tb ? bm[j * K + k] : bm[k * N + j]));
+          sum += x;
+          mag += std::abs(x);
+        }
+        const double want = alpha * sum, acc_error = double(K + 2) * u_acc * alpha * mag;
+        const double bound = acc_error + unit_roundoff<TD>() * (std::abs(want) + acc_error) + 1e-30;
+        const double v = static_cast<double>(ctg::to_float(got[static_cast<std::size_t>(t * M * N + i * N + j)]));
+        const double ratio = std::abs(v - want) / bound;
+        if (!(ratio <= 1.0) && bad++ < 3)
+          std::printf("  %s: batch %lld (%lld, %lld): %.9g, want %.9g\n", name, static_cast<long long>(t),
+                      static_cast<long long>(i), static_cast<long long>(j), v, want);
+        if (ratio > worst || ratio != ratio) worst = ratio;
+      }
+  });
+  std::printf("%-44s %zu call(s), %zu transposed cop%s: worst error / bound %.3f %s\n", name, p.calls.size(),
+              p.transposes.size(), p.transposes.size() == 1 ? "y" : "ies", worst, bad ? "FAILED" : "ok");
+  return bad == 0;
+}
+}  // namespace
+
+int main() {
+  return run_device_test([](const cu::device& dev) {
+    using ctg::bf16, ctg::f32, ctg::f64, ctg::e4m3, ctg::e5m2;
+    cu::gemm_runner lt(dev);
+    bool ok = true;
+    ok &= check<f32, f32, f32>(dev, lt, "f32 17x33 @ 33x9", shape({17, 33}), shape({33, 9}), shape({17, 9}), false, false, false);
+    ok &= check<f32, f32, f32>(dev, lt, "f32 a^T", shape({33, 17}), shape({33, 9}), shape({17, 9}), true, false, false);
+    ok &= check<f32, f32, f32>(dev, lt, "f32 b^T", shape({17, 33}), shape({9, 33}), shape({17, 9}), false, true, false);
+    ok &= check<f32, f32, f32>(dev, lt, "f32 a^T b^T", shape({33, 17}), shape({9, 33}), shape({17, 9}), true, true, false);
+    ok &= check<f64, f64, f64>(dev, lt, "f64 b^T", shape({17, 33}), shape({9, 33}), shape({17, 9}), false, true, false);
+    ok &= check<bf16, bf16, bf16>(dev, lt, "bf16 strided batch [3]", shape({3, 17, 33}), shape({3, 33, 9}),
+                                  shape({3, 17, 9}), false, false, false);
+    ok &= check<bf16, bf16, bf16>(dev, lt, "bf16 batches folded into rows", shape({4, 17, 33}), shape({33, 9}),
+                                  shape({4, 17, 9}), false, false, false);
+    ok &= check<bf16, bf16, f32>(dev, lt, "bf16 broadcast batches, one call each", shape({2, 1, 17, 33}),
+                                 shape({3, 33, 9}), shape({2, 3, 17, 9}), false, false, false);
+    ok &= check<bf16, bf16, f32>(dev, lt, "bf16 a^T, shared b^T (attention's dk)", shape({2, 33, 17}), shape({9, 33}),
+                                 shape({2, 17, 9}), true, true, false);
+    if (!dev.has_fp8_gemm()) {
+      std::printf("FP8 products not run: compute capability %d (cuBLASLt FP8 needs 8.9+)\n", dev.compute_capability());
+      return ok;
+    }
+    ok &= check<e4m3, e4m3, bf16>(dev, lt, "fp8 e4m3 @ e4m3 -> bf16 (b copied, TN)", shape({64, 32}), shape({32, 48}),
+                                  shape({64, 48}), false, false, true);
+    ok &= check<e4m3, e4m3, f32>(dev, lt, "fp8 a^T @ b^T -> f32 (a copied)", shape({32, 64}), shape({48, 32}),
+                                 shape({64, 48}), true, true, true);
+    ok &= check<e5m2, e4m3, bf16>(dev, lt, "fp8 e5m2 @ e4m3^T (a gradient)", shape({64, 48}), shape({32, 48}),
+                                  shape({64, 32}), false, true, true);
+    ok &= check<e4m3, e4m3, bf16>(dev, lt, "fp8 strided batch [2]", shape({2, 32, 64}), shape({2, 64, 32}),
+                                  shape({2, 32, 32}), false, false, true);
+    return ok;
+  });
+}
