@@ -27,19 +27,10 @@ ctg::rt_shape shape(std::initializer_list<dim_t> d) {
   return s;
 }
 
-template <class T>
-constexpr cu::gemm_type type_of() {
-  if constexpr (std::is_same_v<T, ctg::f32>) return cu::gemm_type::f32;
-  else if constexpr (std::is_same_v<T, ctg::f64>) return cu::gemm_type::f64;
-  else if constexpr (std::is_same_v<T, ctg::bf16>) return cu::gemm_type::bf16;
-  else if constexpr (std::is_same_v<T, ctg::e4m3>) return cu::gemm_type::e4m3;
-  else return cu::gemm_type::e5m2;
-}
+// The unit roundoff of a result type.
 template <class T>
 constexpr double unit_roundoff() {
-  if constexpr (std::is_same_v<T, ctg::bf16>) return 0x1p-8;
-  else if constexpr (std::is_same_v<T, ctg::f64>) return 0x1p-53;
-  else return 0x1p-24;
+  return static_cast<double>(ctg::dtype_traits<T>::epsilon) / 2;
 }
 
 // Device memory for n values, freed with it.
@@ -72,7 +63,8 @@ bool check(const cu::device& dev, cu::gemm_runner& lt, const char* name, ctg::rt
   const auto av = random_values<TA>(a.numel(), 1, fp8 ? 4.0f : 1.0f);
   const auto bv = random_values<TB>(b.numel(), 2, fp8 ? 4.0f : 1.0f);
   const float sa = fp8 ? 0.5f : 1.0f, sb = fp8 ? 0.25f : 1.0f;  // scale_inv of A and of B
-  const cu::gemm_plan p = cu::plan_gemm(a, b, c, type_of<TA>(), type_of<TB>(), type_of<TD>(), fp8, ta, tb);
+  const cu::gemm_plan p =
+      cu::plan_gemm(a, b, c, cu::gemm_type_of<TA>(), cu::gemm_type_of<TB>(), cu::gemm_type_of<TD>(), fp8, ta, tb);
 
   device_bytes da(av.size() * sizeof(TA)), db(bv.size() * sizeof(TB)), dd(static_cast<std::size_t>(c.numel()) * sizeof(TD));
   device_bytes dat(static_cast<std::size_t>(p.scratch_a) * sizeof(TA)), dbt(static_cast<std::size_t>(p.scratch_b) * sizeof(TB));

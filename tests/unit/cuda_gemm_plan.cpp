@@ -81,21 +81,10 @@ reference interpret(const cu::gemm_plan& p, const TA* a, const TB* b, dim_t d_el
   return out;
 }
 
+// The unit roundoff of a result type.
 template <class T>
-constexpr cu::gemm_type type_of() {
-  if constexpr (std::is_same_v<T, ctg::f32>) return cu::gemm_type::f32;
-  else if constexpr (std::is_same_v<T, ctg::f64>) return cu::gemm_type::f64;
-  else if constexpr (std::is_same_v<T, ctg::bf16>) return cu::gemm_type::bf16;
-  else if constexpr (std::is_same_v<T, ctg::f16>) return cu::gemm_type::f16;
-  else if constexpr (std::is_same_v<T, ctg::e4m3>) return cu::gemm_type::e4m3;
-  else return cu::gemm_type::e5m2;
-}
-template <class T>
-constexpr double unit_roundoff() {  // of the result's type
-  if constexpr (std::is_same_v<T, ctg::bf16>) return 0x1p-8;
-  else if constexpr (std::is_same_v<T, ctg::f16>) return 0x1p-11;
-  else if constexpr (std::is_same_v<T, ctg::f64>) return 0x1p-53;
-  else return 0x1p-24;
+constexpr double unit_roundoff() {
+  return static_cast<double>(ctg::dtype_traits<T>::epsilon) / 2;
 }
 
 // What the checks saw.
@@ -112,8 +101,8 @@ tally seen;
 template <class TA, class TB, class TD, bool Fp8, bool TrA, bool TrB>
 void check_product(const ctg::group_call& g, const ctg::bindings_view& b) {
   const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
-  const auto p = cu::plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], type_of<TA>(), type_of<TB>(), type_of<TD>(), Fp8,
-                               TrA, TrB);
+  const auto p = cu::plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], cu::gemm_type_of<TA>(), cu::gemm_type_of<TB>(),
+                               cu::gemm_type_of<TD>(), Fp8, TrA, TrB);
   const double alpha = Fp8 ? double(ctg::fp8_side(b, ia)[2]) * double(ctg::fp8_side(b, ib)[2]) : 1.0;
   const dim_t n = b.shape[r].numel();
   const reference ref = interpret(p, b.template as<const TA>(ia), b.template as<const TB>(ib), n, alpha);

@@ -53,13 +53,39 @@ struct leaves<ctg::shape<D...>> {
   using r = ctg::frozen<"r", T, D...>;
 };
 
-template <class Cfg, class T>
-void matmul_case(gc::tol t, double value_rtol) {
-  using A = typename leaves<typename Cfg::a>::template a<T>;
-  using B = typename leaves<typename Cfg::b>::template b<T>;
-  using R = typename leaves<typename Cfg::c>::template r<T>;
-  using E = decltype(ctg::matmul(A{}, B{}));
-  static_assert(std::is_same_v<ctg::shape_t<E>, typename Cfg::c>);
+// op(x) of a batch of row-major matrices (the last two of dims d), by the definition.
+std::vector<double> ref_transposed(const std::vector<double>& x, const std::vector<std::size_t>& d) {
+  const std::size_t R = d[d.size() - 2], C = d.back(), n = R * C;
+  std::vector<double> t(x.size());
+  for (std::size_t m = 0; m < x.size() / n; ++m)
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t c = 0; c < C; ++c) t[m * n + c * R + r] = x[m * n + r * C + c];
+  return t;
+}
+std::vector<std::size_t> op_dims(std::vector<std::size_t> d, bool transposed) {
+  if (transposed) std::swap(d[d.size() - 1], d[d.size() - 2]);
+  return d;
+}
+template <bool T, class X>
+constexpr auto transposed_if(X x) {
+  if constexpr (T) return ctg::transpose(x);
+  else return x;
+}
+
+// matmul(op(a), op(b)), op = transpose where TA / TB, of leaves stored with
+// dims SA and SB: one matmul node reading the stored leaves in place (a
+// transpose is a flag of the product, never a node or a copy); its value
+// against the triple loop on the transposed values, both gradients against
+// finite differences.
+template <bool TA, bool TB, class SA, class SB, class SC, class T>
+void product_case(gc::tol t, double value_rtol) {
+  using A = typename leaves<SA>::template a<T>;
+  using B = typename leaves<SB>::template b<T>;
+  using R = typename leaves<SC>::template r<T>;
+  using E = decltype(ctg::matmul(transposed_if<TA>(A{}), transposed_if<TB>(B{})));
+  static_assert(E::kind == ctg::node_kind::matmul && E::transpose_a == TA && E::transpose_b == TB);
+  static_assert(std::is_same_v<typename E::children, ctg::tl::list<A, B>>, "the stored leaves, read in place");
+  static_assert(std::is_same_v<ctg::shape_t<E>, SC>);
   static_assert(std::is_same_v<ctg::dtype_t<E>, T>);
   gc::rng rng(61);
   ctg::cpu::device dev;
@@ -71,7 +97,8 @@ void matmul_case(gc::tol t, double value_rtol) {
   const auto a = gc::set<A>(fs, a0);
   const auto b = gc::set<B>(fs, b0);
   gc::check_close(gc::run_forward(fwd, fs),
-                  ref_matmul(a, dims_vec<typename Cfg::a>(), b, dims_vec<typename Cfg::b>(), dims_vec<typename Cfg::c>()),
+                  ref_matmul(TA ? ref_transposed(a, dims_vec<SA>()) : a, op_dims(dims_vec<SA>(), TA),
+                             TB ? ref_transposed(b, dims_vec<SB>()) : b, op_dims(dims_vec<SB>(), TB), dims_vec<SC>()),
                   value_rtol, value_rtol, "forward value");
 
   auto step = ctg::value_and_grad(ctg::sum(E{} * R{}), ctg::wrt<A, B>);
@@ -88,63 +115,13 @@ void matmul_case(gc::tol t, double value_rtol) {
     gc::check_grad<B>(step, st, t);
   }
 }
-
-// op(x) of a batch of row-major matrices (the last two of dims d), by the definition.
-std::vector<double> ref_transposed(const std::vector<double>& x, const std::vector<std::size_t>& d) {
-  const std::size_t R = d[d.size() - 2], C = d.back(), n = R * C;
-  std::vector<double> t(x.size());
-  for (std::size_t m = 0; m < x.size() / n; ++m)
-    for (std::size_t r = 0; r < R; ++r)
-      for (std::size_t c = 0; c < C; ++c) t[m * n + c * R + r] = x[m * n + r * C + c];
-  return t;
+template <class Cfg, class T>
+void matmul_case(gc::tol t, double value_rtol) {
+  product_case<false, false, typename Cfg::a, typename Cfg::b, typename Cfg::c, T>(t, value_rtol);
 }
-template <bool T, class X>
-constexpr auto transposed_if(X x) {
-  if constexpr (T) return ctg::transpose(x);
-  else return x;
-}
-
-// matmul(transpose(a), b) and the other layouts: one matmul node that reads
-// the stored operand transposed (no transpose node in the graph, no copy),
-// its value and both gradients those of the product of the transposed values.
 template <bool TA, bool TB, class SA, class SB, class SC>
 void transposed_operand_case() {
-  using A = typename leaves<SA>::template a<ctg::f64>;
-  using B = typename leaves<SB>::template b<ctg::f64>;
-  using R = typename leaves<SC>::template r<ctg::f64>;
-  using E = decltype(ctg::matmul(transposed_if<TA>(A{}), transposed_if<TB>(B{})));
-  static_assert(E::kind == ctg::node_kind::matmul && E::transpose_a == TA && E::transpose_b == TB);
-  static_assert(std::is_same_v<typename E::children, ctg::tl::list<A, B>>, "the stored leaves, read in place");
-  static_assert(std::is_same_v<ctg::shape_t<E>, SC>);
-  gc::rng rng(67);
-  ctg::cpu::device dev;
-  const auto a0 = rng.vec(gc::numel<A>(), -1.0, 1.0);
-  const auto b0 = rng.vec(gc::numel<B>(), -1.0, 1.0);
-  auto fwd = ctg::forward(E{});
-  auto fs = ctg::make_store(dev, fwd);
-  const auto a = gc::set<A>(fs, a0);
-  const auto b = gc::set<B>(fs, b0);
-  auto op_dims = [](std::vector<std::size_t> d, bool t) {
-    if (t) std::swap(d[d.size() - 1], d[d.size() - 2]);
-    return d;
-  };
-  gc::check_close(gc::run_forward(fwd, fs),
-                  ref_matmul(TA ? ref_transposed(a, dims_vec<SA>()) : a, op_dims(dims_vec<SA>(), TA),
-                             TB ? ref_transposed(b, dims_vec<SB>()) : b, op_dims(dims_vec<SB>(), TB), dims_vec<SC>()),
-                  1e-14, 1e-14, "forward value");
-  auto step = ctg::value_and_grad(ctg::sum(E{} * R{}), ctg::wrt<A, B>);
-  auto st = ctg::make_store(dev, step);
-  gc::set<A>(st, a0);
-  gc::set<B>(st, b0);
-  gc::set<R>(st, rng.vec(gc::numel<R>(), -1.0, 1.0));
-  {
-    INFO("d/dA");
-    gc::check_grad<A>(step, st, gc::f64_tol);
-  }
-  {
-    INFO("d/dB");
-    gc::check_grad<B>(step, st, gc::f64_tol);
-  }
+  product_case<TA, TB, SA, SB, SC, ctg::f64>(gc::f64_tol, 1e-14);
 }
 
 using plain = mm<s<3, 4>, s<4, 5>, s<3, 5>>;                     // [M,K] @ [K,N]

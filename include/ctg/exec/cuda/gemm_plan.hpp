@@ -22,8 +22,10 @@
 // call; any other broadcast is one call per batch.
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
+#include <ctg/core/dtypes.hpp>
 #include <ctg/core/error.hpp>
 #include <ctg/core/shape.hpp>
 #include <ctg/lower/loop_layout.hpp>
@@ -32,6 +34,20 @@ namespace ctg::cuda {
 
 enum class gemm_op : std::uint8_t { n, t };  // CUBLAS_OP_N, CUBLAS_OP_T
 enum class gemm_type : std::uint8_t { f32, f64, bf16, f16, e4m3, e5m2 };
+
+// The gemm_type of an element type.
+template <class T>
+constexpr gemm_type gemm_type_of() {
+  if constexpr (std::is_same_v<T, f32>) return gemm_type::f32;
+  else if constexpr (std::is_same_v<T, f64>) return gemm_type::f64;
+  else if constexpr (std::is_same_v<T, bf16>) return gemm_type::bf16;
+  else if constexpr (std::is_same_v<T, f16>) return gemm_type::f16;
+  else if constexpr (std::is_same_v<T, e4m3>) return gemm_type::e4m3;
+  else {
+    static_assert(std::is_same_v<T, e5m2>, "ctg: internal: no GEMM type for this element type");
+    return gemm_type::e5m2;
+  }
+}
 
 // Where a call reads or writes: the product's operands, its result, or a
 // transposed copy of an fp8 operand.
