@@ -98,9 +98,10 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
   }(std::make_index_sequence<info::ninputs>{});
 
   constexpr bool row_root = info::loop == ctg::loop_kind::row_reduce;
-  static_assert(info::loop != ctg::loop_kind::axis_reduce, "this test runs row-shaped groups");
+  constexpr bool axis_root = info::loop == ctg::loop_kind::axis_reduce;
   const dim_t L = layout.row_length(), rows = layout.rows();
-  const std::size_t out_n = static_cast<std::size_t>(row_root ? rows : rows * L);
+  const std::size_t out_n =
+      static_cast<std::size_t>(axis_root ? dims_of<Root>(batch).numel() : row_root ? rows : rows * L);
 
   // The host reference is the CPU backend's own runner for this group.
   std::vector<T> want(out_n);
@@ -118,7 +119,12 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
   ctg::cpu::run_group<Step, R>(hb, ws);
 
   device_bytes out(out_n * sizeof(T));
-  ctg::cuda::launch_fused<ctg::kernel::fused_plan_t<Step, R>>(dev, dev_ctx, layout, reinterpret_cast<T*>(out.mem.data()));
+  if constexpr (axis_root)
+    ctg::cuda::launch_axis_reduce<ctg::kernel::fused_plan_t<Step, R>>(
+        dev, dev_ctx, layout, dims_of<iter>(batch), dims_of<Root>(batch), reinterpret_cast<T*>(out.mem.data()));
+  else
+    ctg::cuda::launch_fused<ctg::kernel::fused_plan_t<Step, R>>(dev, dev_ctx, layout,
+                                                                reinterpret_cast<T*>(out.mem.data()));
   dev.synchronize();
   std::vector<T> got(out_n);
   CTG_CUDA_CHECK(cudaMemcpy(got.data(), out.mem.data(), out_n * sizeof(T), cudaMemcpyDeviceToHost));
@@ -152,6 +158,8 @@ using Bias8 = ctg::param<"b", ctg::f32, 8>;
 using X37 = ctg::input<"x", ctg::f32, ctg::dyn, 37>;
 using H8 = ctg::input<"h", ctg::bf16, ctg::dyn, 8>;
 using X300 = ctg::input<"x", ctg::f32, ctg::dyn, 300>;
+using X3d = ctg::input<"x", ctg::f32, ctg::dyn, 4, 8>;
+using H3d = ctg::input<"h", ctg::bf16, ctg::dyn, 4, 8>;
 
 }  // namespace
 
@@ -173,6 +181,23 @@ int main() {
     {
       auto y = ctg::mean<1>(ctg::square(X300{}));  // a row reduction as the root
       ok = check(dev, "mean<1>(square(x)), rows of 300", ctg::forward(y), y, false) && ok;
+    }
+    // Reductions over other axes: the CPU's order, so bit for bit.
+    {
+      auto y = ctg::sum<0>(X8{} * Bias8{} + ctg::lit<1.0>);  // over the batch (the bias gradient's shape)
+      ok = check(dev, "sum<0>(x * b + 1)", ctg::forward(y), y, true) && ok;
+    }
+    {
+      auto y = ctg::max<1>(ctg::tanh(X3d{}));  // a middle axis
+      ok = check(dev, "max<1>(tanh(x)), [batch, 4, 8]", ctg::forward(y), y, true) && ok;
+    }
+    {
+      auto y = ctg::mean<0>(ctg::exp(H3d{}) * ctg::lit<0.5>);  // bf16 over the batch
+      ok = check(dev, "mean<0>(exp(h) * 0.5), bf16", ctg::forward(y), y, true) && ok;
+    }
+    {
+      auto y = ctg::mean(ctg::square(X37{}));  // everything: the last axis by rows
+      ok = check(dev, "mean(square(x)), a scalar", ctg::forward(y), y, true) && ok;
     }
     return ok;
   });

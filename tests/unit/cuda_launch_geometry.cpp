@@ -1,12 +1,16 @@
 // What a CUDA launch covers (exec/cuda/launch_geometry.hpp), without a GPU:
 // the kernels' grid-stride loops (exec/cuda/fused_kernel.cuh) simulated
 // thread by thread with the grids the host functions give. Every element,
-// and every row, is visited exactly once.
+// and every row, is visited exactly once; a reduction over other axes
+// (exec/cuda/axis_reduce_map.hpp) visits each loop element once, from its
+// own output's thread, in increasing order.
 #include <doctest/doctest.h>
 
 #include <vector>
 
+#include <ctg/exec/cuda/axis_reduce_map.hpp>
 #include <ctg/exec/cuda/launch_geometry.hpp>
+#include <ctg/lower/loop_layout.hpp>
 
 namespace {
 // elementwise_group: e = block * threads + thread, then e += grid * threads.
@@ -61,4 +65,60 @@ TEST_CASE("row launches: every row and element exactly once, more rows than the 
     }
   CHECK(ctg::cuda::row_blocks(70001) == 65535);
   CHECK(ctg::cuda::row_blocks(0) == 1);
+}
+
+namespace {
+ctg::rt_shape dims(std::initializer_list<ctg::dim_t> d) {
+  ctg::rt_shape s;
+  for (ctg::dim_t x : d) s.d[s.rank++] = x;
+  return s;
+}
+// The walk of every output's thread, checked against where each element goes
+// (the output's broadcast strides, as the CPU computes it).
+void check_walk(const ctg::rt_shape& it, const ctg::rt_shape& out, bool by_rows) {
+  const ctg::cuda::axis_reduce_map m = ctg::cuda::make_axis_reduce_map(it, out, by_rows);
+  const ctg::dim_t L = it.rank ? it.d[it.rank - 1] : 1, total = it.numel();
+  ctg::dim_t out_stride[ctg::max_rank]{};
+  ctg::kernel::broadcast_strides(out.rank, out.d, it.rank, out_stride);
+  std::vector<int> seen(static_cast<std::size_t>(total), 0);
+  bool increasing = true, right_output = true;
+  CHECK(m.outputs == out.numel());
+  for (ctg::dim_t o = 0; o < m.outputs; ++o) {
+    ctg::dim_t last = -1;
+    for (ctg::dim_t r = 0; r < m.per_output; ++r) {
+      const ctg::dim_t e = m.element(o, r);
+      increasing = increasing && e > last;
+      last = e;
+      // Where e lands: its coordinates times the output's strides.
+      ctg::dim_t rest = e, at = 0;
+      for (std::size_t d = it.rank; d-- > 0;) {
+        at += (rest % it.d[d]) * out_stride[d];
+        rest /= it.d[d];
+      }
+      right_output = right_output && at == o;
+      const ctg::dim_t n = by_rows ? L : 1;  // (by rows: the whole row from its start)
+      for (ctg::dim_t j = 0; j < n; ++j) ++seen[static_cast<std::size_t>(e + j)];
+    }
+  }
+  CHECK(increasing);
+  CHECK(right_output);
+  CHECK(each_once(seen));
+}
+}  // namespace
+
+TEST_CASE("reductions over other axes: each loop element reaches its output once, in increasing order") {
+  check_walk(dims({7, 5}), dims({1, 5}), false);              // sum<0>
+  check_walk(dims({7, 5}), dims({5}), false);                 // sum_to<[5]>
+  check_walk(dims({3, 4, 5}), dims({3, 1, 5}), false);        // a middle axis
+  check_walk(dims({2, 3, 4, 5}), dims({1, 3, 1, 5}), false);  // two runs of axes
+  check_walk(dims({2, 1, 4, 5}), dims({1, 1, 4, 5}), false);  // a dim of 1 in the loop
+  check_walk(dims({3, 4, 5}), dims({1, 1, 1}), true);         // everything, last axis by rows
+  check_walk(dims({3, 4, 5}), dims({}), true);                // a scalar
+  check_walk(dims({3, 4, 5}), dims({3, 1, 1}), true);         // the last two axes
+  check_walk(dims({6, 1}), dims({1, 1}), false);              // rows of one element
+  // Empty loops: no visits; an empty reduced dim leaves every output the value over nothing.
+  CHECK(ctg::cuda::make_axis_reduce_map(dims({0, 5}), dims({1, 5}), false).per_output == 0);
+  CHECK(ctg::cuda::make_axis_reduce_map(dims({0, 5}), dims({1, 5}), false).outputs == 5);
+  CHECK(ctg::cuda::make_axis_reduce_map(dims({4, 0}), dims({4, 1}), true).per_output == 0);
+  CHECK_THROWS_AS(ctg::cuda::make_axis_reduce_map(dims({4, 5}), dims({2, 5}), false), ctg::error);
 }

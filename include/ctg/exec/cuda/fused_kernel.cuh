@@ -6,14 +6,17 @@
 //   * row groups (inlined row reductions, e.g. softmax or a norm, and row
 //     reductions as roots): one block per row; each reduction is a CUB block
 //     reduction in f64, in slot order, its result shared with the block
-//     before the row's elements are written.
-// Elementwise results equal the CPU's bit for bit. Reductions combine in a
-// tree, not in row order, so they agree with the CPU within f64 rounding
-// before the single rounding to the node's dtype.
-// (Reductions over other axes and the CUDA store that plans, places and
-// launches these are the next steps.)
+//     before the row's elements are written;
+//   * reductions over other axes: one thread per output element, visiting
+//     its inputs in the CPU's order (launch_axis_reduce).
+// Elementwise results and reductions over other axes equal the CPU's bit for
+// bit. Row reductions combine in a tree, not in row order, so they agree
+// with the CPU within f64 rounding before the single rounding to the node's
+// dtype.
+// (The CUDA store that plans, places and launches these is the next step.)
 #include <cub/block/block_reduce.cuh>
 
+#include <ctg/exec/cuda/axis_reduce_map.hpp>
 #include <ctg/exec/cuda/runtime.cuh>
 #include <ctg/lower/kernel_expr.hpp>
 #include <ctg/lower/loop_layout.hpp>
@@ -93,6 +96,18 @@ __global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, k
   }
 }
 
+// Root reducing axes other than the last: one thread per output element,
+// computing it as exec/cuda/axis_reduce_map.hpp says (the CPU's order, so
+// the same bits).
+template <class Plan, std::size_t K, std::size_t NR>
+__global__ void axis_reduce_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, axis_reduce_map map,
+                                  double count, void* out_bytes) {
+  using T = typename Plan::dtype;
+  T* out = static_cast<T*>(out_bytes);
+  for (dim_t o = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; o < map.outputs; o += dim_t{gridDim.x} * blockDim.x)
+    out[o] = store_as<T>(Plan::root_op::finalize(axis_reduce_output<Plan>(c, layout, map, o), count));
+}
+
 // Launches the fused group with this plan over `layout`, writing `out`, on the device's stream.
 template <class GroupPlan, std::size_t K, std::size_t NR, class T>
 void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout, T* out) {
@@ -102,7 +117,7 @@ void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kern
                                   GroupPlan::loop, typename GroupPlan::root_op, GroupPlan::root_advances,
                                   GroupPlan::inputs>;
   constexpr loop_kind loop = Plan::loop;
-  static_assert(loop != loop_kind::axis_reduce, "ctg: internal: reductions over other axes have no CUDA kernel yet");
+  static_assert(loop != loop_kind::axis_reduce, "ctg: internal: a reduction over other axes: launch_axis_reduce");
   constexpr unsigned threads = 256;
   if constexpr (loop == loop_kind::flat || (loop == loop_kind::rows && Plan::reductions::size == 0)) {
     const std::size_t total = static_cast<std::size_t>(layout.rows() * layout.row_length());
@@ -115,6 +130,25 @@ void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kern
     row_group<Plan, threads><<<row_blocks(rows), threads, 0, dev.stream()>>>(c, layout, out);
     check_launch("ctg::cuda::row_group");
   }
+}
+
+// Launches the reduction group with this plan (loop_kind::axis_reduce): its
+// loop over the shape `it`, writing `out` of shape `out_shape`.
+template <class GroupPlan, std::size_t K, std::size_t NR, class T>
+void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
+                        const rt_shape& it, const rt_shape& out_shape, T* out) {
+  using Plan = kernel::fused_plan<typename GroupPlan::body, typename GroupPlan::reductions, typename GroupPlan::dtype,
+                                  GroupPlan::loop, typename GroupPlan::root_op, GroupPlan::root_advances,
+                                  GroupPlan::inputs>;
+  static_assert(Plan::loop == loop_kind::axis_reduce, "ctg: internal: launch_axis_reduce runs reductions over other axes");
+  const axis_reduce_map map = make_axis_reduce_map(it, out_shape, !Plan::root_advances);
+  if (map.outputs == 0) return;
+  const dim_t total = it.numel();
+  const double count = static_cast<double>(total) / static_cast<double>(map.outputs);
+  constexpr unsigned threads = 256;
+  axis_reduce_group<Plan><<<dev.blocks_for(static_cast<std::size_t>(map.outputs), threads), threads, 0, dev.stream()>>>(
+      c, layout, map, count, out);
+  check_launch("ctg::cuda::axis_reduce_group");
 }
 
 }  // namespace ctg::cuda
