@@ -21,6 +21,7 @@
 #include <ctg/ctg.hpp>
 #include <ctg/exec/cuda/fused_kernel.cuh>
 
+#include "../common/rt_shapes.hpp"
 #include "device_test.hpp"
 
 namespace {
@@ -28,14 +29,7 @@ namespace {
 using ctg::dim_t;
 namespace k = ctg::kernel;
 
-// Run-time shape of node N: its static dims with every ctg::dyn set to `batch`.
-template <class N>
-ctg::rt_shape dims_of(dim_t batch) {
-  ctg::rt_shape s;
-  s.rank = N::dims::rank;
-  for (std::size_t d = 0; d < s.rank; ++d) s.d[d] = N::dims::dims[d] == ctg::dyn ? batch : N::dims::dims[d];
-  return s;
-}
+using test_shapes::dims_of;
 
 struct device_bytes {
   ctg::cuda::arena mem;

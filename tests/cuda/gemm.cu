@@ -15,17 +15,14 @@
 #include <ctg/exec/cpu/matmul.hpp>
 #include <ctg/exec/cuda/gemm.cuh>
 
+#include "../common/rt_shapes.hpp"
 #include "device_test.hpp"
 
 namespace {
 using ctg::dim_t;
 namespace cu = ctg::cuda;
+constexpr auto shape = test_shapes::dims;
 
-ctg::rt_shape shape(std::initializer_list<dim_t> d) {
-  ctg::rt_shape s;
-  for (dim_t x : d) s.d[s.rank++] = x;
-  return s;
-}
 
 // The unit roundoff of a result type.
 template <class T>

@@ -11,16 +11,12 @@
 #include <ctg/ctg.hpp>
 #include <ctg/exec/cuda/axis_reduce_map.hpp>
 
+#include "../common/rt_shapes.hpp"
+
 namespace {
 using ctg::dim_t;
 
-template <class N>
-ctg::rt_shape dims_of(dim_t batch) {
-  ctg::rt_shape s;
-  s.rank = N::dims::rank;
-  for (std::size_t d = 0; d < s.rank; ++d) s.d[d] = N::dims::dims[d] == ctg::dyn ? batch : N::dims::dims[d];
-  return s;
-}
+using test_shapes::dims_of;
 
 // Group Root of Step (reading leaves only) on `batch` rows of random values.
 template <class Step, class Root>

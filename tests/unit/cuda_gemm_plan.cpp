@@ -12,15 +12,13 @@
 #include <ctg/ctg.hpp>
 #include <ctg/exec/cuda/gemm_plan.hpp>
 
+#include "../common/rt_shapes.hpp"
+
 namespace {
 using ctg::dim_t;
 namespace cu = ctg::cuda;
+constexpr auto shape = test_shapes::dims;
 
-ctg::rt_shape shape(std::initializer_list<dim_t> d) {
-  ctg::rt_shape s;
-  for (dim_t x : d) s.d[s.rank++] = x;
-  return s;
-}
 constexpr auto f32 = cu::gemm_type::f32;
 constexpr auto e4m3 = cu::gemm_type::e4m3;
 

@@ -12,6 +12,8 @@
 #include <ctg/exec/cuda/launch_geometry.hpp>
 #include <ctg/lower/loop_layout.hpp>
 
+#include "../common/rt_shapes.hpp"
+
 namespace {
 // elementwise_group: e = block * threads + thread, then e += grid * threads.
 std::vector<int> elementwise_visits(std::size_t total, unsigned threads, unsigned sm_count) {
@@ -68,11 +70,7 @@ TEST_CASE("row launches: every row and element exactly once, more rows than the 
 }
 
 namespace {
-ctg::rt_shape dims(std::initializer_list<ctg::dim_t> d) {
-  ctg::rt_shape s;
-  for (ctg::dim_t x : d) s.d[s.rank++] = x;
-  return s;
-}
+using test_shapes::dims;
 // The walk of every output's thread, checked against where each element goes
 // (the output's broadcast strides, as the CPU computes it).
 void check_walk(const ctg::rt_shape& it, const ctg::rt_shape& out, bool by_rows) {

@@ -12,6 +12,8 @@
 
 #include <ctg/ctg.hpp>
 
+#include "../common/rt_shapes.hpp"
+
 namespace {
 
 using X = ctg::input<"x", ctg::f32, ctg::dyn, 5>;
@@ -21,11 +23,7 @@ using B = ctg::param<"b", ctg::f32, 5>;
 template <class Step, class E>
 constexpr std::size_t root_of = ctg::schedule<Step>::table.group[ctg::tl::index_of<E, typename Step::nodes>::value];
 
-ctg::rt_shape dims(std::initializer_list<ctg::dim_t> d) {
-  ctg::rt_shape s;
-  for (ctg::dim_t v : d) s.d[s.rank++] = v;
-  return s;
-}
+using test_shapes::dims;
 
 template <class E>
 constexpr ctg::loop_kind loop_of() {
