@@ -2,8 +2,9 @@
 // GPU: a few plans read field by field, then every matrix product of the
 // tiny transformer's training step (f32, bf16 autocast, FP8 delayed; inside
 // its stacked blocks too, forward and backward) planned and executed by an
-// interpreter of cuBLASLt's column-major semantics, against the CPU
-// backend's own result for that product.
+// interpreter of cuBLASLt's column-major semantics, reading the very
+// layouts the cuBLASLt calls are given (cuda::lt_operands_of), against the
+// CPU backend's own result for that product.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -54,22 +55,35 @@ reference interpret(const cu::gemm_plan& p, const TA* a, const TB* b, dim_t d_el
   reference out{std::vector<double>(static_cast<std::size_t>(d_elements), std::nan("")),
                 std::vector<double>(static_cast<std::size_t>(d_elements), 0.0)};
   for (const cu::gemm_call& c : p.calls) {
-    // cuBLASLt's first operand is ctg's B (or its copy), its second ctg's A.
-    const TB* first = c.first == cu::gemm_buffer::b ? b : b_t.data();
-    const TA* second = c.second == cu::gemm_buffer::a ? a : a_t.data();
-    for (dim_t t = 0; t < c.batches; ++t) {
-      const TB* f = first + c.first_offset + t * c.stride_first;
-      const TA* s = second + c.second_offset + t * c.stride_second;
-      const dim_t d0 = c.d_offset + t * c.stride_d;
+    // What the cuBLASLt call is given (exec/cuda/gemm.cuh makes its layouts
+    // from these): A is ctg's B (or its copy), B ctg's A. Each layout must
+    // hold its op's shape, fit its leading dim, and read its buffer's type.
+    const cu::lt_operands o = cu::lt_operands_of(p, c);
+    auto op_rows = [](const cu::lt_matrix& x) { return x.op == cu::gemm_op::n ? x.rows : x.cols; };
+    auto op_cols = [](const cu::lt_matrix& x) { return x.op == cu::gemm_op::n ? x.cols : x.rows; };
+    REQUIRE((op_rows(o.a) == c.m && op_cols(o.a) == c.k && op_rows(o.b) == c.k && op_cols(o.b) == c.n));
+    REQUIRE((o.d.rows == c.m && o.d.cols == c.n && o.d.op == cu::gemm_op::n));
+    REQUIRE((o.a.ld >= o.a.rows && o.b.ld >= o.b.rows && o.d.ld >= o.d.rows));
+    REQUIRE((o.a.type == (o.a.buffer == cu::gemm_buffer::a || o.a.buffer == cu::gemm_buffer::a_transposed ? p.type_a
+                                                                                                          : p.type_b)));
+    REQUIRE((o.d.type == p.type_d && o.d.buffer == cu::gemm_buffer::d));
+    const TB* first = o.a.buffer == cu::gemm_buffer::b ? b : b_t.data();
+    const TA* second = o.b.buffer == cu::gemm_buffer::a ? a : a_t.data();
+    REQUIRE((o.a.buffer == cu::gemm_buffer::b || o.a.buffer == cu::gemm_buffer::b_transposed));
+    REQUIRE((o.b.buffer == cu::gemm_buffer::a || o.b.buffer == cu::gemm_buffer::a_transposed));
+    for (dim_t t = 0; t < o.d.batches; ++t) {
+      const TB* f = first + o.a.offset + t * o.a.stride;
+      const TA* s = second + o.b.offset + t * o.b.stride;
+      const dim_t d0 = o.d.offset + t * o.d.stride;
       for (dim_t i = 0; i < c.m; ++i)
         for (dim_t j = 0; j < c.n; ++j) {
           double sum = 0, mag = 0;
           for (dim_t l = 0; l < c.k; ++l) {
-            const double x = at(f, c.op_first, i, l, c.ld_first) * at(s, c.op_second, l, j, c.ld_second);
+            const double x = at(f, o.a.op, i, l, o.a.ld) * at(s, o.b.op, l, j, o.b.ld);
             sum += x;
             mag += std::abs(x);
           }
-          const std::size_t d = static_cast<std::size_t>(d0 + i + j * c.ld_d);
+          const std::size_t d = static_cast<std::size_t>(d0 + i + j * o.d.ld);
           REQUIRE(d < out.value.size());
           out.value[d] = alpha * sum;
           out.magnitude[d] = alpha * mag;

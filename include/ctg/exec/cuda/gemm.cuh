@@ -84,12 +84,12 @@ inline cublasOperation_t lt_op(gemm_op o) { return o == gemm_op::n ? CUBLAS_OP_N
 // The descriptors of one call, released with it.
 struct lt_layout {
   cublasLtMatrixLayout_t h = nullptr;
-  lt_layout(gemm_type t, dim_t rows, dim_t cols, dim_t ld, dim_t batches, dim_t stride) {
-    CTG_LT_CHECK(cublasLtMatrixLayoutCreate(&h, lt_type(t), static_cast<std::uint64_t>(rows),
-                                            static_cast<std::uint64_t>(cols), static_cast<std::int64_t>(ld)));
-    if (batches > 1) {
-      const std::int32_t count = static_cast<std::int32_t>(batches);
-      const std::int64_t offset = stride;
+  explicit lt_layout(const lt_matrix& x) {
+    CTG_LT_CHECK(cublasLtMatrixLayoutCreate(&h, lt_type(x.type), static_cast<std::uint64_t>(x.rows),
+                                            static_cast<std::uint64_t>(x.cols), static_cast<std::int64_t>(x.ld)));
+    if (x.batches > 1) {
+      const std::int32_t count = static_cast<std::int32_t>(x.batches);
+      const std::int64_t offset = x.stride;
       CTG_LT_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
       CTG_LT_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset,
                                                     sizeof offset));
@@ -185,7 +185,7 @@ class gemm_runner {
   }
 
  private:
-  const void* buffer(const gemm_buffers& m, gemm_buffer which) const {
+  static const void* buffer(const gemm_buffers& m, gemm_buffer which) {
     switch (which) {
       case gemm_buffer::a: return m.a;
       case gemm_buffer::b: return m.b;
@@ -195,44 +195,36 @@ class gemm_runner {
     }
     return nullptr;
   }
-  // The type of what a call reads: ctg's B (or its copy) or ctg's A (or its copy).
-  static gemm_type type_of(const gemm_plan& p, gemm_buffer which) {
-    return which == gemm_buffer::b || which == gemm_buffer::b_transposed ? p.type_b : p.type_a;
+  static const std::byte* address(const gemm_buffers& m, const lt_matrix& x) {
+    return static_cast<const std::byte*>(buffer(m, x.buffer)) + x.offset * detail::lt_bytes(x.type);
   }
 
   void call(const gemm_plan& p, const gemm_call& c, const gemm_buffers& m) {
     const bool f64 = p.compute == gemm_type::f64;
+    const lt_operands o = lt_operands_of(p, c);  // (tests/unit/cuda_gemm_plan.cpp interprets these)
     detail::lt_desc desc(f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, f64 ? CUDA_R_64F : CUDA_R_32F);
-    desc.set(CUBLASLT_MATMUL_DESC_TRANSA, detail::lt_op(c.op_first));
-    desc.set(CUBLASLT_MATMUL_DESC_TRANSB, detail::lt_op(c.op_second));
+    desc.set(CUBLASLT_MATMUL_DESC_TRANSA, detail::lt_op(o.a.op));
+    desc.set(CUBLASLT_MATMUL_DESC_TRANSB, detail::lt_op(o.b.op));
     if (p.fp8) {  // cuBLASLt's A is ctg's B: its scale is B's scale_inv
       desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, m.b_scale_inv);
       desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, m.a_scale_inv);
     }
-    const gemm_type tf = type_of(p, c.first), ts = type_of(p, c.second);
-    // Stored shapes: op n reads rows x cols as given, op t the transpose.
-    const bool tf_t = c.op_first == gemm_op::t, ts_t = c.op_second == gemm_op::t;
-    detail::lt_layout first(tf, tf_t ? c.k : c.m, tf_t ? c.m : c.k, c.ld_first, c.batches, c.stride_first);
-    detail::lt_layout second(ts, ts_t ? c.n : c.k, ts_t ? c.k : c.n, c.ld_second, c.batches, c.stride_second);
-    detail::lt_layout out(p.type_d, c.m, c.n, c.ld_d, c.batches, c.stride_d);
+    detail::lt_layout a(o.a), b(o.b), d(o.d);
     detail::lt_preference pref(workspace_bytes_);
     cublasLtMatmulHeuristicResult_t found{};
     int count = 0;
-    CTG_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, desc.h, first.h, second.h, out.h, out.h, pref.h, 1, &found,
-                                                &count));
+    CTG_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, desc.h, a.h, b.h, d.h, d.h, pref.h, 1, &found, &count));
     if (count == 0)
       throw error("ctg: cuBLASLt has no algorithm for this product (m " + std::to_string(c.m) + ", n " +
                   std::to_string(c.n) + ", k " + std::to_string(c.k) + (p.fp8 ? ", fp8: leading dims must be "
                                                                                 "multiples of 16" : "") + ")");
-    const auto* f = static_cast<const std::byte*>(buffer(m, c.first)) + c.first_offset * detail::lt_bytes(tf);
-    const auto* s = static_cast<const std::byte*>(buffer(m, c.second)) + c.second_offset * detail::lt_bytes(ts);
-    auto* d = static_cast<std::byte*>(m.d) + c.d_offset * detail::lt_bytes(p.type_d);
+    auto* out = const_cast<std::byte*>(address(m, o.d));
     const double one64 = 1.0, zero64 = 0.0;
     const float one32 = 1.0f, zero32 = 0.0f;
     const void* alpha = f64 ? static_cast<const void*>(&one64) : static_cast<const void*>(&one32);
     const void* beta = f64 ? static_cast<const void*>(&zero64) : static_cast<const void*>(&zero32);
-    CTG_LT_CHECK(cublasLtMatmul(handle_, desc.h, alpha, f, first.h, s, second.h, beta, d, out.h, d, out.h,
-                                &found.algo, workspace_.data(), workspace_bytes_, dev_.stream()));
+    CTG_LT_CHECK(cublasLtMatmul(handle_, desc.h, alpha, address(m, o.a), a.h, address(m, o.b), b.h, beta, out, d.h,
+                                out, d.h, &found.algo, workspace_.data(), workspace_bytes_, dev_.stream()));
   }
 
   const device& dev_;

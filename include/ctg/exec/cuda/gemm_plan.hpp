@@ -82,6 +82,37 @@ struct gemm_plan {
   std::vector<gemm_call> calls;
 };
 
+// One matrix of a call as cuBLASLt's layout describes it
+// (cublasLtMatrixLayoutCreate, its batch attributes) and where it lies:
+// stored rows x cols, column-major, leading dimension ld; op applies on top.
+struct lt_matrix {
+  gemm_type type = gemm_type::f32;
+  gemm_buffer buffer = gemm_buffer::a;
+  dim_t offset = 0;  // elements into the buffer
+  dim_t rows = 0, cols = 0, ld = 0;
+  dim_t batches = 1, stride = 0;  // elements between batches
+  gemm_op op = gemm_op::n;
+};
+// cuBLASLt's A (the call's first operand), B (its second) and D of a call:
+// op(A) is m x k, op(B) k x n, D m x n.
+struct lt_operands {
+  lt_matrix a, b, d;
+};
+inline lt_operands lt_operands_of(const gemm_plan& p, const gemm_call& c) {
+  auto type_of = [&](gemm_buffer w) {
+    return w == gemm_buffer::b || w == gemm_buffer::b_transposed ? p.type_b : p.type_a;
+  };
+  lt_operands o;
+  // Stored shapes: op n stores op(X) as is, op t its transpose.
+  const bool ft = c.op_first == gemm_op::t, st = c.op_second == gemm_op::t;
+  o.a = {type_of(c.first), c.first, c.first_offset, ft ? c.k : c.m, ft ? c.m : c.k, c.ld_first,
+         c.batches, c.stride_first, c.op_first};
+  o.b = {type_of(c.second), c.second, c.second_offset, st ? c.n : c.k, st ? c.k : c.n, c.ld_second,
+         c.batches, c.stride_second, c.op_second};
+  o.d = {p.type_d, gemm_buffer::d, c.d_offset, c.m, c.n, c.ld_d, c.batches, c.stride_d, gemm_op::n};
+  return o;
+}
+
 // The plan of C = op(A) op(B): a, b, c the run-time shapes (rank >= 2;
 // A's last two dims [M, K], or [K, M] when transpose_a), the dtypes, and
 // whether the product is an fp8_matmul. Throws ctg::error for shapes that
