@@ -5,6 +5,10 @@
 //   ctg::cuda::gemm_runner lt(dev);                       // one cuBLASLt handle and workspace
 //   lt.run(plan, {a, b, d, a_t, b_t, a_scale_inv, b_scale_inv});
 //
+// Each distinct call's descriptors and cuBLASLt's chosen algorithm are made
+// once and kept (the heuristic query costs tens of microseconds), so a
+// step's products after the first cost one cublasLtMatmul each.
+//
 // The plan says everything (column-major calls, transposes, leading dims,
 // batch strides, fp8 scale pointers); this file only translates it into
 // descriptors, so what can be checked without a GPU is checked on the plan
@@ -22,8 +26,11 @@
 // status ("ctg: cuBLASLt call cublasLtMatmul(...) failed: CUBLAS_STATUS_NOT_SUPPORTED (15)").
 #include <cublasLt.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 
 #include <ctg/exec/cuda/gemm_plan.hpp>
@@ -199,38 +206,69 @@ class gemm_runner {
     return static_cast<const std::byte*>(buffer(m, x.buffer)) + x.offset * detail::lt_bytes(x.type);
   }
 
-  void call(const gemm_plan& p, const gemm_call& c, const gemm_buffers& m) {
-    const bool f64 = p.compute == gemm_type::f64;
-    const lt_operands o = lt_operands_of(p, c);  // (tests/unit/cuda_gemm_plan.cpp interprets these)
-    detail::lt_desc desc(f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, f64 ? CUDA_R_64F : CUDA_R_32F);
-    desc.set(CUBLASLT_MATMUL_DESC_TRANSA, detail::lt_op(o.a.op));
-    desc.set(CUBLASLT_MATMUL_DESC_TRANSB, detail::lt_op(o.b.op));
-    if (p.fp8) {  // cuBLASLt's A is ctg's B: its scale is B's scale_inv
-      desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, m.b_scale_inv);
-      desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, m.a_scale_inv);
-    }
-    detail::lt_layout a(o.a), b(o.b), d(o.d);
+  // A call's descriptors and the algorithm cuBLASLt chose for them, made
+  // once per distinct call (the key: everything the descriptors say), so a
+  // step's calls after its first cost only cublasLtMatmul.
+  struct prepared {
+    detail::lt_desc desc;
+    detail::lt_layout a, b, d;
+    cublasLtMatmulAlgo_t algo{};
+    prepared(bool f64, const lt_operands& o)
+        : desc(f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, f64 ? CUDA_R_64F : CUDA_R_32F), a(o.a), b(o.b), d(o.d) {}
+  };
+  using call_key = std::array<std::int64_t, 24>;
+  static call_key key_of(const gemm_plan& p, const lt_operands& o) {
+    call_key k{};
+    std::size_t i = 0;
+    for (const lt_matrix* x : {&o.a, &o.b, &o.d})
+      for (std::int64_t v : {std::int64_t(x->type), x->rows, x->cols, x->ld, x->batches, x->stride, std::int64_t(x->op)})
+        k[i++] = v;
+    k[i++] = std::int64_t(p.compute);
+    k[i++] = p.fp8;
+    return k;
+  }
+  prepared& prepare(const gemm_plan& p, const gemm_call& c, const lt_operands& o) {
+    std::unique_ptr<prepared>& slot = prepared_[key_of(p, o)];
+    if (slot) return *slot;
+    auto made = std::make_unique<prepared>(p.compute == gemm_type::f64, o);
+    made->desc.set(CUBLASLT_MATMUL_DESC_TRANSA, detail::lt_op(o.a.op));
+    made->desc.set(CUBLASLT_MATMUL_DESC_TRANSB, detail::lt_op(o.b.op));
     detail::lt_preference pref(workspace_bytes_);
     cublasLtMatmulHeuristicResult_t found{};
     int count = 0;
-    CTG_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, desc.h, a.h, b.h, d.h, d.h, pref.h, 1, &found, &count));
+    CTG_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, made->desc.h, made->a.h, made->b.h, made->d.h, made->d.h,
+                                                pref.h, 1, &found, &count));
     if (count == 0)
       throw error("ctg: cuBLASLt has no algorithm for this product (m " + std::to_string(c.m) + ", n " +
                   std::to_string(c.n) + ", k " + std::to_string(c.k) + (p.fp8 ? ", fp8: leading dims must be "
                                                                                 "multiples of 16" : "") + ")");
+    made->algo = found.algo;
+    slot = std::move(made);
+    return *slot;
+  }
+
+  void call(const gemm_plan& p, const gemm_call& c, const gemm_buffers& m) {
+    const lt_operands o = lt_operands_of(p, c);  // (tests/unit/cuda_gemm_plan.cpp interprets these)
+    prepared& x = prepare(p, c, o);
+    if (p.fp8) {  // cuBLASLt's A is ctg's B: its scale is B's scale_inv (pointers: set for every run)
+      x.desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, m.b_scale_inv);
+      x.desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, m.a_scale_inv);
+    }
+    const bool f64 = p.compute == gemm_type::f64;
     auto* out = const_cast<std::byte*>(address(m, o.d));
     const double one64 = 1.0, zero64 = 0.0;
     const float one32 = 1.0f, zero32 = 0.0f;
     const void* alpha = f64 ? static_cast<const void*>(&one64) : static_cast<const void*>(&one32);
     const void* beta = f64 ? static_cast<const void*>(&zero64) : static_cast<const void*>(&zero32);
-    CTG_LT_CHECK(cublasLtMatmul(handle_, desc.h, alpha, address(m, o.a), a.h, address(m, o.b), b.h, beta, out, d.h,
-                                out, d.h, &found.algo, workspace_.data(), workspace_bytes_, dev_.stream()));
+    CTG_LT_CHECK(cublasLtMatmul(handle_, x.desc.h, alpha, address(m, o.a), x.a.h, address(m, o.b), x.b.h, beta, out,
+                                x.d.h, out, x.d.h, &x.algo, workspace_.data(), workspace_bytes_, dev_.stream()));
   }
 
   const device& dev_;
   std::size_t workspace_bytes_;
   cublasLtHandle_t handle_ = nullptr;
   arena workspace_;
+  std::map<call_key, std::unique_ptr<prepared>> prepared_;
 };
 
 }  // namespace ctg::cuda
