@@ -264,7 +264,8 @@ constexpr auto matmul_op(A, B) {
 
 template <expr A, expr B>
 constexpr auto matmul(A, B) {
-  if constexpr (detail::matmul_fits<typename A::dims, typename B::dims>()) return detail::matmul_op<false, false>(A{}, B{});
+  if constexpr (detail::matmul_fits<typename A::dims, typename B::dims>())
+    return detail::matmul_op<false, false>(A{}, B{});
   else
     return node_t<failed_node<shape_from<detail::failed_matmul_shape<A, B>()>,
                               promote_t<typename A::dtype, typename B::dtype>, node_t<A>, node_t<B>>>{};

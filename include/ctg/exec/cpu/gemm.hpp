@@ -46,8 +46,9 @@
 // register-blocked micro-kernel computes MR x NR tiles with A broadcast from
 // its rows, read in place: row r's value k at a[r][k * a_step] (a_step 1 for
 // A's rows, M for the rows of a transposed A: its columns). Only a transposed
-// bf16 A for vdpbf16ps is copied first, to bring each row's pairs together. With a pool, the tiles are cut into blocks of rows and columns
-// (tasks) that the threads share. The kernels are compiled for AVX-512 /
+// bf16 A for vdpbf16ps is copied first, to bring each row's pairs together.
+// With a pool, the tiles are cut into blocks of rows and columns (tasks)
+// that the threads share. The kernels are compiled for AVX-512 /
 // AVX512-BF16 / AVX2+FMA with target attributes and selected once per process
 // with __builtin_cpu_supports, so the default (non -march=native) build gets
 // them too; other compilers and nvcc's host pass see the portable kernel.
@@ -83,8 +84,8 @@ struct gemm_layout {
 };
 
 // Reusable scratch of gemm: packed B panels, and per thread A's rows
-// converted to f32 (or padded, or paired). Grows to the largest call seen and is never
-// shrunk, so calls allocate nothing after warm-up. Its contents never
+// converted to f32 (or padded, or paired). Grows to the largest call seen and
+// is never shrunk, so calls allocate nothing after warm-up. Its contents never
 // influence results (everything read is written first by the same call). One
 // gemm at a time uses it (its threads each take their own rows).
 class gemm_workspace {
@@ -225,8 +226,7 @@ __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* co
 // vdpbf16ps tiles: K2 = ceil(K/2) steps; a[r] points at row r's bf16 pairs
 // (pair p at a[r] + p * a_step, in bf16 values: 2 for a row of A, an odd K
 // padded), b at a panel of K2 rows of NV*16 dwords (bf16 pairs, the even k
-// in the low half). See the top of this file for the
-// chain each output runs.
+// in the low half). See the top of this file for the chain each output runs.
 // TC: float, or bf16 (each sum rounded in registers as f32_to_bf16_bits does:
 // to nearest even, any NaN to 0x7FFF).
 // (g++ 12's intrinsics start some results from a self-initialized

@@ -140,7 +140,8 @@ void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, cons
   using Plan = kernel::fused_plan<typename GroupPlan::body, typename GroupPlan::reductions, typename GroupPlan::dtype,
                                   GroupPlan::loop, typename GroupPlan::root_op, GroupPlan::root_advances,
                                   GroupPlan::inputs>;
-  static_assert(Plan::loop == loop_kind::axis_reduce, "ctg: internal: launch_axis_reduce runs reductions over other axes");
+  static_assert(Plan::loop == loop_kind::axis_reduce,
+                "ctg: internal: launch_axis_reduce runs reductions over other axes");
   const axis_reduce_map map = make_axis_reduce_map(it, out_shape, !Plan::root_advances);
   if (map.outputs == 0) return;
   const dim_t total = it.numel();

@@ -110,7 +110,9 @@ struct lt_layout {
 };
 struct lt_desc {
   cublasLtMatmulDesc_t h = nullptr;
-  lt_desc(cublasComputeType_t compute, cudaDataType_t scale) { CTG_LT_CHECK(cublasLtMatmulDescCreate(&h, compute, scale)); }
+  lt_desc(cublasComputeType_t compute, cudaDataType_t scale) {
+    CTG_LT_CHECK(cublasLtMatmulDescCreate(&h, compute, scale));
+  }
   ~lt_desc() {
     if (h) (void)cublasLtMatmulDescDestroy(h);
   }
@@ -126,7 +128,8 @@ struct lt_preference {
   explicit lt_preference(std::size_t workspace_bytes) {
     CTG_LT_CHECK(cublasLtMatmulPreferenceCreate(&h));
     const std::uint64_t bytes = workspace_bytes;
-    CTG_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes));
+    CTG_LT_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes));
   }
   ~lt_preference() {
     if (h) (void)cublasLtMatmulPreferenceDestroy(h);
@@ -221,7 +224,8 @@ class gemm_runner {
     call_key k{};
     std::size_t i = 0;
     for (const lt_matrix* x : {&o.a, &o.b, &o.d})
-      for (std::int64_t v : {std::int64_t(x->type), x->rows, x->cols, x->ld, x->batches, x->stride, std::int64_t(x->op)})
+      for (std::int64_t v :
+           {std::int64_t(x->type), x->rows, x->cols, x->ld, x->batches, x->stride, std::int64_t(x->op)})
         k[i++] = v;
     k[i++] = std::int64_t(p.compute);
     k[i++] = p.fp8;
