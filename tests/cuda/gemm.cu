@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ctg/core/dtypes.hpp>
@@ -41,6 +42,13 @@ struct device_bytes {
 template <class T>
 void upload(device_bytes& d, const std::vector<T>& h) {
   CTG_CUDA_CHECK(cudaMemcpy(d.p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+// A value as double: f64 as it is (to_float would round it to f32).
+template <class T>
+double value_of(T x) {
+  if constexpr (std::is_same_v<T, ctg::f64>) return x;
+  else return static_cast<double>(ctg::to_float(x));
 }
 
 template <class T>
@@ -87,14 +95,13 @@ bool check(const cu::device& dev, cu::gemm_runner& lt, const char* name, ctg::rt
       for (dim_t j = 0; j < N; ++j) {
         double sum = 0, mag = 0;
         for (dim_t k = 0; k < K; ++k) {
-          const double x = static_cast<double>(ctg::to_float(ta ? am[k * M + i] : am[i * K + k])) *
-                           static_cast<double>(ctg::to_float(tb ? bm[j * K + k] : bm[k * N + j]));
+          const double x = value_of(ta ? am[k * M + i] : am[i * K + k]) * value_of(tb ? bm[j * K + k] : bm[k * N + j]);
           sum += x;
           mag += std::abs(x);
         }
         const double want = alpha * sum, acc_error = double(K + 2) * u_acc * alpha * mag;
         const double bound = acc_error + unit_roundoff<TD>() * (std::abs(want) + acc_error) + 1e-30;
-        const double v = static_cast<double>(ctg::to_float(got[static_cast<std::size_t>(t * M * N + i * N + j)]));
+        const double v = value_of(got[static_cast<std::size_t>(t * M * N + i * N + j)]);
         const double ratio = std::abs(v - want) / bound;
         if (!(ratio <= 1.0) && bad++ < 3)
           std::printf("  %s: batch %lld (%lld, %lld): %.9g, want %.9g\n", name, static_cast<long long>(t),

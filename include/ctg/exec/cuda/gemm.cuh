@@ -209,6 +209,12 @@ class gemm_runner {
     return static_cast<const std::byte*>(buffer(m, x.buffer)) + x.offset * detail::lt_bytes(x.type);
   }
 
+  // cuBLASLt's A is ctg's B: its scale is B's scale_inv, and its B's A's.
+  static void set_scale_pointers(detail::lt_desc& desc, const gemm_buffers& m) {
+    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, m.b_scale_inv);
+    desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, m.a_scale_inv);
+  }
+
   // A call's descriptors and the algorithm cuBLASLt chose for them, made
   // once per distinct call (the key: everything the descriptors say), so a
   // step's calls after its first cost only cublasLtMatmul.
@@ -231,12 +237,16 @@ class gemm_runner {
     k[i++] = p.fp8;
     return k;
   }
-  prepared& prepare(const gemm_plan& p, const gemm_call& c, const lt_operands& o) {
+  prepared& prepare(const gemm_plan& p, const gemm_call& c, const lt_operands& o, const gemm_buffers& m) {
     std::unique_ptr<prepared>& slot = prepared_[key_of(p, o)];
     if (slot) return *slot;
     auto made = std::make_unique<prepared>(p.compute == gemm_type::f64, o);
     made->desc.set(CUBLASLT_MATMUL_DESC_TRANSA, detail::lt_op(o.a.op));
     made->desc.set(CUBLASLT_MATMUL_DESC_TRANSB, detail::lt_op(o.b.op));
+    // FP8: the scale pointers must be set before the heuristic query; an
+    // algorithm chosen without them fails in cublasLtMatmul with
+    // CUBLAS_STATUS_NOT_SUPPORTED (seen on an H100, cuBLASLt 13.0).
+    if (p.fp8) set_scale_pointers(made->desc, m);
     detail::lt_preference pref(workspace_bytes_);
     cublasLtMatmulHeuristicResult_t found{};
     int count = 0;
@@ -253,11 +263,8 @@ class gemm_runner {
 
   void call(const gemm_plan& p, const gemm_call& c, const gemm_buffers& m) {
     const lt_operands o = lt_operands_of(p, c);  // (tests/unit/cuda_gemm_plan.cpp interprets these)
-    prepared& x = prepare(p, c, o);
-    if (p.fp8) {  // cuBLASLt's A is ctg's B: its scale is B's scale_inv (pointers: set for every run)
-      x.desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, m.b_scale_inv);
-      x.desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, m.a_scale_inv);
-    }
+    prepared& x = prepare(p, c, o, m);
+    if (p.fp8) set_scale_pointers(x.desc, m);  // (they may differ from the last run's)
     const bool f64 = p.compute == gemm_type::f64;
     auto* out = const_cast<std::byte*>(address(m, o.d));
     const double one64 = 1.0, zero64 = 0.0;
