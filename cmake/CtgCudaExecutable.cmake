@@ -3,6 +3,12 @@
 # sm_80, C++20, linked with ctg, the CUDA runtime and cuBLASLt.
 function(ctg_cuda_executable target src)
   add_executable(${target} ${src})
+  ctg_cuda_options(${target})
+endfunction()
+
+# ctg_cuda_options(<target>): the same for a target's .cu sources (a program
+# of C++ and CUDA sources: examples/tiny_lm).
+function(ctg_cuda_options target)
   set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "90a;80")
   # C++20: CMake < 3.26 has no CUDA_STANDARD 20 for nvcc ("CUDA20" is unknown
   # to it), so the flag is given directly.

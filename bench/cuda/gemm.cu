@@ -51,13 +51,13 @@ figures measure(const cu::device& dev, cu::gemm_runner& lt, dim_t n, bool fp8) {
   a.d[0] = a.d[1] = b.d[0] = b.d[1] = c.d[0] = c.d[1] = n;
   const cu::gemm_plan p = cu::plan_gemm(a, b, c, in, in, cu::gemm_type::bf16, fp8, false, fp8);
   const std::size_t elems = static_cast<std::size_t>(n * n);
-  device_bytes da(elems * in_bytes), db(elems * in_bytes), dd(elems * 2), scales(8);
+  device_bytes da(elems * in_bytes), db(elems * in_bytes), dd(elems * 2), scales(32);
   CTG_CUDA_CHECK(cudaMemset(da.mem.data(), 0x3C, elems * in_bytes));  // (0x3C3C: 0.0115 in bf16; 0x3C: 1.5 in e4m3)
   CTG_CUDA_CHECK(cudaMemset(db.mem.data(), 0x3C, elems * in_bytes));
-  const float one[2] = {1.0f, 1.0f};
+  const float one[8] = {1.0f, 0, 0, 0, 1.0f};  // (scale pointers 16-byte aligned, as cuBLASLt FP8 needs)
   CTG_CUDA_CHECK(cudaMemcpy(scales.mem.data(), one, sizeof one, cudaMemcpyHostToDevice));
   const auto* s = reinterpret_cast<const float*>(scales.mem.data());
-  const cu::gemm_buffers m{da.mem.data(), db.mem.data(), dd.mem.data(), nullptr, nullptr, s, s + 1};
+  const cu::gemm_buffers m{da.mem.data(), db.mem.data(), dd.mem.data(), nullptr, nullptr, s, s + 4};
   figures f;
   f.runner = time_ms(dev, [&] { lt.run(p, m); });
 
@@ -67,7 +67,7 @@ figures measure(const cu::device& dev, cu::gemm_runner& lt, dim_t n, bool fp8) {
   desc.set(CUBLASLT_MATMUL_DESC_TRANSA, cu::detail::lt_op(o.a.op));
   desc.set(CUBLASLT_MATMUL_DESC_TRANSB, cu::detail::lt_op(o.b.op));
   if (fp8) {
-    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, s + 1);
+    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, s + 4);
     desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, s);
   }
   cu::detail::lt_layout la(o.a), lb(o.b), ld(o.d);

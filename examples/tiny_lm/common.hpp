@@ -28,7 +28,8 @@ using Pos = ctg::input<"pos", i32, dyn>;
 using Targets = ctg::input<"targets", i32, dyn, dyn>;
 
 // The model's shape is compile-time (see ctg::nn::tiny_config); batch and seq
-// are run-time. Width W: 4 heads of W/4, SwiGLU hidden ~8/3 W (a multiple of 4).
+// are run-time. Width W: 4 heads of W/4, SwiGLU hidden ~8/3 W, a multiple of
+// 16 (FP8 products on a GPU need every dim one: cuBLASLt).
 template <ctg::dim_t W>
 struct lm_config {
   static constexpr ctg::dim_t vocab = 128;  // byte classes; see make_vocabulary
@@ -36,7 +37,7 @@ struct lm_config {
   static constexpr ctg::dim_t dim = W;
   static constexpr ctg::dim_t heads = 4;
   static constexpr ctg::dim_t head_dim = W / 4;
-  static constexpr ctg::dim_t hidden = (8 * W / 3 + 3) / 4 * 4;
+  static constexpr ctg::dim_t hidden = (8 * W / 3 + 15) / 16 * 16;
   static constexpr std::size_t layers = 2;
 };
 constexpr ctg::dim_t max_seq = lm_config<64>::max_seq;
@@ -49,7 +50,7 @@ constexpr ctg::dim_t max_seq = lm_config<64>::max_seq;
 template <ctg::dim_t... W>
 struct width_list {
   static_assert(sizeof...(W) > 0 && ((W > 0 && W % 4 == 0) && ...), "TINY_LM_WIDTHS: positive multiples of 4");
-  static constexpr long values[] = {W...};
+  static constexpr std::array<long, sizeof...(W)> values{W...};
 };
 using compiled_widths = width_list<TINY_LM_WIDTHS>;
 
@@ -74,6 +75,7 @@ struct options {
   float temperature = 0.8f;
   long sample = 200;
   std::string graph;  // empty: no drawing
+  std::string device = "cpu";  // or "cuda" (a build with nvcc)
 };
 
 struct usage_error : std::runtime_error {
@@ -173,5 +175,7 @@ inline std::string printable(const std::string& s) {
 int train_f32(const options& o, const corpus& c);
 int train_bf16(const options& o, const corpus& c);
 int train_fp8(const options& o, const corpus& c);
+// --device cuda (train_cuda.cu, in a build with nvcc): every policy on GPU 0.
+int train_cuda(const options& o, const corpus& c);
 
 }  // namespace tiny_lm

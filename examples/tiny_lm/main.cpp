@@ -44,6 +44,11 @@ namespace {
 #define TINY_LM_FP8 0
 #endif
 constexpr bool fp8_compiled = TINY_LM_FP8 != 0;
+// --device cuda (train_cuda.cu) is built when nvcc is found.
+#ifndef TINY_LM_CUDA
+#define TINY_LM_CUDA 0
+#endif
+constexpr bool cuda_compiled = TINY_LM_CUDA != 0;
 
 void print_usage() {
   std::printf(R"(usage: tiny_lm [flags]
@@ -64,6 +69,8 @@ Trains a character-level decoder-only transformer (ctg::nn::transformer: 2 layer
                     fp8   as bf16, but every weight product in FP8: e4m3 activations and
                           weights, e5m2 gradients, delayed scaling (ctg::precision::fp8).
                           %s
+  --device D        cpu (default) or cuda: the same training on GPU 0 (ctg::cuda::device;
+                    the store, the optimizer's state and every step on the GPU). %s
   --seed N          seed of the initial parameters, the batches and the sampling (default 1)
   --lr X            peak learning rate, in (0, 1] (default 0.003): linear warmup over the
                     first 10%% of the steps, then cosine decay to lr/10. AdamW with weight
@@ -89,6 +96,7 @@ A bad flag or value exits with code 2.
               static_cast<long long>(max_seq), static_cast<long long>(max_seq), compiled_widths_text().c_str(),
               fp8_compiled ? "(compiled in)"
                            : "Not in this build: configured with -DCTG_TINY_LM_FP8=OFF",
+              cuda_compiled ? "(compiled in)" : "Not in this build: nvcc was not found",
               static_cast<long long>(lm_config<64>::vocab));
 }
 
@@ -127,7 +135,7 @@ bool parse_flags(int argc, char** argv, options& o) {
     } else {
       static const char* const known[] = {"--steps", "--batch",  "--seq",    "--width",       "--policy", "--seed",
                                           "--lr",    "--data",   "--log-every", "--prompt", "--temperature",
-                                          "--sample", "--graph"};
+                                          "--sample", "--graph", "--device"};
       if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return flag == k; }) ==
           std::end(known))
         throw usage_error("unknown flag '" + flag + "'");
@@ -151,6 +159,11 @@ bool parse_flags(int argc, char** argv, options& o) {
         throw usage_error("--policy fp8 is not compiled into this build (configured with -DCTG_TINY_LM_FP8=OFF); "
                           "configure with -DCTG_TINY_LM_FP8=ON");
       o.policy = value;
+    } else if (flag == "--device") {
+      if (value != "cpu" && value != "cuda") throw usage_error("--device takes cpu or cuda, found '" + value + "'");
+      if (value == "cuda" && !cuda_compiled)
+        throw usage_error("--device cuda is not in this build: nvcc was not found when it was configured");
+      o.device = value;
     } else if (flag == "--seed") {
       char* end = nullptr;
       errno = 0;
@@ -248,6 +261,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     const corpus c = load_corpus(o);
+#if TINY_LM_CUDA
+    if (o.device == "cuda") return train_cuda(o, c);
+#endif
     if (o.policy == "bf16") return train_bf16(o, c);
 #if TINY_LM_FP8
     if (o.policy == "fp8") return train_fp8(o, c);

@@ -50,8 +50,10 @@ template <class Step, class Store, class... Feeds>
   return step(store, feeds...);
 }
 
-template <class Cfg, class Policy>
-int train_and_sample(const options& o, const corpus& c, const char* policy_text) {
+// Dev: ctg::cpu::device, or ctg::cuda::device (train_cuda.cu): the stores, the
+// optimizer's state and every step on that device.
+template <class Cfg, class Policy, class Dev>
+int train_and_sample(const options& o, const corpus& c, const char* policy_text, const Dev& dev) {
   using M = ctg::nn::transformer<Cfg, Policy>;
   auto loss = M::loss(Ids{}, Pos{}, Targets{});
   auto step = ctg::value_and_grad(loss);  // every trainable leaf the loss reaches
@@ -117,7 +119,6 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
 
   // Parameters, optimizer, schedule. One store for both steps: sampling reads
   // the parameters training writes (no copy).
-  ctg::cpu::device dev;
   auto store = ctg::make_store(dev, step, sample_step);
 
   // Activation memory, from the stores' plans for this batch and seq (no step
@@ -129,8 +130,8 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
     auto kept_store = ctg::make_store(dev, kept_step);
     const std::vector<i32> zeros(B * T, 0), pos0(T, 0);
     auto per_token = [&](auto& st) {
-      const std::size_t bytes = st.plan(ctg::feed<Ids>(zeros, B, T), ctg::feed<Pos>(pos0, T),
-                                        ctg::feed<Targets>(zeros, B, T));
+      const std::size_t bytes = st.plan(ctg::feed(Ids{}, zeros, B, T), ctg::feed(Pos{}, pos0, T),
+                                        ctg::feed(Targets{}, zeros, B, T));
       return static_cast<double>(bytes) / static_cast<double>(B * T);
     };
     const double ckpt = per_token(store), all = per_token(kept_store);
@@ -164,7 +165,7 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
       std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(at + 1), T,
                   targets.begin() + static_cast<std::ptrdiff_t>(b * T));
     }
-    const float l = run_step(step, store, ctg::feed<Ids>(ids, B, T), ctg::feed<Pos>(pos, T), ctg::feed<Targets>(targets, B, T));
+    const float l = run_step(step, store, ctg::feed(Ids{}, ids, B, T), ctg::feed(Pos{}, pos, T), ctg::feed(Targets{}, targets, B, T));
     const float lr = sched(opt.steps());
     const float gnorm = opt.step(store, lr);
     loss_sum += l;
@@ -197,13 +198,21 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
     for (unsigned char ch : prompt) context.push_back(voc.id_of[ch]);
     std::string out;
     std::vector<double> p(voc.size());
+    std::vector<ctg::dtype_t<decltype(M::evaluation::logits(Ids{}, Pos{}))>> logits;
     for (long k = 0; k < o.sample; ++k) {
       const std::size_t n = std::min(context.size(), T);  // positions the model was trained on
-      const std::vector<i32> window(context.end() - static_cast<std::ptrdiff_t>(n), context.end());
-      std::vector<i32> wpos(pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(n));
-      run_step(sample_step, store, ctg::feed<Ids>(window, 1, n), ctg::feed<Pos>(wpos, n));
-      const auto logits = store.value(sample_step);  // [1, n, vocab], in the policy's matmul type
-      const auto row = logits.subspan((n - 1) * static_cast<std::size_t>(Cfg::vocab));
+      // On a GPU, FP8 products take rows in multiples of 16 (cuBLASLt): the
+      // window is padded at its end, which changes no earlier position (the
+      // attention is causal; the sampling step records no FP8 state).
+      const std::size_t rows = o.device == "cuda" ? std::min<std::size_t>((n + 15) / 16 * 16, max_seq) : n;
+      std::vector<i32> window(context.end() - static_cast<std::ptrdiff_t>(n), context.end());
+      window.resize(rows, 0);
+      std::vector<i32> wpos(rows);
+      for (std::size_t t = 0; t < rows; ++t) wpos[t] = static_cast<i32>(t);
+      run_step(sample_step, store, ctg::feed(Ids{}, window, 1, rows), ctg::feed(Pos{}, wpos, rows));
+      logits.resize(store.value_count(sample_step));  // [1, n, vocab], in the policy's matmul type
+      store.download_value(sample_step, std::span(logits));
+      const auto row = std::span(logits).subspan((n - 1) * static_cast<std::size_t>(Cfg::vocab));
       double mx = -std::numeric_limits<double>::infinity(), z = 0.0;
       for (std::size_t v = 0; v < voc.size(); ++v)  // only ids that occur in the text
         mx = std::max(mx, static_cast<double>(ctg::load_as(row[v])) / o.temperature);
@@ -222,16 +231,16 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text)
 }
 
 // Runs the width chosen by --width, one of those compiled in.
-template <class Policy, ctg::dim_t... W>
-int run_compiled_width(width_list<W...>, const options& o, const corpus& c, const char* policy_text) {
+template <class Policy, class Dev, ctg::dim_t... W>
+int run_compiled_width(width_list<W...>, const options& o, const corpus& c, const char* policy_text, const Dev& dev) {
   int rc = 2;
-  (void)((o.width == W ? (rc = train_and_sample<lm_config<W>, Policy>(o, c, policy_text), true) : false) || ...);
+  (void)((o.width == W ? (rc = train_and_sample<lm_config<W>, Policy>(o, c, policy_text, dev), true) : false) || ...);
   return rc;
 }
 
-template <class Policy>
-int run_policy(const options& o, const corpus& c, const char* policy_text) {
-  return run_compiled_width<Policy>(compiled_widths{}, o, c, policy_text);
+template <class Policy, class Dev = ctg::cpu::device>
+int run_policy(const options& o, const corpus& c, const char* policy_text, const Dev& dev = {}) {
+  return run_compiled_width<Policy>(compiled_widths{}, o, c, policy_text, dev);
 }
 
 }  // namespace tiny_lm

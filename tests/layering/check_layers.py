@@ -4,6 +4,7 @@
     core < graph < lower < exec < exec/{cpu,cuda}
     precision and nn above graph (nn may use precision)
     io and optim above exec (optim may use io), dist above exec, optim and io
+    optim/cuda (the GPU's optimizer) above optim and exec/cuda
 
 A header may include its own folder and the folders below it. The umbrella headers at
 include/ctg/ (ctg.hpp, model.hpp) may include anything, and so may a forwarding header (one
@@ -30,6 +31,7 @@ BELOW = {
     "io": {"core", "graph", "lower", "exec"},
     "optim": {"core", "graph", "lower", "exec", "io"},
     "dist": {"core", "graph", "lower", "exec", "precision", "optim", "io"},
+    "optim/cuda": {"core", "graph", "lower", "exec", "exec/cuda", "io", "optim"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?:ctg/)?([^>"]+)[>"]')
 
@@ -39,8 +41,8 @@ def layer_of(rel):
     parts = rel.split("/")
     if len(parts) == 1:
         return None  # an umbrella at the top
-    if parts[0] == "exec" and len(parts) > 2:
-        return "exec/" + parts[1]
+    if parts[0] in ("exec", "optim") and len(parts) > 2:
+        return parts[0] + "/" + parts[1]
     return parts[0]
 
 

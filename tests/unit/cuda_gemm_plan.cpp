@@ -115,7 +115,7 @@ void check_product(const ctg::group_call& g, const ctg::bindings_view& b) {
   const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
   const auto p = cu::plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], cu::gemm_type_of<TA>(), cu::gemm_type_of<TB>(),
                                cu::gemm_type_of<TD>(), Fp8, TrA, TrB);
-  const double alpha = Fp8 ? double(ctg::fp8_side(b, ia)[2]) * double(ctg::fp8_side(b, ib)[2]) : 1.0;
+  const double alpha = Fp8 ? double(ctg::fp8_side(b, ia)->scale_inv) * double(ctg::fp8_side(b, ib)->scale_inv) : 1.0;
   const dim_t n = b.shape[r].numel();
   const reference ref = interpret(p, b.template as<const TA>(ia), b.template as<const TB>(ib), n, alpha);
   const TD* cpu = b.template as<const TD>(r);
@@ -183,6 +183,21 @@ tally check_transformer() {
   return seen;
 }
 }  // namespace
+
+TEST_CASE("fp8 plans: which dims cuBLASLt FP8 runs (multiples of 16)") {
+  const auto e4 = cu::gemm_type::e4m3, b16 = cu::gemm_type::bf16;
+  CHECK(cu::fp8_dims_supported(cu::plan_gemm(shape({32, 64}), shape({64, 48}), shape({32, 48}), e4, e4, b16, true,
+                                             false, false)));
+  CHECK_FALSE(cu::fp8_dims_supported(cu::plan_gemm(shape({32, 88}), shape({88, 48}), shape({32, 48}), e4, e4, b16,
+                                                   true, false, false)));  // k = 88
+  CHECK_FALSE(cu::fp8_dims_supported(cu::plan_gemm(shape({40, 64}), shape({64, 48}), shape({40, 48}), e4, e4, b16,
+                                                   true, false, false)));  // m = 40
+  CHECK_FALSE(cu::fp8_dims_supported(cu::plan_gemm(shape({32, 64}), shape({64, 24}), shape({32, 24}), e4, e4, b16,
+                                                   true, false, false)));  // n = 24
+  // Batches folded into rows count as rows: 3 x 8 = 24 is not a multiple of 16.
+  CHECK_FALSE(cu::fp8_dims_supported(cu::plan_gemm(shape({3, 8, 64}), shape({64, 48}), shape({3, 8, 48}), e4, e4,
+                                                   b16, true, false, false)));
+}
 
 TEST_CASE("plans, field by field") {
   // C[2, 4] = A[2, 3] B[3, 4]: C^T = B^T A^T, column-major.

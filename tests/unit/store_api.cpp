@@ -61,6 +61,36 @@ TEST_CASE("a CPU store is a ctg::step_store; upload and download copy a leaf's v
   CHECK(short_span == std::vector<float>(17, 7.0f));
 }
 
+TEST_CASE("download_grad and download_value copy a gradient and the step's output to the host") {
+  auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::matmul(X{}, W{}))));
+  auto logits = ctg::forward(ctg::matmul(X{}, W{}));
+  ctg::cpu::device dev;
+  auto store = ctg::make_store(dev, step, logits);
+  for (std::size_t i = 0; i < 18; ++i) store.param<W>()[i] = 0.1f * static_cast<float>(i) - 0.8f;
+  std::vector<float> x(2 * 6);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i % 5) - 0.5f;
+  const float loss = step(store, ctg::feed<X>(x, 2));
+  std::vector<float> g(18), l(1), v(2 * 3);
+  store.download_grad(W{}, std::span<float>(g));
+  CHECK(std::memcmp(g.data(), store.grad<W>().data(), 18 * sizeof(float)) == 0);
+  REQUIRE(store.value_count() == 1);
+  store.download_value(std::span<float>(l));
+  CHECK(l[0] == loss);
+  logits(store, ctg::feed<X>(x, 2));
+  REQUIRE(store.value_count(logits) == 6);
+  store.download_value(logits, std::span<float>(v));
+  CHECK(std::memcmp(v.data(), store.value(logits).data(), 6 * sizeof(float)) == 0);
+  for (std::size_t j = 0; j < 3; ++j) {  // x[0, :] @ w[:, j], by hand
+    float want = 0;
+    for (std::size_t k = 0; k < 6; ++k) want += x[k] * store.param<W>()[k * 3 + j];
+    CHECK(v[j] == doctest::Approx(want).epsilon(1e-6));
+  }
+  std::vector<float> wrong(5, 9.0f);
+  CHECK_THROWS_WITH_AS(store.download_value(logits, std::span<float>(wrong)),
+                       "ctg: host span size differs from the step's value: 6 elements expected, 5 given", ctg::error);
+  CHECK(wrong == std::vector<float>(5, 9.0f));
+}
+
 TEST_CASE("FP8 state leaves start at the value their type declares") {
   using S = ctg::scaling::delayed<"q", ctg::precision::delayed<4>>;
   static_assert(S::scale_leaf::initial_value == 1.0 && S::history_leaf::initial_value == 0.0);

@@ -27,12 +27,21 @@ namespace ctg {
 
 inline constexpr std::size_t align_up(std::size_t n) { return (n + 63) / 64 * 64; }
 
-// A quantized buffer holds the payload, then (64-byte aligned) its amax,
-// scale and scale_inv as f32, which fp8_matmul and dequantize read.
+// A quantized buffer holds the payload, then (64-byte aligned) its side
+// data, which fp8_matmul and dequantize read. scale_inv is 16-byte aligned:
+// cuBLASLt reads it through an FP8 scale pointer, and refuses one that is
+// only 4-byte aligned (CUBLAS_STATUS_NOT_SUPPORTED, seen on an H100).
+struct fp8_side_data {
+  float amax;
+  float scale;
+  float unused_[2];
+  float scale_inv;
+};
 inline constexpr std::size_t fp8_side_bytes = 64;
+static_assert(sizeof(fp8_side_data) <= fp8_side_bytes && offsetof(fp8_side_data, scale_inv) % 16 == 0);
 inline constexpr std::size_t fp8_side_offset(std::size_t payload_elements) { return align_up(payload_elements); }
-inline float* fp8_side(const bindings_view& b, std::size_t q) {
-  return reinterpret_cast<float*>(b.buf[q] + fp8_side_offset(static_cast<std::size_t>(b.shape[q].numel())));
+inline fp8_side_data* fp8_side(const bindings_view& b, std::size_t q) {
+  return reinterpret_cast<fp8_side_data*>(b.buf[q] + fp8_side_offset(static_cast<std::size_t>(b.shape[q].numel())));
 }
 
 namespace detail {
@@ -144,9 +153,9 @@ class step_buffers {
   // and place every buffer for them. `kept_area`: where the kept values go
   // (null: in scratch).
   template <class... Feeds>
-  void prepare(std::byte* kept_area, const Feeds&... feeds) {
+  void prepare(typename Backend::workspace& ws, std::byte* kept_area, const Feeds&... feeds) {
     kept_area_ = kept_area;
-    (bind_input(feeds), ...);
+    (bind_input(ws, feeds), ...);
     for (std::size_t i = 0; i < N; ++i) detail::resolve_shape(table, i, b_.shape.data());
     place();
   }
@@ -160,11 +169,11 @@ class step_buffers {
 
   // The first output of the run being computed becomes the published one.
   // A first output that is a leaf (no buffer of its own) is copied in first.
-  void publish(std::size_t count) {
+  void publish(typename Backend::workspace& ws, std::size_t count) {
     if constexpr (!prog.owns[first_output]) {
       const std::size_t bytes = count * table.node[first_output].elem_bytes;
       out_[1 - published_].reserve(align_up(bytes + 1));
-      Backend::copy(out_[1 - published_].data(), b_.buf[first_output], bytes);
+      Backend::copy(ws, out_[1 - published_].data(), b_.buf[first_output], bytes);
     }
     published_ = 1 - published_;
     value_count_ = count;
@@ -183,7 +192,7 @@ class step_buffers {
   // check it at compile time (detail::check_feeds, over `inputs`). Only sizes
   // and data are checked here, at run time.
   template <class L>
-  void bind_input(const feed_t<L>& f) {
+  void bind_input(typename Backend::workspace& ws, const feed_t<L>& f) {
     constexpr std::size_t i = tl::index_of<L, nodes>::value;
     rt_shape s = detail::static_rt(value_of<typename L::dims>());
     for (std::size_t d = 0, k = 0; d < s.rank; ++d)
@@ -195,7 +204,8 @@ class step_buffers {
       throw error("ctg: " + what + " expects " + std::to_string(n) + " elements (dims " + detail::dims_text(s) +
                   ") but was fed " + std::to_string(f.data.size()));
     b_.shape[i] = s;
-    b_.buf[i] = Backend::bind_input(f.data.data(), static_cast<std::size_t>(n) * sizeof(typename L::dtype));
+    b_.buf[i] = Backend::bind_input(ws, f.data.data(), static_cast<std::size_t>(n) * sizeof(typename L::dtype),
+                                    staging_[tl::index_of<L, inputs>::value]);
   }
 
   // ----------------------------------------------------------- memory ----
@@ -272,6 +282,7 @@ class step_buffers {
   }
 
   arena params_, grads_, scratch_;
+  std::array<arena, inputs::size + 1> staging_;         // each fed input's copy, where the device needs one
   std::array<std::byte*, N + 1> leaf_{};                // each stored leaf's values (by node index)
   arena out_[2];                                        // the first output: published and being computed
   std::size_t published_ = 0, value_count_ = 0;

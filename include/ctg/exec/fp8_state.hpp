@@ -119,9 +119,9 @@ struct fp8_state {
   // layer's slice, in a stack) start at `scale` and `history`, updated once
   // from its amax, which then starts again from 0.
   template <class Backend>
-  static void update(std::size_t s, float* history, float* scale, float& amax) {
+  static void update(typename Backend::workspace& ws, std::size_t s, float* history, float* scale, float& amax) {
     const scaling_state& st = table.state[s];
-    Backend::delayed_update(history, st.history_length, scale, &amax, st.fp8_max, st.margin, st.algo);
+    Backend::delayed_update(ws, history, st.history_length, scale, &amax, st.fp8_max, st.margin, st.algo);
     amax = 0.0f;
   }
 };

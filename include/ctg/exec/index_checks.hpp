@@ -1,11 +1,13 @@
 #pragma once
 // Index tensors (token ids, targets) are fed inputs, read by gather and
-// one_hot, so their values are checked here, on the host, from the feeds,
+// one_hot, so their values are checked here, on the host, from the feeds (ids
+// fed in a GPU's memory are copied to the host for it),
 // before a step runs anything, for every backend: an id outside an
 // embedding's rows, or a target outside the classes that is not the ignored
 // index, is a ctg::error naming the input, the position and the value, and the
 // step changes nothing. The runners read ids unchecked.
 #include <array>
+#include <span>
 #include <string>
 #include <type_traits>
 
@@ -100,14 +102,19 @@ inline void check_ids_against(const id_check& c, const char* input, const i32* i
   }
 }
 
-// Every id every node of step Key reads, checked in the feeds.
-template <class Key, class... Feeds>
-void check_ids(const Feeds&... feeds) {
+// Every id every node of step Key reads, checked in the feeds. host_ids(span)
+// gives the fed ids readable on the host (a copy, for ids fed in device memory).
+template <class Key, class HostIds, class... Feeds>
+void check_ids(const HostIds& host_ids, const Feeds&... feeds) {
   auto feed = [&]<class L>(const feed_t<L>& f) {
     if constexpr (index_type<typename L::dtype>) {
       constexpr std::size_t source = tl::index_of<L, typename step_of<Key>::nodes>::value;
+      bool any = false;
+      for (const id_check& c : id_checks_of<Key>) any = any || c.source == source;
+      if (!any) return;
+      const std::span<const i32> ids = host_ids(f.data);
       for (const id_check& c : id_checks_of<Key>)
-        if (c.source == source) check_ids_against(c, L::name.c_str(), f.data.data(), f.data.size());
+        if (c.source == source) check_ids_against(c, L::name.c_str(), ids.data(), ids.size());
     }
   };
   (feed(feeds), ...);

@@ -101,6 +101,12 @@ class shared_store : public basic_store<Backend, MainKey> {
   shared_store() {
     std::apply([&](auto&... other) { (bind(other), ...); }, others_);
   }
+  // On a device whose workspace is made from it (a GPU's).
+  template <class Device>
+    requires std::constructible_from<typename Backend::workspace, Device&>
+  explicit shared_store(Device& dev) : main_store(dev) {
+    std::apply([&](auto&... other) { (bind(other), ...); }, others_);
+  }
 
   // The store that runs Step: this one, or the runner of another step
   // (with the training step's seed and step count).
@@ -122,6 +128,18 @@ class shared_store : public basic_store<Backend, MainKey> {
     requires tl::contains<Step, steps>::value
   auto value(const Step&) {
     return runner<Step>().value();
+  }
+  using main_store::download_value;
+  using main_store::value_count;
+  template <class Step, class T>
+    requires tl::contains<Step, steps>::value
+  void download_value(const Step&, std::span<T> host) {
+    runner<Step>().download_value(host);
+  }
+  template <class Step>
+    requires tl::contains<Step, steps>::value
+  std::size_t value_count(const Step&) {
+    return runner<Step>().value_count();
   }
 
  private:
@@ -148,15 +166,20 @@ class shared_store : public basic_store<Backend, MainKey> {
 // make_store(dev, train, eval...): one store for a training step and the
 // forward steps that read its parameters (see the top of this file).
 template <class Device, class Main, class Other, class... More>
-auto make_store(Device dev, Main main, Other, More...) {
+auto make_store(const Device& dev, Main main, Other, More...) {
   if constexpr (std::is_same_v<Main, invalid_step> || std::is_same_v<Other, invalid_step> ||
                 (std::is_same_v<More, invalid_step> || ...)) {
     return invalid_store{};  // (already reported)
   } else {
     using backend = typename decltype(make_store(dev, main))::backend_type;
-    shared_store<backend, step_key_t<Main>, step_key_t<Other>, step_key_t<More>...> s;
-    if constexpr (requires { s.workspace().use(dev); }) s.workspace().use(dev);  // (the CPU's threads)
-    return s;
+    using S = shared_store<backend, step_key_t<Main>, step_key_t<Other>, step_key_t<More>...>;
+    if constexpr (std::is_constructible_v<S, const Device&>) {
+      return S(dev);  // (a GPU's: its workspace is made from the device)
+    } else {
+      S s;
+      if constexpr (requires { s.workspace().use(dev); }) s.workspace().use(dev);  // (the CPU's threads)
+      return s;
+    }
   }
 }
 

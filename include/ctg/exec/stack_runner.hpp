@@ -76,7 +76,7 @@ class stack_runner {
                               feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in));
       take_amaxes(i, true);
       T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
-      Backend::copy(reinterpret_cast<std::byte*>(next), block_.template value_bytes<block_out>(), n * sizeof(T));
+      Backend::copy(p.ws_, reinterpret_cast<std::byte*>(next), block_.template value_bytes<block_out>(), n * sizeof(T));
       in = next;
     }
   }
@@ -102,8 +102,8 @@ class stack_runner {
       else block_.run_backward_part(kept_.data() + i * kept_stride_, carry, up);
       take_amaxes(i, false);
       for (const param_grad& pg : param_grads)
-        Backend::copy(b.buf[G] + pg.offset + i * pg.bytes, block_.mem_.bound().buf[pg.output], pg.bytes);
-      Backend::copy(reinterpret_cast<std::byte*>(gx),
+        Backend::copy(p.ws_, b.buf[G] + pg.offset + i * pg.bytes, block_.mem_.bound().buf[pg.output], pg.bytes);
+      Backend::copy(p.ws_, reinterpret_cast<std::byte*>(gx),
                     block_.template output_bytes<block_step::template grad_output<typename S::carry>>(), n * sizeof(T));
       g = gx;
     }
@@ -124,7 +124,7 @@ class stack_runner {
       float* scale = reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[s].scale));
       float* hist = reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[s].history));
       for (std::size_t i = 0; i < S::layers; ++i)
-        fp8_state<block_key>::template update<Backend>(s, hist + i * st.history_length, scale + i,
+        fp8_state<block_key>::template update<Backend>(p.ws_, s, hist + i * st.history_length, scale + i,
                                                        combined_[i * states + s]);
     }
   }

@@ -6,18 +6,24 @@
 // group kind:
 //
 //   struct Backend {
+//     static constexpr bool host_memory = ...;  // can the host read its memory (store.param<L>())?
 //     using arena = ...;      // reserve(bytes) (zero-filled), data(), size()
-//     using workspace = ...;  // scratch the runners reuse; reserve_for(axis_reduce_elements)
-//     static void copy(std::byte* dst, const std::byte* src, std::size_t bytes);  // within its memory
-//     static void upload(std::byte* dst, const void* src, std::size_t bytes);    // host -> its memory
-//     static void download(void* dst, const std::byte* src, std::size_t bytes);  // its memory -> host
-//     static std::byte* bind_input(const void* fed, std::size_t bytes);           // a fed input's buffer
+//     using workspace = ...;  // the device's handle and the scratch runners reuse
+//                             // (its stream, on a GPU); reserve_for(axis_reduce_elements)
+//     // Every operation is ordered on the workspace's device (the CPU: done on return).
+//     static void copy(workspace&, std::byte* dst, const std::byte* src, std::size_t bytes);  // within its memory
+//     static void upload(workspace&, std::byte* dst, const void* src, std::size_t bytes);    // host -> its memory
+//     static void download(workspace&, void* dst, const std::byte* src, std::size_t bytes);  // -> host, complete on return
+//     // A fed input's buffer: the fed memory itself where the device reads
+//     // it, else a copy in `staging` (the input's own, kept from run to run).
+//     static std::byte* bind_input(workspace&, const void* fed, std::size_t bytes, arena& staging);
 //     // The runner of group R of step Key: a function instantiated on
 //     // name-free types only (null for a stack's forward and backward).
 //     template <class Key, std::size_t R> static consteval runner_t<workspace> runner_for();
-//     static void delayed_update(float* history, std::size_t length, float* scale, const float* amax,
+//     // An FP8 scaling state's update; history, scale and amax in its memory.
+//     static void delayed_update(workspace&, float* history, std::size_t length, float* scale, const float* amax,
 //                                float fp8_max, int margin, fp8_scaling::amax_algo algo);
-//     template <class T> static void accumulate(std::byte* dst, const std::byte* src, std::size_t n);  // dst += src
+//     template <class T> static void accumulate(workspace&, std::byte* dst, const std::byte* src, std::size_t n);  // dst += src
 //   };
 //
 // A run: bind the feeds and resolve shapes, place buffers (exec/buffers.hpp),
@@ -30,6 +36,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <concepts>
 #include <cstring>
 #include <exception>
 #include <span>
@@ -65,35 +72,34 @@ class basic_store {
 
   // Parameters start at 0; state leaves at the value their type declares
   // (an FP8 scale at 1, its amax history at 0).
-  basic_store() {
-    for (std::size_t i = 0; i < N; ++i) {
-      const detail::node_desc& d = table.node[i];
-      if (!d.has_initial) continue;
-      std::vector<std::byte> v(d.elem_bytes * static_cast<std::size_t>(d.dims.numel()));
-      for (std::size_t at = 0; at < v.size(); at += d.elem_bytes)
-        std::memcpy(v.data() + at, &d.initial_bits, d.elem_bytes);  // (little-endian: the low bytes)
-      Backend::upload(mem_.param_bytes(i), v.data(), v.size());
-    }
+  basic_store() { set_initial_values(); }
+  // A store on a device whose workspace is made from it (a GPU's: its
+  // stream), first, so everything the store does runs there.
+  template <class Device>
+    requires std::constructible_from<typename Backend::workspace, Device&>
+  explicit basic_store(Device& dev) : ws_(dev) {
+    set_initial_values();
   }
 
-  // The values of a stored leaf (trainable, frozen or state): read, write, initialise.
+  // The values of a stored leaf (trainable, frozen or state): read, write,
+  // initialise (in host memory; a GPU's store copies: upload, download).
   template <class L>
   std::span<typename L::dtype> param() {
-    static_assert(tl::contains<L, nodes>::value, "ctg: this leaf is not part of the step's graph");
-    static_assert(!tl::contains<L, nodes>::value || detail::stored_leaf<L>(),
-                  "ctg: inputs are fed, not stored: use ctg::feed<X>");
-    return {reinterpret_cast<typename L::dtype*>(mem_.param_bytes(tl::index_of<L, nodes>::value)), L::dims::static_numel};
+    static_assert(Backend::host_memory || !is_leaf_v<L>,
+                  "ctg: this store's memory is a GPU's, which the host cannot read or write: copy with "
+                  "store.upload(L{}, span), store.download(L{}, span), store.download_grad(L{}, span) and "
+                  "store.download_value(span)");
+    return {reinterpret_cast<typename L::dtype*>(leaf_bytes<L>()), L::dims::static_numel};
   }
 
   // The gradient of L from the last successful step.
   template <class L>
   std::span<const typename L::dtype> grad() {
-    constexpr bool frozen = detail::stored_leaf<L>() && L::role == leaf_role::frozen;
-    static_assert(!frozen, "ctg: frozen parameter: a frozen leaf has no gradient");
-    static_assert(frozen || tl::contains<L, typename Step::wrt>::value,
-                  "ctg: no gradient path: this leaf is not in the step's wrt<...>");
-    return {reinterpret_cast<const typename L::dtype*>(mem_.grad_bytes(tl::index_of<L, nodes>::value)),
-            L::dims::static_numel};
+    static_assert(Backend::host_memory || !is_leaf_v<L>,
+                  "ctg: this store's memory is a GPU's, which the host cannot read or write: copy with "
+                  "store.upload(L{}, span), store.download(L{}, span), store.download_grad(L{}, span) and "
+                  "store.download_value(span)");
+    return {reinterpret_cast<const typename L::dtype*>(grad_bytes<L>()), L::dims::static_numel};
   }
 
   // The same, naming the leaf by a value: store.param(W{}), store.grad(W{})
@@ -115,19 +121,62 @@ class basic_store {
     requires is_leaf_v<L>
   void upload(L, std::span<const typename L::dtype> host) {
     check_host_size<L>(host.size());
-    Backend::upload(reinterpret_cast<std::byte*>(param<L>().data()), host.data(), host.size_bytes());
+    Backend::upload(ws_, leaf_bytes<L>(), host.data(), host.size_bytes());
   }
   template <class L>
     requires is_leaf_v<L>
   void download(L, std::span<typename L::dtype> host) {
     check_host_size<L>(host.size());
-    Backend::download(host.data(), reinterpret_cast<const std::byte*>(param<L>().data()), host.size_bytes());
+    Backend::download(ws_, host.data(), leaf_bytes<L>(), host.size_bytes());
+  }
+
+  // The gradient of L from the last successful step, copied to the host.
+  template <class L>
+    requires is_leaf_v<L>
+  void download_grad(L, std::span<typename L::dtype> host) {
+    check_host_size<L>(host.size());
+    Backend::download(ws_, host.data(), grad_bytes<L>(), host.size_bytes());
+  }
+
+  // Where stored leaf L's values, and its gradient, are: addresses in the
+  // backend's memory (a device optimizer's kernels read them).
+  template <class L>
+  std::byte* leaf_bytes() {
+    static_assert(tl::contains<L, nodes>::value, "ctg: this leaf is not part of the step's graph");
+    static_assert(!tl::contains<L, nodes>::value || detail::stored_leaf<L>(),
+                  "ctg: inputs are fed, not stored: use ctg::feed<X>");
+    return mem_.param_bytes(tl::index_of<L, nodes>::value);
+  }
+  template <class L>
+  std::byte* grad_bytes() {
+    constexpr bool frozen = detail::stored_leaf<L>() && L::role == leaf_role::frozen;
+    static_assert(!frozen, "ctg: frozen parameter: a frozen leaf has no gradient");
+    static_assert(frozen || tl::contains<L, typename Step::wrt>::value,
+                  "ctg: no gradient path: this leaf is not in the step's wrt<...>");
+    return mem_.grad_bytes(tl::index_of<L, nodes>::value);
   }
 
   // The value of the step's first output (the loss, or forward(e)'s e) after the last step.
   auto value() const {
     using T = typename tl::at_t<0, typename Step::outputs>::dtype;
+    static_assert(Backend::host_memory || !std::is_same_v<T, T>,
+                  "ctg: this store's memory is a GPU's, which the host cannot read or write: copy with "
+                  "store.upload(L{}, span), store.download(L{}, span), store.download_grad(L{}, span) and "
+                  "store.download_value(span)");
     return std::span<const T>(reinterpret_cast<const T*>(mem_.published()), mem_.published_count());
+  }
+  // The same, copied to the host: `host` holds value_count() elements (else
+  // a ctg::error, and nothing is copied).
+  std::size_t value_count() const { return mem_.published_count(); }
+  template <class T>
+  void download_value(std::span<T> host) {
+    using V = typename tl::at_t<0, typename Step::outputs>::dtype;
+    static_assert(std::is_same_v<std::remove_const_t<T>, V>,
+                  "ctg: download_value takes a span of the value's dtype (the step's first output)");
+    if (host.size() != mem_.published_count())
+      throw error("ctg: host span size differs from the step's value: " + std::to_string(mem_.published_count()) +
+                  " elements expected, " + std::to_string(host.size()) + " given");
+    Backend::download(ws_, host.data(), mem_.published(), host.size_bytes());
   }
 
   // Dropout's random stream: a seed (0 unless set), and the count of
@@ -185,7 +234,7 @@ class basic_store {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     if (group_) return run_as_replica(feeds...);
-    detail::check_ids<Key>(feeds...);
+    detail::check_ids<Key>(host_ids(), feeds...);
     prepare(nullptr, feeds...);
     run_positions(0, prog.len);
     return commit(checked_loss());
@@ -258,7 +307,7 @@ class basic_store {
     std::string failure;
     loss_read loss{};
     try {
-      detail::check_ids<Key>(feeds...);
+      detail::check_ids<Key>(host_ids(), feeds...);
       prepare(nullptr, feeds...);
       run_positions(0, prog.len);
       loss = checked_loss();
@@ -279,6 +328,32 @@ class basic_store {
     return commit(loss);
   }
 
+  void set_initial_values() {
+    for (std::size_t i = 0; i < N; ++i) {
+      const detail::node_desc& d = table.node[i];
+      if (!d.has_initial) continue;
+      std::vector<std::byte> v(d.elem_bytes * static_cast<std::size_t>(d.dims.numel()));
+      for (std::size_t at = 0; at < v.size(); at += d.elem_bytes)
+        std::memcpy(v.data() + at, &d.initial_bits, d.elem_bytes);  // (little-endian: the low bytes)
+      Backend::upload(ws_, mem_.param_bytes(i), v.data(), v.size());
+    }
+  }
+
+  // Fed ids as the host reads them: in place, or (a backend whose memory the
+  // host cannot read: Backend::host_readable) copied here first.
+  auto host_ids() {
+    return [this](std::span<const i32> ids) -> std::span<const i32> {
+      if constexpr (requires { Backend::host_readable(ids.data()); }) {
+        if (!Backend::host_readable(ids.data())) {
+          ids_copy_.resize(ids.size());
+          Backend::download(ws_, ids_copy_.data(), reinterpret_cast<const std::byte*>(ids.data()), ids.size_bytes());
+          return ids_copy_;
+        }
+      }
+      return ids;
+    };
+  }
+
   template <class L>
   static void check_host_size(std::size_t n) {
     if (n != L::dims::static_numel)
@@ -288,7 +363,7 @@ class basic_store {
 
   template <class... Feeds>
   void prepare(std::byte* kept_area, const Feeds&... feeds) {
-    mem_.prepare(kept_area, feeds...);
+    mem_.prepare(ws_, kept_area, feeds...);
     ws_.reserve_for(mem_.max_axis_reduce_elements());
     mem_.bound().key = key_;
     fill_runtime_scalars();
@@ -306,7 +381,7 @@ class basic_store {
         value = static_cast<double>(b.shape[d.count_of[1]].numel()) / static_cast<double>(b.shape[d.count_of[0]].numel());
       std::byte bytes[sizeof(double)];
       d.store_scalar(value, bytes);
-      Backend::upload(b.buf[i], bytes, d.elem_bytes);
+      Backend::upload(ws_, b.buf[i], bytes, d.elem_bytes);
     }
   }
 
@@ -344,10 +419,10 @@ class basic_store {
   }
   // Quantize node r's value as its replica group gave it: the payload, its
   // side data (amax, scale, 1 / scale: exec/buffers.hpp) and the amax it records.
-  static void use_provided(std::size_t r, const replica_group::quantized& given, const bindings_view& b, float* amax) {
-    Backend::upload(b.buf[r], given.payload, static_cast<std::size_t>(b.shape[r].numel()) * table.node[r].elem_bytes);
-    const float side[3] = {given.amax, given.scale, 1.0f / given.scale};
-    Backend::upload(reinterpret_cast<std::byte*>(fp8_side(b, r)), side, sizeof side);
+  void use_provided(std::size_t r, const replica_group::quantized& given, const bindings_view& b, float* amax) {
+    Backend::upload(ws_, b.buf[r], given.payload, static_cast<std::size_t>(b.shape[r].numel()) * table.node[r].elem_bytes);
+    const fp8_side_data side{given.amax, given.scale, {}, 1.0f / given.scale};
+    Backend::upload(ws_, reinterpret_cast<std::byte*>(fp8_side(b, r)), &side, sizeof side);
     if (amax) *amax = given.amax;
   }
   // The forward or the backward of the stack node r.
@@ -377,7 +452,7 @@ class basic_store {
     constexpr std::size_t il = tl::index_of<tl::at_t<0, typename Step::outputs>, nodes>::value;
     const std::size_t count = static_cast<std::size_t>(mem_.bound().shape[il].numel());
     std::vector<T> host(check_finite_ ? count : (count ? 1 : 0));
-    Backend::download(host.data(), mem_.bound().buf[il], host.size() * sizeof(T));
+    Backend::download(ws_, host.data(), mem_.bound().buf[il], host.size() * sizeof(T));
     for (const T& v : host)
       if (check_finite_ && !std::isfinite(static_cast<double>(load_as(v))))
         throw error("ctg: the loss is not finite (" + std::to_string(static_cast<double>(load_as(v))) +
@@ -386,7 +461,7 @@ class basic_store {
   }
   // Nothing visible changed before this point.
   float commit(loss_read loss) {
-    mem_.publish(loss.count);
+    mem_.publish(ws_, loss.count);
     if (!on_shared_leaves_) {  // (a step on another store's leaves writes none of its state)
       ++key_.step;
       copy_grads(group_ || acc_.next_starts_set());  // (a group sums its runs' gradients itself)
@@ -403,7 +478,7 @@ class basic_store {
   // the others (in the leaf's dtype).
   struct grad_copy {
     std::size_t leaf = 0, output = 0, elements = 0, bytes = 0;
-    void (*add)(std::byte*, const std::byte*, std::size_t) = nullptr;
+    void (*add)(typename Backend::workspace&, std::byte*, const std::byte*, std::size_t) = nullptr;
   };
   static constexpr auto grad_copies = []<class... Ls>(tl::list<Ls...>) {
     constexpr std::size_t n = (std::size_t(0) + ... + detail::stored_leaf<Ls>());  // (a carry's is read from the output)
@@ -422,8 +497,8 @@ class basic_store {
   }(typename Step::wrt{});
   void copy_grads(bool first) {
     for (const grad_copy& c : grad_copies) {
-      if (first) Backend::copy(mem_.grad_bytes(c.leaf), mem_.bound().buf[c.output], c.bytes);
-      else c.add(mem_.grad_bytes(c.leaf), mem_.bound().buf[c.output], c.elements);
+      if (first) Backend::copy(ws_, mem_.grad_bytes(c.leaf), mem_.bound().buf[c.output], c.bytes);
+      else c.add(ws_, mem_.grad_bytes(c.leaf), mem_.bound().buf[c.output], c.elements);
     }
   }
 
@@ -437,7 +512,7 @@ class basic_store {
     if (group_) max_amaxes_over_replicas();
     for (std::size_t s = 0; s < fp8_state<Key>::states; ++s) {
       const scaling_state& st = fp8_state<Key>::table.state[s];
-      fp8_state<Key>::template update<Backend>(s, reinterpret_cast<float*>(mem_.param_bytes(st.history)),
+      fp8_state<Key>::template update<Backend>(ws_, s, reinterpret_cast<float*>(mem_.param_bytes(st.history)),
                                                reinterpret_cast<float*>(mem_.param_bytes(st.scale)), fp8_.combined[s]);
     }
     std::apply([&](auto&... rt) { (rt.update_state(*this), ...); }, stacks_);
@@ -484,6 +559,7 @@ class basic_store {
   bool check_finite_ = false;
   replica_group* group_ = nullptr;  // data-parallel replicas (null: this store alone)
   std::vector<float> replica_amax_;  // every amax of a step, as its group maxes them
+  std::vector<i32> ids_copy_;        // fed ids copied to the host for their check (host_ids)
 };
 
 }  // namespace ctg

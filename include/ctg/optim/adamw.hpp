@@ -243,11 +243,103 @@ inline void adamw_update(const G* __restrict g, float* __restrict w, float* __re
     }
   }
 }
+// Where each trainable leaf's state lies in one float buffer (in order of
+// Trainable): exp_avg, exp_avg_sq and (non-f32 leaves) the master, each
+// region padded to 64 bytes; shared by the CPU and CUDA optimizers.
+template <std::size_t NT>
+struct adamw_layout {
+  static constexpr std::size_t npos = ~std::size_t(0);
+  std::size_t exp_avg[NT]{}, exp_avg_sq[NT]{}, master[NT]{};
+  std::size_t total = 0;     // floats, each region padded to 64 bytes
+  std::size_t elements = 0;  // floats, without padding
+};
+template <class Trainable>
+consteval auto adamw_state_layout() {
+  adamw_layout<(Trainable::size > 0 ? Trainable::size : 1)> l;
+  auto pad = [](std::size_t n) { return (n + 15) / 16 * 16; };
+  [&]<class... Ls>(tl::list<Ls...>) {
+    std::size_t k = 0;
+    auto one = [&]<class L>(std::type_identity<L>) {
+      const std::size_t n = L::dims::static_numel;
+      l.exp_avg[k] = l.total;
+      l.total += pad(n);
+      l.exp_avg_sq[k] = l.total;
+      l.total += pad(n);
+      l.elements += 2 * n;
+      if (has_master_copy<typename L::dtype>) {
+        l.master[k] = l.total;
+        l.total += pad(n);
+        l.elements += n;
+      } else {
+        l.master[k] = l.npos;
+      }
+      ++k;
+    };
+    (one(std::type_identity<Ls>{}), ...);
+  }(Trainable{});
+  return l;
+}
+
+// The configuration and the step count of an AdamW optimizer (this file's,
+// and the GPU's: optim/cuda/adamw.cuh).
+class adamw_counters {
+ public:
+  // The number of successful steps taken (PyTorch's state["step"]).
+  std::int64_t steps() const { return steps_; }
+  // Sets it (dist::sharded_adamw, gathering its shards into one optimizer to save).
+  void set_steps(std::int64_t t) {
+    if (t < 0) throw error("ctg: adamw: set_steps: a step count is >= 0, found " + std::to_string(t));
+    steps_ = t;
+  }
+  const optim::adamw_config& config() const { return cfg_; }
+  void set_config(const optim::adamw_config& c) {
+    c.validate();
+    cfg_ = c;
+  }
+
+ protected:
+  explicit adamw_counters(const optim::adamw_config& c) : cfg_(c) { cfg_.validate(); }
+  optim::adamw_config cfg_;
+  std::int64_t steps_ = 0;
+};
+
+// Throws unless the store holds a complete set of gradients not applied yet.
+template <class Store>
+void check_adamw_grads_complete(const Store& s) {
+  const std::uint32_t have = s.accumulated(), want = s.micro_batches();
+  if (have == 0)
+    throw error("ctg: adamw: no gradients since the last update (each set is applied once): run a step first; "
+                "nothing was updated");
+  if (have != want)
+    throw error("ctg: adamw: the gradients hold " + std::to_string(have) + " of " + std::to_string(want) +
+                " micro-batches (store.accumulate(" + std::to_string(want) + ")): run the rest first; nothing "
+                "was updated");
+}
+
+// The errors of a step's first pass, naming leaf L.
+template <class L>
+[[noreturn]] void throw_adamw_not_finite(std::size_t i, double x) {
+  throw error(std::string("ctg: adamw: the gradient of '") + L::name.c_str() + "' is not finite (element " +
+              std::to_string(i) + " is " + std::to_string(x) + "); nothing was updated");
+}
+template <class L>
+[[noreturn]] void throw_adamw_norm_overflow() {
+  throw error(std::string("ctg: adamw: the sum of squares of the gradient of '") + L::name.c_str() +
+              "' overflows; nothing was updated");
+}
+template <class L>
+[[noreturn]] void throw_adamw_master_written(std::size_t i, double holds, float master) {
+  throw error(std::string("ctg: adamw: parameter '") + L::name.c_str() +
+              "' was written after the optimizer last set it (element " + std::to_string(i) + " holds " +
+              std::to_string(holds) + ", its f32 master " + std::to_string(master) +
+              "): an update would undo the write. Take the written values as masters (opt.sync_masters(store)) "
+              "or load the optimizer's state with them (io::load(path, store, opt)); nothing was updated");
+}
 }  // namespace ctg::detail
 
 namespace ctg::optim {
 template <step_store Store>
-class adamw {
+class adamw : public detail::adamw_counters {
  public:
   using store_type = Store;
   using step_type = typename Store::step_type;
@@ -261,10 +353,9 @@ class adamw {
   static constexpr bool has_master = has_state<L> && detail::has_master_copy<typename L::dtype>;
 
   // Takes the masters from the store's current parameters: initialise them first.
-  explicit adamw(Store& s, adamw_config cfg = {}) : cfg_(cfg), state_(layout.total) {
+  explicit adamw(Store& s, adamw_config cfg = {}) : adamw_counters(cfg), state_(layout.total) {
     static_assert(trainable::size > 0 || std::is_same_v<step_type, invalid_step>,  // (invalid: already reported)
                   "ctg: adamw needs a step with trainable leaves (value_and_grad)");
-    cfg_.validate();
     sync_masters(s);
   }
 
@@ -277,7 +368,7 @@ class adamw {
   float step(Store& s, float lr) {
     if (!(std::isfinite(lr) && lr >= 0.0f))
       throw error("ctg: adamw: lr must be finite and >= 0, found " + std::to_string(lr) + "; nothing was updated");
-    check_grads_complete(s);
+    detail::check_adamw_grads_complete(s);
     // Pass 1: read only. Norm and finiteness of every gradient.
     double total_sq = 0.0;
     for_each_trainable([&]<std::size_t K, class L>() {
@@ -307,20 +398,6 @@ class adamw {
     steps_ = t;
     s.consume_grads();
     return total;
-  }
-
-  // The number of successful steps taken (PyTorch's state["step"]).
-  std::int64_t steps() const { return steps_; }
-  // Sets it (dist::sharded_adamw, gathering its shards into one optimizer to save).
-  void set_steps(std::int64_t t) {
-    if (t < 0) throw error("ctg: adamw: set_steps: a step count is >= 0, found " + std::to_string(t));
-    steps_ = t;
-  }
-
-  const adamw_config& config() const { return cfg_; }
-  void set_config(const adamw_config& c) {
-    c.validate();
-    cfg_ = c;
   }
 
   template <class L>
@@ -423,55 +500,12 @@ class adamw {
     }
   }
 
-  static constexpr std::size_t nt = trainable::size > 0 ? trainable::size : 1;
-  static constexpr std::size_t npos = ~std::size_t(0);
-  struct state_layout {
-    std::size_t exp_avg[nt]{}, exp_avg_sq[nt]{}, master[nt]{};
-    std::size_t total = 0;     // floats, each region padded to 64 bytes
-    std::size_t elements = 0;  // floats, without padding
-  };
-  static constexpr state_layout layout = [] {
-    state_layout l;
-    auto pad = [](std::size_t n) { return (n + 15) / 16 * 16; };
-    [&]<class... Ls>(tl::list<Ls...>) {
-      std::size_t k = 0;
-      auto one = [&]<class L>(std::type_identity<L>) {
-        const std::size_t n = numel<L>();
-        l.exp_avg[k] = l.total;
-        l.total += pad(n);
-        l.exp_avg_sq[k] = l.total;
-        l.total += pad(n);
-        l.elements += 2 * n;
-        if (detail::has_master_copy<typename L::dtype>) {
-          l.master[k] = l.total;
-          l.total += pad(n);
-          l.elements += n;
-        } else {
-          l.master[k] = npos;
-        }
-        ++k;
-      };
-      (one(std::type_identity<Ls>{}), ...);
-    }(trainable{});
-    return l;
-  }();
+  static constexpr auto layout = detail::adamw_state_layout<trainable>();
 
   // f.template operator()<K, L>() for every trainable leaf L, K its index.
   template <class F>
   static void for_each_trainable(F&& f) {
     tl::for_each_indexed<trainable>(f);
-  }
-
-  // Throws unless the store holds a complete set of gradients not applied yet.
-  static void check_grads_complete(const Store& s) {
-    const std::uint32_t have = s.accumulated(), want = s.micro_batches();
-    if (have == 0)
-      throw error("ctg: adamw: no gradients since the last update (each set is applied once): run a step first; "
-                  "nothing was updated");
-    if (have != want)
-      throw error("ctg: adamw: the gradients hold " + std::to_string(have) + " of " + std::to_string(want) +
-                  " micro-batches (store.accumulate(" + std::to_string(want) + ")): run the rest first; nothing "
-                  "was updated");
   }
 
   // Throws unless trainable leaf L (index K) holds what its master gives.
@@ -481,28 +515,19 @@ class adamw {
     const float* w = state_.data() + layout.master[K];
     const std::size_t i = detail::first_master_mismatch(p.data(), w, p.size());
     if (i == p.size()) return;
-    throw error(std::string("ctg: adamw: parameter '") + L::name.c_str() +
-                "' was written after the optimizer last set it (element " + std::to_string(i) + " holds " +
-                std::to_string(static_cast<double>(load_as(p[i]))) + ", its f32 master " + std::to_string(w[i]) +
-                "): an update would undo the write. Take the written values as masters (opt.sync_masters(store)) "
-                "or load the optimizer's state with them (io::load(path, store, opt)); nothing was updated");
+    detail::throw_adamw_master_written<L>(i, static_cast<double>(load_as(p[i])), w[i]);
   }
 
   template <class L, class G>
   [[noreturn]] static void throw_not_finite(G g) {
     for (std::size_t i = 0; i < g.size(); ++i) {
       const double x = static_cast<double>(load_as(g[i]));
-      if (!std::isfinite(x))
-        throw error(std::string("ctg: adamw: the gradient of '") + L::name.c_str() + "' is not finite (element " +
-                    std::to_string(i) + " is " + std::to_string(x) + "); nothing was updated");
+      if (!std::isfinite(x)) detail::throw_adamw_not_finite<L>(i, x);
     }
-    throw error(std::string("ctg: adamw: the sum of squares of the gradient of '") + L::name.c_str() +
-                "' overflows; nothing was updated");
+    detail::throw_adamw_norm_overflow<L>();
   }
 
-  adamw_config cfg_;
   detail::float_buffer state_;
-  std::int64_t steps_ = 0;
 };
 
 }  // namespace ctg::optim

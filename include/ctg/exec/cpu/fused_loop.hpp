@@ -18,6 +18,7 @@
 #include <ctg/core/config.hpp>
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
+#include <ctg/exec/group_layout.hpp>
 #include <ctg/lower/kernel_expr.hpp>
 #include <ctg/lower/loop_layout.hpp>
 
@@ -36,17 +37,7 @@ struct cpu_fused_group {
 
   // The loop's layout over the iteration shape and the context's slots.
   static kernel::loop_layout<K> layout(const group_call& g, const bindings_view& b, ctx& c) {
-    const rt_shape& it = b.shape[g.iteration];
-    kernel::loop_layout<K> l;
-    l.rank = it.rank;
-    for (std::size_t d = 0; d < it.rank; ++d) l.dims[d] = it.d[d];
-    for (std::size_t k = 0; k < Plan::inputs; ++k) {
-      c.ptr[k] = b.buf[g.input[k]];
-      const rt_shape& s = b.shape[g.input[k]];
-      l.set_slot(k, s.rank, s.d);
-    }
-    c.key = b.key;
-    return l;
+    return group_layout<Plan>(g, b, c);
   }
 
   // Row reduction R's combination of the row's L elements, in order (as

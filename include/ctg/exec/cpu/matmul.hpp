@@ -106,7 +106,7 @@ void run_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws, 
   const QA* A = b.template as<const QA>(ia);
   const QB* B = b.template as<const QB>(ib);
   TC* C = b.template as<TC>(R);
-  const float scale = fp8_side(b, ia)[2] * fp8_side(b, ib)[2];  // scale_inv(A) * scale_inv(B)
+  const float scale = fp8_side(b, ia)->scale_inv * fp8_side(b, ib)->scale_inv;  // scale_inv(A) * scale_inv(B)
   ws.fp8_a.resize(std::max<std::size_t>(ws.fp8_a.size(), static_cast<std::size_t>(M * K)));
   ws.fp8_b.resize(std::max<std::size_t>(ws.fp8_b.size(), static_cast<std::size_t>(K * N)));
   ws.fp8_c.resize(std::max<std::size_t>(ws.fp8_c.size(), static_cast<std::size_t>(M * N)));

@@ -45,10 +45,10 @@ void run_quantize(const group_call& g, const bindings_view& b, workspace&, float
     if (std::isfinite(amax)) scale = fp8_scaling::current_scale(amax, dtype_traits<Fmt>::max, Margin);
     for (std::size_t i = 0; i < n; ++i) q[i] = fp8_scaling::quantize<Fmt>(static_cast<float>(load_as<TX>(x[i])), scale);
   }
-  float* side = fp8_side(b, R);
-  side[0] = amax;
-  side[1] = scale;
-  side[2] = 1.0f / scale;
+  fp8_side_data* side = fp8_side(b, R);
+  side->amax = amax;
+  side->scale = scale;
+  side->scale_inv = 1.0f / scale;
 }
 
 template <class Fmt, class T>
@@ -56,7 +56,7 @@ void run_dequantize(const group_call& g, const bindings_view& b, workspace&, flo
   const std::size_t iq = g.child[0], R = g.root;
   const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
   const Fmt* q = b.template as<const Fmt>(iq);
-  const float scale_inv = fp8_side(b, iq)[2];
+  const float scale_inv = fp8_side(b, iq)->scale_inv;
   T* out = b.template as<T>(R);
   for (std::size_t i = 0; i < n; ++i) out[i] = store_as<T>(fp8_scaling::dequantize<Fmt>(q[i], scale_inv));
 }

@@ -58,20 +58,21 @@ class arena {
 };
 
 struct backend {
+  static constexpr bool host_memory = true;
   using arena = cpu::arena;
   using workspace = cpu::workspace;
 
-  static void copy(std::byte* dst, const std::byte* src, std::size_t bytes) {
+  static void copy(workspace&, std::byte* dst, const std::byte* src, std::size_t bytes) {
     if (bytes) std::memmove(dst, src, bytes);
   }
-  static void upload(std::byte* dst, const void* src, std::size_t bytes) {
+  static void upload(workspace&, std::byte* dst, const void* src, std::size_t bytes) {
     if (bytes) std::memcpy(dst, src, bytes);
   }
-  static void download(void* dst, const std::byte* src, std::size_t bytes) {
+  static void download(workspace&, void* dst, const std::byte* src, std::size_t bytes) {
     if (bytes) std::memcpy(dst, src, bytes);
   }
   // A fed input is read where it is.
-  static std::byte* bind_input(const void* fed, std::size_t) {
+  static std::byte* bind_input(workspace&, const void* fed, std::size_t, arena&) {
     return const_cast<std::byte*>(static_cast<const std::byte*>(fed));
   }
 
@@ -105,14 +106,14 @@ struct backend {
   }
   // Gradient accumulation: dst += src, in T's compute type, rounded once to T.
   template <class T>
-  static void accumulate(std::byte* dst, const std::byte* src, std::size_t n) {
+  static void accumulate(workspace&, std::byte* dst, const std::byte* src, std::size_t n) {
     T* d = reinterpret_cast<T*>(dst);
     const T* a = reinterpret_cast<const T*>(src);
     for (std::size_t i = 0; i < n; ++i) d[i] = store_as<T>(load_as<T>(d[i]) + load_as<T>(a[i]));
   }
   // After a successful step: this step's amax into history slot 0, then
   // TransformerEngine's update of scale and history.
-  static void delayed_update(float* history, std::size_t length, float* scale, const float* amax, float fp8_max,
+  static void delayed_update(workspace&, float* history, std::size_t length, float* scale, const float* amax, float fp8_max,
                              int margin, fp8_scaling::amax_algo algo) {
     history[0] = *amax;
     fp8_scaling::delayed_update(history, length, *scale, fp8_max, margin, algo);

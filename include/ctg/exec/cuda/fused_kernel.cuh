@@ -84,13 +84,13 @@ __global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, k
     kernel::context<K, NR> t = c;
     layout.enter_row(t, row);
     [&]<class... Rs>(tl::list<Rs...>) {
-      ((t.local[Rs::slot] = detail::block_row_reduce<Rs, Threads>(t, L, &temp, &shared)), ...);
+      ((t.local[Rs::slot] = ctg::detail::block_row_reduce<Rs, Threads>(t, L, &temp, &shared)), ...);
     }(Reductions{});
     if constexpr (Plan::loop != loop_kind::row_reduce) {
       for (dim_t j = threadIdx.x; j < L; j += Threads) out[row * L + j] = store_as<T>(Body::value(t, j));
     } else {
       using root = kernel::row_reduction<0, typename Plan::root_op, T, Body>;
-      const double v = detail::block_row_reduce<root, Threads>(t, L, &temp, &shared);
+      const double v = ctg::detail::block_row_reduce<root, Threads>(t, L, &temp, &shared);
       if (threadIdx.x == 0) out[row] = store_as<T>(v);
     }
   }

@@ -181,6 +181,17 @@ class gemm_runner {
     if (p.fp8 && !dev_.has_fp8_gemm())
       throw error("ctg: fp8_matmul needs a GPU of compute capability 8.9 or newer (cuBLASLt FP8); this one is " +
                   std::to_string(dev_.compute_capability()));
+    // (cuBLASLt answers CUBLAS_STATUS_NOT_SUPPORTED for a scale pointer
+    // aligned to 4 bytes only: seen on an H100, cuBLASLt 13.1.)
+    if (p.fp8 && !fp8_dims_supported(p))
+      throw error("ctg: fp8_matmul on a GPU needs every dim of the product a multiple of 16 (cuBLASLt FP8): this "
+                  "one multiplies " + std::to_string(p.calls[0].n) + " x " + std::to_string(p.calls[0].k) + " by " +
+                  std::to_string(p.calls[0].k) + " x " + std::to_string(p.calls[0].m));
+    if (p.fp8 && (reinterpret_cast<std::uintptr_t>(m.a_scale_inv) % 16 != 0 ||
+                  reinterpret_cast<std::uintptr_t>(m.b_scale_inv) % 16 != 0))
+      throw error("ctg: cuBLASLt FP8 scale pointers must be 16-byte aligned (a_scale_inv " +
+                  std::to_string(reinterpret_cast<std::uintptr_t>(m.a_scale_inv) % 16) + ", b_scale_inv " +
+                  std::to_string(reinterpret_cast<std::uintptr_t>(m.b_scale_inv) % 16) + " bytes past a multiple of 16)");
     for (const transpose_step& t : p.transposes) {
       const auto* in = static_cast<const std::uint8_t*>(t.from == gemm_buffer::a ? m.a : m.b);
       auto* out = static_cast<std::uint8_t*>(t.to == gemm_buffer::a_transposed ? m.a_transposed : m.b_transposed);
@@ -273,6 +284,9 @@ class gemm_runner {
     const void* beta = f64 ? static_cast<const void*>(&zero64) : static_cast<const void*>(&zero32);
     CTG_LT_CHECK(cublasLtMatmul(handle_, x.desc.h, alpha, address(m, o.a), x.a.h, address(m, o.b), x.b.h, beta, out,
                                 x.d.h, out, x.d.h, &x.algo, workspace_.data(), workspace_bytes_, dev_.stream()));
+    // cuBLASLt's status is what counts: a runtime error its own calls left
+    // behind would otherwise be reported by the next kernel launch's check.
+    (void)cudaGetLastError();
   }
 
   const device& dev_;

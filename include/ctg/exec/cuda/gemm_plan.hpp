@@ -113,6 +113,14 @@ inline lt_operands lt_operands_of(const gemm_plan& p, const gemm_call& c) {
   return o;
 }
 
+// Does every call of an fp8 plan have the dims cuBLASLt FP8 runs: m, n
+// and k multiples of 16 (and so every leading dim)?
+inline bool fp8_dims_supported(const gemm_plan& p) {
+  for (const gemm_call& c : p.calls)
+    if (c.m % 16 != 0 || c.n % 16 != 0 || c.k % 16 != 0) return false;
+  return true;
+}
+
 // The plan of C = op(A) op(B): a, b, c the run-time shapes (rank >= 2;
 // A's last two dims [M, K], or [K, M] when transpose_a), the dtypes, and
 // whether the product is an fp8_matmul. Throws ctg::error for shapes that

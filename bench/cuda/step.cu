@@ -1,0 +1,112 @@
+// Training steps on the GPU (exec/cuda/store.cuh, optim/cuda/adamw.cuh):
+// forward, backward, global-norm clipping and AdamW of nn::transformer, for
+// two sizes, bf16 autocast (and f32 for the smaller), each layer recomputed
+// in backward (checkpointing::every_layer, the default) or kept (ckpt_none).
+// Two warm-up steps, then each step timed to its end (the step waits for its
+// loss, AdamW for its norm): prints one line per case,
+//   <size>/<policy>[/ckpt_none] ms <median> tokens/s <t> kept_MiB <k>
+// and a markdown table. bench/vs_pytorch_gpu.py runs this beside PyTorch.
+//   build/default/bench/bench_cuda_step [--size realistic|gpt2] [--steps N]
+// Sizes (keep in sync with bench/torch_transformer.py):
+//   realistic: vocab 256, 4 layers of width 256 (8 heads of 32, SwiGLU 688), batch 8 x 128
+//   gpt2: GPT-2 small's shape: vocab 50304, 12 layers of width 768 (12 heads of 64,
+//         SwiGLU 2048: an MLP of GPT-2's parameter count), batch 8 x 1024
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+#include <ctg/exec/cuda/store.cuh>
+#include <ctg/optim/cuda/adamw.cuh>
+
+namespace {
+using Ids = ctg::input<"ids", ctg::i32, ctg::dyn, ctg::dyn>;
+using Pos = ctg::input<"pos", ctg::i32, ctg::dyn>;
+using Tg = ctg::input<"targets", ctg::i32, ctg::dyn, ctg::dyn>;
+
+template <ctg::checkpointing C>
+struct realistic {
+  static constexpr ctg::dim_t vocab = 256, max_seq = 128, dim = 256, heads = 8, head_dim = 32, hidden = 688;
+  static constexpr std::size_t layers = 4;
+  static constexpr ctg::checkpointing checkpoint = C;
+  static constexpr int batch = 8, seq = 128;
+};
+template <ctg::checkpointing C>
+struct gpt2 {
+  static constexpr ctg::dim_t vocab = 50304, max_seq = 1024, dim = 768, heads = 12, head_dim = 64, hidden = 2048;
+  static constexpr std::size_t layers = 12;
+  static constexpr ctg::checkpointing checkpoint = C;
+  static constexpr int batch = 8, seq = 1024;
+};
+
+template <class Policy, class Cfg>
+void measure(const ctg::cuda::device& gpu, const char* name, int steps) {
+  using M = ctg::nn::transformer<Cfg, Policy>;
+  auto step = ctg::value_and_grad(M::loss(Ids{}, Pos{}, Tg{}));
+  auto store = ctg::make_store(gpu, step);
+  ctg::nn::init_params(store, 1);
+  ctg::optim::adamw opt(store, {.lr = 1e-3f, .weight_decay = 0.1f, .max_grad_norm = 1.0f});
+  const int B = Cfg::batch, T = Cfg::seq;
+  std::vector<int> ids(B * T), tg(B * T), pos(T);
+  for (int i = 0; i < B * T; ++i) {
+    ids[i] = static_cast<int>((i * 7 + 3) % Cfg::vocab);
+    tg[i] = static_cast<int>((i * 7 + 10) % Cfg::vocab);
+  }
+  for (int t = 0; t < T; ++t) pos[t] = t;
+  float loss = 0;
+  auto one = [&] {
+    loss = step(store, ctg::feed(Ids{}, ids, B, T), ctg::feed(Pos{}, pos, T), ctg::feed(Tg{}, tg, B, T));
+    opt.step(store);
+    gpu.synchronize();
+  };
+  for (int w = 0; w < 2; ++w) one();
+  std::vector<double> ms;
+  for (int s = 0; s < steps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    one();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  std::printf("%s ms %.3f tokens/s %.0f kept_MiB %.1f loss %.4f\n", name, median, B * T / (median * 1e-3),
+              static_cast<double>(store.kept_bytes()) / (1 << 20), loss);
+  std::fflush(stdout);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (ctg::cuda::device_count() == 0) {
+    std::printf("no CUDA device: skipped\n");
+    return 77;
+  }
+  std::string size = "all";
+  int steps = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--size")) size = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--steps")) steps = std::max(1, std::atoi(argv[i + 1]));
+  }
+  try {
+    ctg::cuda::device gpu;
+    std::printf("%s, compute capability %d; median of %d steps after 2 warm-ups\n", gpu.name().c_str(),
+                gpu.compute_capability(), steps);
+    using f32 = ctg::precision::full<ctg::f32>;
+    using bf16 = ctg::precision::autocast<ctg::bf16>;
+    constexpr auto every = ctg::checkpointing::every_layer, none = ctg::checkpointing::none;
+    if (size == "all" || size == "realistic") {
+      measure<f32, realistic<every>>(gpu, "realistic/f32", steps);
+      measure<bf16, realistic<every>>(gpu, "realistic/bf16", steps);
+      measure<bf16, realistic<none>>(gpu, "realistic/bf16/ckpt_none", steps);
+    }
+    if (size == "all" || size == "gpt2") {
+      measure<bf16, gpt2<every>>(gpu, "gpt2/bf16", steps);
+      measure<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps);
+    }
+    return 0;
+  } catch (const ctg::error& e) {
+    std::printf("%s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,137 @@
+#pragma once
+// The CUDA store's kernels that are not fused groups or GEMMs: the transpose
+// of the last two dims, gather and scatter_add (embeddings), quantize and
+// dequantize (FP8), the gradient accumulation of micro-batches and the FP8
+// delayed-scaling update. Each computes what its CPU twin computes
+// (exec/cpu/index_ops.hpp, exec/cpu/quantize.hpp, exec/cpu/store.hpp) with the
+// same element functions, so the same bits:
+//   * scatter_add adds each output element's rows in the order of the ids
+//     (one thread per column: no atomics, so two runs are bitwise equal);
+//   * quantize takes the amax as the max of the bit patterns of |x| (a max
+//     is exact and order-free; a NaN's pattern is above every number's, so a
+//     NaN amax stays NaN, as on the CPU).
+#include <cstdint>
+
+#include <ctg/core/dtype_rules.hpp>
+#include <ctg/core/fp8_scaling.hpp>
+#include <ctg/core/type_list.hpp>
+#include <ctg/exec/buffers.hpp>
+#include <ctg/exec/cuda/runtime.cuh>
+
+namespace ctg::cuda::kernels {
+
+// A kernel's element types come as one tl::list: nvcc's host pass spells a
+// kernel's bare type arguments through the typedefs they were reached by
+// (node::dtype of a node that names the user's leaves), a template-id's
+// arguments plainly.
+template <class Ts, std::size_t I>
+using type_at = tl::at_t<I, Ts>;
+
+// out[i] = in[i] as To (a matmul's narrower operand widened: exact).
+template <class Ts>  // <From, To>
+__global__ void widen(const type_at<Ts, 0>* in, type_at<Ts, 1>* out, dim_t n) {
+  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
+    out[i] = store_as<type_at<Ts, 1>>(load_as<type_at<Ts, 0>>(in[i]));
+}
+
+// `batches` matrices rows x cols of T, each written cols x rows.
+template <class Ts>
+__global__ void transpose(const type_at<Ts, 0>* in, type_at<Ts, 0>* out, dim_t rows, dim_t cols, dim_t total) {
+  for (dim_t e = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; e < total; e += dim_t{gridDim.x} * blockDim.x) {
+    const dim_t per = rows * cols, m = e / per, rc = e % per, r = rc / cols, c = rc % cols;
+    out[m * per + c * rows + r] = in[e];
+  }
+}
+
+// out[i, :] = table[ids[i], :] (row_len elements per row; ids checked before the step).
+template <class Ts>
+__global__ void gather(const type_at<Ts, 0>* table, const i32* ids, type_at<Ts, 0>* out, dim_t row_len, dim_t total) {
+  for (dim_t e = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; e < total; e += dim_t{gridDim.x} * blockDim.x) {
+    const dim_t i = e / row_len, k = e % row_len;
+    out[e] = table[ids[i] * row_len + k];
+  }
+}
+
+// out (zeroed) += each row i of rows_in at row ids[i], in order of i: column k is thread k's alone.
+template <class Ts>  // <TO, TG>
+__global__ void scatter_add(const type_at<Ts, 1>* rows_in, const i32* ids, type_at<Ts, 0>* out, dim_t row_len,
+                            dim_t n) {
+  using TO = type_at<Ts, 0>;
+  using TG = type_at<Ts, 1>;
+  for (dim_t k = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; k < row_len; k += dim_t{gridDim.x} * blockDim.x)
+    for (dim_t i = 0; i < n; ++i) out[ids[i] * row_len + k] += static_cast<TO>(load_as<TG>(rows_in[i * row_len + k]));
+}
+
+// The amax of n values into *amax_bits (zeroed before): each block's max, then one atomicMax.
+__device__ inline void block_amax(float local, unsigned* amax_bits) {
+  __shared__ unsigned block;
+  if (threadIdx.x == 0) block = 0;
+  __syncthreads();
+  atomicMax(&block, __float_as_uint(fabsf(local)));
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(amax_bits, block);
+}
+template <class Ts>
+__global__ void amax(const type_at<Ts, 0>* x, dim_t n, unsigned* amax_bits) {
+  using TX = type_at<Ts, 0>;
+  float m = 0.0f;
+  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
+    m = fp8_scaling::amax_combine(m, fabsf(static_cast<float>(load_as<TX>(x[i]))));
+  block_amax(m, amax_bits);
+}
+
+// The cast of x with the scale the recipe gives, and the side data
+// (exec/buffers.hpp). Delayed: the stored scale (*scale_leaf), the amax taken
+// in the same pass. Current: the scale from the amax taken before.
+template <class Ts, bool Delayed, int Margin>  // Ts: <TX, Fmt>
+__global__ void quantize(const type_at<Ts, 0>* x, type_at<Ts, 1>* q, dim_t n, const float* scale_leaf,
+                         fp8_side_data* side) {
+  using TX = type_at<Ts, 0>;
+  using Fmt = type_at<Ts, 1>;
+  float scale = 1.0f;
+  if constexpr (Delayed) {
+    scale = *scale_leaf;
+  } else {
+    const float a = side->amax;
+    if (fp8_scaling::is_finite(a)) scale = fp8_scaling::current_scale(a, dtype_traits<Fmt>::max, Margin);
+  }
+  float m = 0.0f;
+  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x) {
+    const float v = static_cast<float>(load_as<TX>(x[i]));
+    if constexpr (Delayed) m = fp8_scaling::amax_combine(m, fabsf(v));
+    q[i] = fp8_scaling::quantize<Fmt>(v, scale);
+  }
+  if constexpr (Delayed) block_amax(m, reinterpret_cast<unsigned*>(&side->amax));
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    side->scale = scale;
+    side->scale_inv = 1.0f / scale;
+  }
+}
+
+template <class Ts>  // <Fmt, T>
+__global__ void dequantize(const type_at<Ts, 0>* q, const fp8_side_data* side, type_at<Ts, 1>* out, dim_t n) {
+  using Fmt = type_at<Ts, 0>;
+  using T = type_at<Ts, 1>;
+  const float scale_inv = side->scale_inv;
+  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
+    out[i] = store_as<T>(fp8_scaling::dequantize<Fmt>(q[i], scale_inv));
+}
+
+// dst += src, in T's compute type, rounded once to T.
+template <class Ts>
+__global__ void accumulate(type_at<Ts, 0>* dst, const type_at<Ts, 0>* src, dim_t n) {
+  using T = type_at<Ts, 0>;
+  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
+    dst[i] = store_as<T>(load_as<T>(dst[i]) + load_as<T>(src[i]));
+}
+
+// One FP8 scaling state's update: this step's amax into history slot 0, then
+// TransformerEngine's update (one thread: a history is short).
+__global__ inline void delayed_update(float* history, std::size_t length, float* scale, float amax, float fp8_max,
+                                      int margin, fp8_scaling::amax_algo algo) {
+  if (length == 0) return;
+  history[0] = amax;
+  fp8_scaling::delayed_update(history, length, *scale, fp8_max, margin, algo);
+}
+
+}  // namespace ctg::cuda::kernels

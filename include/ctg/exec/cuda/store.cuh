@@ -1,0 +1,260 @@
+#pragma once
+// The CUDA backend: device memory, copies ordered on the device's stream,
+// and one runner per group kind; the store itself is the backend-neutral
+// basic_store (exec/store.hpp), the same one the CPU runs.
+//
+//   ctg::cuda::device gpu;                       // device 0 and its stream (outlives the store)
+//   auto store = ctg::make_store(gpu, step);     // params, grads, FP8 state and scratch on the GPU
+//   ctg::nn::init_params(store, seed);           // made on the host, uploaded
+//   float loss = step(store, ctg::feed<Ids>(ids, b, t), ...);  // host spans copied in, device spans read in place
+//   store.download(W{}, host);  store.download_grad(W{}, host);  // explicit copies
+//
+// The host cannot read a GPU's memory: store.param<L>() and store.grad<L>()
+// do not compile on this store (a ctg: message says what to use instead).
+//
+// Runners:
+//   * fused groups: exec/cuda/fused_kernel.cuh (one kernel per group);
+//   * matmul, fp8_matmul: a GEMM plan (exec/cuda/gemm_plan.hpp, host code
+//     tested on the CPU) run by cuBLASLt (exec/cuda/gemm.cuh); operands of
+//     two dtypes multiply in the wider one (the narrower widened first);
+//   * transpose, gather, scatter_add, quantize, dequantize:
+//     exec/cuda/data_kernels.cuh.
+// A quantizer with delayed scaling hands its amax to the host (a copy the
+// store waits for); everything else stays on the stream, and a step's one
+// wait is for its loss.
+#include <cstring>
+#include <type_traits>
+
+#include <ctg/exec/cuda/data_kernels.cuh>
+#include <ctg/exec/cuda/fused_kernel.cuh>
+#include <ctg/exec/cuda/gemm.cuh>
+#include <ctg/exec/cuda/workspace.cuh>
+#include <ctg/exec/group_layout.hpp>
+#include <ctg/exec/invalid_store.hpp>
+#include <ctg/exec/store.hpp>
+
+namespace ctg {
+namespace cuda {
+
+namespace runners {
+inline constexpr unsigned threads = 256;
+
+template <class Plan>
+void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  typename Plan::context c;
+  const auto layout = ctg::detail::group_layout<Plan>(g, b, c);
+  auto* out = b.template as<typename Plan::dtype>(g.root);
+  if constexpr (Plan::loop == loop_kind::axis_reduce)
+    launch_axis_reduce<Plan>(ws.dev(), c, layout, b.shape[g.iteration], b.shape[g.root], out);
+  else
+    launch_fused<Plan>(ws.dev(), c, layout, out);
+}
+
+// Operand `which` (0: A, 1: B) of a product in type W: in place, or (a
+// narrower operand: cuBLASLt multiplies operands of one type) widened into scratch.
+template <class From, class W>
+const void* operand_as(const bindings_view& b, std::size_t node, int which, workspace& ws) {
+  if constexpr (std::is_same_v<From, W>) {
+    return b.buf[node];
+  } else {
+    const dim_t n = b.shape[node].numel();
+    arena& s = ws.operand_scratch(which);
+    s.reserve(static_cast<std::size_t>(n) * sizeof(W) + 1);
+    if (n > 0) {
+      kernels::widen<tl::list<From, W>><<<ws.dev().blocks_for(static_cast<std::size_t>(n), threads), threads, 0,
+                                          ws.stream()>>>(b.template as<const From>(node), reinterpret_cast<W*>(s.data()), n);
+      check_launch("ctg::cuda::kernels::widen");
+    }
+    return s.data();
+  }
+}
+
+// Operands of two dtypes multiply in the wider one, the product's (dtype rules).
+template <class TA, class TB, class TC, bool TransposeA, bool TransposeB>
+void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
+  using W = std::conditional_t<std::is_same_v<TA, TB>, TA, TC>;
+  const gemm_plan p = plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], gemm_type_of<W>(), gemm_type_of<W>(),
+                                gemm_type_of<TC>(), false, TransposeA, TransposeB);
+  ws.gemm().run(p, {operand_as<TA, W>(b, ia, 0, ws), operand_as<TB, W>(b, ib, 1, ws), b.buf[r], nullptr, nullptr,
+                    nullptr, nullptr});
+}
+
+// The payloads multiplied by cuBLASLt FP8, scaled by scale_inv(A) * scale_inv(B)
+// (the quantized buffers' side data) and rounded once to the result type.
+template <class QA, class QB, class TC, bool TransposeA, bool TransposeB>
+void run_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
+  const gemm_plan p = plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], gemm_type_of<QA>(), gemm_type_of<QB>(),
+                                gemm_type_of<TC>(), true, TransposeA, TransposeB);
+  arena& at = ws.operand_scratch(0);
+  arena& bt = ws.operand_scratch(1);
+  at.reserve(static_cast<std::size_t>(p.scratch_a) + 1);
+  bt.reserve(static_cast<std::size_t>(p.scratch_b) + 1);
+  ws.gemm().run(p, {b.buf[ia], b.buf[ib], b.buf[r], at.data(), bt.data(), &fp8_side(b, ia)->scale_inv,
+                    &fp8_side(b, ib)->scale_inv});
+}
+
+template <class T>
+void run_transpose(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  const rt_shape& s = b.shape[g.child[0]];
+  const dim_t rows = s.d[s.rank - 2], cols = s.d[s.rank - 1], total = s.numel();
+  if (total == 0) return;
+  kernels::transpose<tl::list<T>><<<ws.dev().blocks_for(static_cast<std::size_t>(total), threads), threads, 0, ws.stream()>>>(
+      b.template as<const T>(g.child[0]), b.template as<T>(g.root), rows, cols, total);
+  check_launch("ctg::cuda::kernels::transpose");
+}
+
+template <class T>
+void run_gather(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  const rt_shape& ts = b.shape[g.child[0]];
+  const dim_t rows = ts.d[0], row_len = rows ? ts.numel() / rows : 0;
+  const dim_t total = b.shape[g.child[1]].numel() * row_len;
+  if (total == 0) return;
+  kernels::gather<tl::list<T>><<<ws.dev().blocks_for(static_cast<std::size_t>(total), threads), threads, 0, ws.stream()>>>(
+      b.template as<const T>(g.child[0]), b.template as<const i32>(g.child[1]), b.template as<T>(g.root), row_len,
+      total);
+  check_launch("ctg::cuda::kernels::gather");
+}
+
+template <class TO, class TG>
+void run_scatter_add(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  const rt_shape& os = b.shape[g.root];
+  const dim_t rows = os.d[0], row_len = rows ? os.numel() / rows : 0;
+  CTG_CUDA_CHECK(cudaMemsetAsync(b.buf[g.root], 0, static_cast<std::size_t>(os.numel()) * sizeof(TO), ws.stream()));
+  const dim_t n = b.shape[g.child[1]].numel();
+  if (row_len == 0 || n == 0) return;
+  kernels::scatter_add<tl::list<TO, TG>><<<ws.dev().blocks_for(static_cast<std::size_t>(row_len), threads), threads, 0,
+                                 ws.stream()>>>(b.template as<const TG>(g.child[0]), b.template as<const i32>(g.child[1]),
+                                                b.template as<TO>(g.root), row_len, n);
+  check_launch("ctg::cuda::kernels::scatter_add");
+}
+
+// Current scaling takes the amax in a pass of its own, then casts; delayed
+// scaling casts with the stored scale while it takes the amax.
+template <class TX, class Fmt, bool Delayed, int Margin>
+void run_quantize(const group_call& g, const bindings_view& b, workspace& ws, float* amax_out) {
+  const dim_t n = b.shape[g.root].numel();
+  const TX* x = b.template as<const TX>(g.child[0]);
+  fp8_side_data* side = fp8_side(b, g.root);
+  const unsigned blocks = ws.dev().blocks_for(static_cast<std::size_t>(n), threads);
+  CTG_CUDA_CHECK(cudaMemsetAsync(&side->amax, 0, sizeof(float), ws.stream()));
+  if constexpr (!Delayed) {
+    if (n > 0) {
+      kernels::amax<tl::list<TX>><<<blocks, threads, 0, ws.stream()>>>(x, n, reinterpret_cast<unsigned*>(&side->amax));
+      check_launch("ctg::cuda::kernels::amax");
+    }
+  }
+  const float* scale_leaf = Delayed ? b.template as<const float>(g.child[1]) : nullptr;
+  kernels::quantize<tl::list<TX, Fmt>, Delayed, Margin><<<blocks, threads, 0, ws.stream()>>>(x, b.template as<Fmt>(g.root), n,
+                                                                                 scale_leaf, side);
+  check_launch("ctg::cuda::kernels::quantize");
+  if (amax_out) {
+    CTG_CUDA_CHECK(cudaMemcpyAsync(amax_out, &side->amax, sizeof(float), cudaMemcpyDeviceToHost, ws.stream()));
+    ws.dev().synchronize();
+  }
+}
+
+template <class Fmt, class T>
+void run_dequantize(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  const dim_t n = b.shape[g.root].numel();
+  if (n == 0) return;
+  kernels::dequantize<tl::list<Fmt, T>><<<ws.dev().blocks_for(static_cast<std::size_t>(n), threads), threads, 0, ws.stream()>>>(
+      b.template as<const Fmt>(g.child[0]), fp8_side(b, g.child[0]), b.template as<T>(g.root), n);
+  check_launch("ctg::cuda::kernels::dequantize");
+}
+
+}  // namespace runners
+
+struct backend {
+  static constexpr bool host_memory = false;
+  using arena = cuda::arena;
+  using workspace = cuda::workspace;
+
+  static void copy(workspace& ws, std::byte* dst, const std::byte* src, std::size_t bytes) {
+    if (bytes) CTG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ws.stream()));
+  }
+  // (From pageable host memory: it returns once the source is read; before a
+  // device is given, once the copy is done.)
+  static void upload(workspace& ws, std::byte* dst, const void* src, std::size_t bytes) {
+    if (!bytes) return;
+    CTG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ws.stream()));
+    if (!ws.on_device()) CTG_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  }
+  static void download(workspace& ws, void* dst, const std::byte* src, std::size_t bytes) {
+    if (!bytes) return;
+    CTG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ws.stream()));
+    CTG_CUDA_CHECK(cudaStreamSynchronize(ws.stream()));
+  }
+  // Memory the host can read directly (not a GPU's).
+  static bool host_readable(const void* p) {
+    cudaPointerAttributes a{};
+    CTG_CUDA_CHECK(cudaPointerGetAttributes(&a, p));
+    return a.type != cudaMemoryTypeDevice;
+  }
+  // Device (or managed) memory is read in place; host memory is copied into the input's staging buffer.
+  static std::byte* bind_input(workspace& ws, const void* fed, std::size_t bytes, arena& staging) {
+    cudaPointerAttributes a{};
+    CTG_CUDA_CHECK(cudaPointerGetAttributes(&a, fed));
+    if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)
+      return const_cast<std::byte*>(static_cast<const std::byte*>(fed));
+    staging.reserve(bytes + 1);
+    upload(ws, staging.data(), fed, bytes);
+    return staging.data();
+  }
+
+  // The runner of group R of step Key, instantiated on name-free types.
+  template <class Key, std::size_t R>
+  static consteval runner_t<workspace> runner_for() {
+    using node = tl::at_t<R, typename step_of<Key>::nodes>;
+    using T = typename node::dtype;
+    using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
+    using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
+    if constexpr (node::kind == node_kind::stack || node::kind == node_kind::stack_grad) {
+      return nullptr;
+    } else if constexpr (node::kind == node_kind::matmul) {
+      return &runners::run_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+    } else if constexpr (node::kind == node_kind::fp8_matmul) {
+      return &runners::run_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+    } else if constexpr (node::kind == node_kind::transpose) {
+      return &runners::run_transpose<T>;
+    } else if constexpr (node::kind == node_kind::gather) {
+      return &runners::run_gather<T>;
+    } else if constexpr (node::kind == node_kind::scatter_add) {
+      return &runners::run_scatter_add<T, C0>;
+    } else if constexpr (node::kind == node_kind::quantize) {
+      return &runners::run_quantize<C0, T, node::scaling::is_delayed, node::scaling::margin>;
+    } else if constexpr (node::kind == node_kind::dequantize) {
+      return &runners::run_dequantize<C0, T>;
+    } else {
+      return &runners::run_fused<kernel::fused_plan_t<Key, R>>;
+    }
+  }
+
+  template <class T>
+  static void accumulate(workspace& ws, std::byte* dst, const std::byte* src, std::size_t n) {
+    if (n == 0) return;
+    kernels::accumulate<tl::list<T>><<<ws.dev().blocks_for(n, runners::threads), runners::threads, 0, ws.stream()>>>(
+        reinterpret_cast<T*>(dst), reinterpret_cast<const T*>(src), static_cast<dim_t>(n));
+    check_launch("ctg::cuda::kernels::accumulate");
+  }
+  // history and scale in device memory; amax on the host.
+  static void delayed_update(workspace& ws, float* history, std::size_t length, float* scale, const float* amax,
+                             float fp8_max, int margin, fp8_scaling::amax_algo algo) {
+    kernels::delayed_update<<<1, 1, 0, ws.stream()>>>(history, length, scale, *amax, fp8_max, margin, algo);
+    check_launch("ctg::cuda::kernels::delayed_update");
+  }
+};
+
+template <class Step>
+using store = basic_store<backend, step_key_t<Step>>;
+
+}  // namespace cuda
+
+template <class Root, class Wrt, bool Fuse>
+cuda::store<graph_step<Root, Wrt, Fuse>> make_store(const cuda::device& dev, graph_step<Root, Wrt, Fuse>) {
+  return cuda::store<graph_step<Root, Wrt, Fuse>>(dev);
+}
+inline invalid_store make_store(const cuda::device&, invalid_step) { return {}; }
+
+}  // namespace ctg

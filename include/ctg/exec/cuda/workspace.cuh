@@ -1,0 +1,55 @@
+#pragma once
+// What a CUDA store's runners share (exec/cuda/store.cuh): the device and its
+// stream, the cuBLASLt runner with its workspace and chosen algorithms, and
+// the scratch of products (fp8 operands' transposed copies, a narrower
+// operand widened). Made from a device, or
+// following another store's (a stack's block, the other steps of a shared
+// store: one stream, one cuBLASLt handle).
+//
+// A workspace not yet made for a device (a stack's block store before its
+// first plan) copies on the current device and waits for each copy.
+#include <memory>
+
+#include <ctg/exec/cuda/gemm.cuh>
+#include <ctg/exec/cuda/runtime.cuh>
+
+namespace ctg::cuda {
+
+class workspace {
+ public:
+  workspace() = default;
+  explicit workspace(const device& dev) : shared_(std::make_shared<shared>(dev)) {}
+
+  // Run on the same device, stream and cuBLASLt runner as `parent`.
+  void follow(workspace& parent) { shared_ = parent.shared_; }
+
+  bool on_device() const { return shared_ != nullptr; }
+  const device& dev() const {
+    if (!shared_) throw error("ctg: internal: a CUDA store ran before it was given a device");
+    return shared_->dev;
+  }
+  // The stream everything is ordered on (the legacy default stream before a device is given).
+  cudaStream_t stream() const { return shared_ ? shared_->dev.stream() : cudaStreamLegacy; }
+  gemm_runner& gemm() {
+    (void)dev();
+    return shared_->gemm;
+  }
+  // A product's scratch for its operand A (0) or B (1): grown on demand, never shrunk.
+  arena& operand_scratch(int which) {
+    (void)dev();
+    return shared_->operand[which];
+  }
+  // (The store's call before a run: nothing to size here; axis reductions keep no accumulators.)
+  void reserve_for(std::size_t) {}
+
+ private:
+  struct shared {
+    const device& dev;
+    gemm_runner gemm;
+    arena operand[2];
+    explicit shared(const device& d) : dev(d), gemm(d) {}
+  };
+  std::shared_ptr<shared> shared_;
+};
+
+}  // namespace ctg::cuda

@@ -1,0 +1,31 @@
+#pragma once
+// Where a fused group's loop reads, for any backend: the loop's layout over
+// the group's iteration shape, and each input slot's buffer and broadcast
+// (its strides within that shape), from one run's bindings. The CPU loops
+// (exec/cpu/fused_loop.hpp) and the CUDA kernels (exec/cuda/fused_kernel.cuh)
+// start from the same layout, so they visit the same elements.
+#include <ctg/exec/bindings.hpp>
+#include <ctg/lower/group.hpp>
+#include <ctg/lower/kernel_expr.hpp>
+#include <ctg/lower/loop_layout.hpp>
+
+namespace ctg::detail {
+
+// Fills the context's input pointers and random key; returns the layout.
+template <class Plan>
+kernel::loop_layout<Plan::slots> group_layout(const group_call& g, const bindings_view& b,
+                                              typename Plan::context& c) {
+  const rt_shape& it = b.shape[g.iteration];
+  kernel::loop_layout<Plan::slots> l;
+  l.rank = it.rank;
+  for (std::size_t d = 0; d < it.rank; ++d) l.dims[d] = it.d[d];
+  for (std::size_t k = 0; k < Plan::inputs; ++k) {
+    c.ptr[k] = b.buf[g.input[k]];
+    const rt_shape& s = b.shape[g.input[k]];
+    l.set_slot(k, s.rank, s.d);
+  }
+  c.key = b.key;
+  return l;
+}
+
+}  // namespace ctg::detail

@@ -1,0 +1,246 @@
+#pragma once
+// AdamW on a CUDA store (exec/cuda/store.cuh): optim::adamw for a store on
+// cuda::backend, so the same line trains on either device:
+//
+//   auto store = ctg::make_store(gpu, step);
+//   ctg::nn::init_params(store, seed);
+//   ctg::optim::adamw opt(store, {.lr = 3e-4f});   // moments and f32 masters
+//   on the GPU step(store, feeds...);  float grad_norm = opt.step(store);
+//
+// The update is optim::adamw's (adamw.hpp): the same coefficients, rounded
+// on the host, the same per-element operations in f32 in PyTorch's order
+// (compiled with --fmad=false, so no multiply-add is fused: the bits of
+// the CPU's update where the CPU fuses none either), the same clipping and
+// the same errors. Every pass is a kernel on the store's stream:
+//   1. per leaf, the sum of squares of its gradient in f64 (a fixed grid and
+//      CUB's block sums: the same bits every run, on every GPU), its first
+//      element that is not finite, and (a leaf with an f32 master) its first
+//      element that no longer holds its master's rounding;
+//   2. one copy of those to the host: the step's one wait. A gradient that is
+//      not finite, or a parameter written since the last update, throws
+//      ctg::error naming the leaf and the element, and nothing has changed;
+//   3. per leaf, the update, in place.
+// Its state stays on the GPU; a checkpoint of it (io::save with the
+// optimizer) is not built yet.
+#include <array>
+#include <cmath>
+#include <type_traits>
+#include <cstdint>
+#include <ctg/exec/cuda/store.cuh>
+#include <ctg/optim/adamw.hpp>
+#include <cub/block/block_reduce.cuh>
+#include <vector>
+
+namespace ctg::cuda::kernels {
+
+inline constexpr unsigned adamw_blocks = 64, adamw_threads = 256;
+
+// Leaf k's gradient (T) and parameter: partial[k][block] = the block's sum of
+// g^2 in f64; first[k] = the first element of g that is not finite;
+// written[k] = the first parameter element that is not its master's rounding.
+template <class Ts, bool HasMaster>  // <T>
+__global__ void __launch_bounds__(adamw_threads)
+    adamw_check(const type_at<Ts, 0>* g, const type_at<Ts, 0>* param, const float* master, dim_t n, double* partial,
+                unsigned long long* first, unsigned long long* written) {
+  using T = type_at<Ts, 0>;
+  using reduce = cub::BlockReduce<double, adamw_threads>;
+  __shared__ typename reduce::TempStorage temp;
+  double sum = 0;
+  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x) {
+    const double x = static_cast<double>(load_as<T>(g[i]));
+    if (!isfinite(x)) atomicMin(first, static_cast<unsigned long long>(i));
+    sum += x * x;
+    if constexpr (HasMaster) {
+      const float a = static_cast<float>(load_as<T>(param[i]));
+      const float b = sizeof(T) > sizeof(float) ? master[i] : static_cast<float>(load_as<T>(store_as<T>(master[i])));
+      if (!(a == b || (a != a && b != b))) atomicMin(written, static_cast<unsigned long long>(i));
+    }
+  }
+  const double block = reduce(temp).Sum(sum);
+  if (threadIdx.x == 0) partial[blockIdx.x] = block;
+}
+
+// One leaf's update (detail::adamw_update's operations, one element per
+// thread).
+template <class Ts, bool HasMaster>  // <T>
+__global__ void adamw_update(const type_at<Ts, 0>* g, float* w, float* m, float* v, type_at<Ts, 0>* param, dim_t n,
+                             ctg::detail::adamw_coeffs c) {
+  using T = type_at<Ts, 0>;
+  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x) {
+    const float gi = static_cast<float>(load_as<T>(g[i])) * c.grad_scale;
+    m[i] = m[i] * c.beta1 + c.one_minus_beta1 * gi;
+    v[i] = v[i] * c.beta2 + (c.one_minus_beta2 * gi) * gi;
+    const float denom = sqrtf(v[i]) / c.bias_correction2_sqrt + c.eps;
+    w[i] = w[i] * c.decay + (c.neg_step_size * m[i]) / denom;
+    if constexpr (HasMaster) param[i] = store_as<T>(w[i]);
+  }
+}
+
+// master = param, widened.
+template <class Ts>  // <T>
+__global__ void take_master(const type_at<Ts, 0>* param, float* master, dim_t n) {
+  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
+    master[i] = static_cast<float>(load_as<type_at<Ts, 0>>(param[i]));
+}
+
+}  // namespace ctg::cuda::kernels
+
+namespace ctg::optim {
+
+// A store on the CUDA backend (basic_store, or a shared_store over one).
+template <class Store>
+concept cuda_store = step_store<Store> && std::is_same_v<typename Store::backend_type, cuda::backend>;
+
+template <step_store Store>
+  requires cuda_store<Store>
+class adamw<Store> : public detail::adamw_counters {
+ public:
+  using store_type = Store;
+  using step_type = typename store_type::step_type;
+  using trainable = typename step_type::wrt;
+
+  explicit adamw(store_type& s, adamw_config cfg = {}) : adamw_counters(cfg) {
+    static_assert(trainable::size > 0, "ctg: adamw needs a step with trainable leaves (value_and_grad)");
+    state_.reserve(layout.total * sizeof(float) + 64);  // (zero-filled: moments start at 0)
+    checks_.reserve(sizeof(check_results) + 64);
+    sync_masters(s);
+  }
+
+  float step(store_type& s) { return step(s, cfg_.lr); }
+
+  float step(store_type& s, float lr) {
+    if (!(std::isfinite(lr) && lr >= 0.0f))
+      throw error("ctg: adamw: lr must be finite and >= 0, found " + std::to_string(lr) + "; nothing was updated");
+    detail::check_adamw_grads_complete(s);
+    cuda::workspace& ws = s.workspace();
+    const cudaStream_t stream = ws.stream();
+    // Pass 1: read only.
+    auto* r = reinterpret_cast<check_results*>(checks_.data());
+    CTG_CUDA_CHECK(cudaMemsetAsync(r->first, 0xFF, sizeof r->first + sizeof r->written, stream));
+    tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
+      using T = typename L::dtype;
+      constexpr bool master = detail::has_master_copy<T>;
+      cuda::kernels::adamw_check<tl::list<T>, master><<<kernels_blocks, kernels_threads, 0, stream>>>(
+          this->template grad_of<L>(s), this->template param_of<L>(s), master ? state(layout.master[K]) : nullptr,
+          this->template numel<L>(), r->partial + K * kernels_blocks, r->first + K, r->written + K);
+      cuda::check_launch("ctg::cuda::kernels::adamw_check");
+    });
+    check_results h;
+    CTG_CUDA_CHECK(cudaMemcpyAsync(&h, r, sizeof h, cudaMemcpyDeviceToHost, stream));
+    CTG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    double total_sq = 0.0;
+    tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
+      using T = typename L::dtype;
+      if (h.first[K] != none)
+        detail::throw_adamw_not_finite<L>(h.first[K],
+                                          this->template element<T>(ws, this->template grad_of<L>(s), h.first[K]));
+      double ss = 0.0;
+      for (std::size_t b = 0; b < kernels_blocks; ++b) ss += h.partial[K * kernels_blocks + b];
+      if (!std::isfinite(ss)) detail::throw_adamw_norm_overflow<L>();
+      total_sq += ss;
+      if constexpr (detail::has_master_copy<T>)
+        if (h.written[K] != none) {
+          float w = 0;
+          cuda::backend::download(ws, &w, reinterpret_cast<const std::byte*>(state(layout.master[K]) + h.written[K]),
+                                  sizeof w);
+          detail::throw_adamw_master_written<L>(
+              h.written[K], this->template element<T>(ws, this->template param_of<L>(s), h.written[K]), w);
+        }
+    });
+    if (!std::isfinite(total_sq))
+      throw error(
+          "ctg: adamw: the global gradient norm overflows; nothing was "
+          "updated");
+    const float total = static_cast<float>(std::sqrt(total_sq));
+
+    // Pass 2: nothing below throws but a failed launch.
+    const std::int64_t t = steps_ + 1;
+    const detail::adamw_coeffs c = detail::adamw_coeffs_for(cfg_, lr, t, total);
+    tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
+      using T = typename L::dtype;
+      constexpr bool master = detail::has_master_copy<T>;
+      float* w = master ? state(layout.master[K]) : reinterpret_cast<float*>(this->template param_of<L>(s));
+      const dim_t n = this->template numel<L>();
+      if (n == 0) return;
+      cuda::kernels::adamw_update<tl::list<T>, master>
+          <<<ws.dev().blocks_for(static_cast<std::size_t>(n), kernels_threads), kernels_threads, 0, stream>>>(
+              this->template grad_of<L>(s), w, state(layout.exp_avg[K]), state(layout.exp_avg_sq[K]),
+              this->template param_of<L>(s), n, c);
+      cuda::check_launch("ctg::cuda::kernels::adamw_update");
+    });
+    steps_ = t;
+    s.consume_grads();
+    return total;
+  }
+
+  // Re-take every master from the store's parameters (after writing them).
+  void sync_masters(store_type& s) {
+    cuda::workspace& ws = s.workspace();
+    tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
+      using T = typename L::dtype;
+      if constexpr (detail::has_master_copy<T>) {
+        const dim_t n = this->template numel<L>();
+        if (n == 0) return;
+        cuda::kernels::take_master<tl::list<T>>
+            <<<ws.dev().blocks_for(static_cast<std::size_t>(n), kernels_threads), kernels_threads, 0, ws.stream()>>>(
+                this->template param_of<L>(s), state(layout.master[K]), n);
+        cuda::check_launch("ctg::cuda::kernels::take_master");
+      }
+    });
+  }
+
+  // Copies of the state to the host (tests, inspection): one leaf's moments or
+  // master.
+  template <class L>
+  std::vector<float> download_exp_avg(store_type& s) {
+    return download_state<L>(s, layout.exp_avg);
+  }
+  template <class L>
+  std::vector<float> download_exp_avg_sq(store_type& s) {
+    return download_state<L>(s, layout.exp_avg_sq);
+  }
+
+ private:
+  static constexpr auto layout = detail::adamw_state_layout<trainable>();
+  static constexpr std::size_t nt = trainable::size > 0 ? trainable::size : 1;
+  static constexpr unsigned kernels_blocks = cuda::kernels::adamw_blocks,
+                            kernels_threads = cuda::kernels::adamw_threads;
+  static constexpr unsigned long long none = ~0ull;
+  struct check_results {
+    double partial[nt * kernels_blocks];
+    unsigned long long first[nt], written[nt];
+  };
+
+  template <class L>
+  static constexpr dim_t numel() {
+    return static_cast<dim_t>(L::dims::static_numel);
+  }
+  template <class L>
+  static typename L::dtype* param_of(store_type& s) {
+    return reinterpret_cast<typename L::dtype*>(s.template leaf_bytes<L>());
+  }
+  template <class L>
+  static const typename L::dtype* grad_of(store_type& s) {
+    return reinterpret_cast<const typename L::dtype*>(s.template grad_bytes<L>());
+  }
+  float* state(std::size_t offset) { return reinterpret_cast<float*>(state_.data()) + offset; }
+  // One element in device memory, for an error message.
+  template <class T>
+  static double element(cuda::workspace& ws, const T* p, std::size_t i) {
+    T x{};
+    cuda::backend::download(ws, &x, reinterpret_cast<const std::byte*>(p + i), sizeof x);
+    return static_cast<double>(load_as(x));
+  }
+  template <class L, class Offsets>
+  std::vector<float> download_state(store_type& s, const Offsets& offsets) {
+    std::vector<float> out(static_cast<std::size_t>(this->template numel<L>()));
+    cuda::backend::download(s.workspace(), out.data(),
+                            reinterpret_cast<const std::byte*>(state(offsets[tl::index_of<L, trainable>::value])),
+                            out.size() * sizeof(float));
+    return out;
+  }
+
+  cuda::arena state_, checks_;
+};
+
+}  // namespace ctg::optim
