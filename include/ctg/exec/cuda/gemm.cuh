@@ -254,9 +254,8 @@ class gemm_runner {
     auto made = std::make_unique<prepared>(p.compute == gemm_type::f64, o);
     made->desc.set(CUBLASLT_MATMUL_DESC_TRANSA, detail::lt_op(o.a.op));
     made->desc.set(CUBLASLT_MATMUL_DESC_TRANSB, detail::lt_op(o.b.op));
-    // FP8: the scale pointers must be set before the heuristic query; an
-    // algorithm chosen without them fails in cublasLtMatmul with
-    // CUBLAS_STATUS_NOT_SUPPORTED (seen on an H100, cuBLASLt 13.0).
+    // FP8: the algorithm is chosen for the descriptor it runs with, scale
+    // pointers included (their alignment is checked in run()).
     if (p.fp8) set_scale_pointers(made->desc, m);
     detail::lt_preference pref(workspace_bytes_);
     cublasLtMatmulHeuristicResult_t found{};
