@@ -174,7 +174,8 @@ auto make_store(const Device& dev, Main main, Other, More...) {
     using backend = typename decltype(make_store(dev, main))::backend_type;
     using S = shared_store<backend, step_key_t<Main>, step_key_t<Other>, step_key_t<More>...>;
     if constexpr (std::is_constructible_v<S, const Device&>) {
-      return S(dev);  // (a GPU's: its workspace is made from the device)
+      backend::template check_device<S>(dev);  // (a GPU's: what the device cannot run)
+      return S(dev);                             // (its workspace is made from the device)
     } else {
       S s;
       if constexpr (requires { s.workspace().use(dev); }) s.workspace().use(dev);  // (the CPU's threads)

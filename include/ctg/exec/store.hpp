@@ -81,6 +81,14 @@ class basic_store {
     set_initial_values();
   }
 
+  // Does the step have a node of kind k, its stacks' blocks included? (A
+  // GPU store checks for fp8_matmul before it is made.)
+  static consteval bool has_node_kind(node_kind k) {
+    bool found = false;
+    for (std::size_t i = 0; i < N; ++i) found = found || table.node[i].kind == k;
+    return found || blocks_have_node_kind(static_cast<stack_runner_tuple*>(nullptr), k);
+  }
+
   // The values of a stored leaf (trainable, frozen or state): read, write,
   // initialise (in host memory; a GPU's store copies: upload, download).
   template <class L>
@@ -547,10 +555,16 @@ class basic_store {
   static auto stack_runners(std::index_sequence<I...>)
       -> tl::apply<std::tuple, tl::concat_t<std::conditional_t<table.node[I].kind == node_kind::stack,
                                                              tl::list<stack_runner<Backend, Key, I>>, tl::list<>>...>>::type;
+  using stack_runner_tuple = decltype(stack_runners(std::make_index_sequence<N>{}));
+  template <class... R>
+  static consteval bool blocks_have_node_kind(std::tuple<R...>*, node_kind k) {
+    (void)k;  // (unread when the step has no stack)
+    return (R::block_store::has_node_kind(k) || ...);
+  }
 
   step_buffers<Backend, Key> mem_;
   fp8_state<Key> fp8_;
-  decltype(stack_runners(std::make_index_sequence<N>{})) stacks_;
+  stack_runner_tuple stacks_;
   typename Backend::workspace ws_;
   random_key key_{};
   micro_batch_set acc_;

@@ -231,6 +231,14 @@ struct backend {
     }
   }
 
+  // Before a store of type S is made on dev: FP8 products need FP8 tensor cores.
+  template <class S>
+  static void check_device(const device& dev) {
+    if (S::has_node_kind(node_kind::fp8_matmul) && !dev.has_fp8_gemm())
+      throw error("ctg: fp8_matmul needs a GPU of compute capability 8.9 or newer (cuBLASLt FP8); this one is " +
+                  std::to_string(dev.compute_capability()) + ": use a bf16 policy on it");
+  }
+
   template <class T>
   static void accumulate(workspace& ws, std::byte* dst, const std::byte* src, std::size_t n) {
     if (n == 0) return;
@@ -253,6 +261,7 @@ using store = basic_store<backend, step_key_t<Step>>;
 
 template <class Root, class Wrt, bool Fuse>
 cuda::store<graph_step<Root, Wrt, Fuse>> make_store(const cuda::device& dev, graph_step<Root, Wrt, Fuse>) {
+  cuda::backend::check_device<cuda::store<graph_step<Root, Wrt, Fuse>>>(dev);
   return cuda::store<graph_step<Root, Wrt, Fuse>>(dev);
 }
 inline invalid_store make_store(const cuda::device&, invalid_step) { return {}; }
