@@ -18,7 +18,8 @@
 // FP8: cuBLASLt multiplies op(first) op(second) by its A and B scale
 // pointers, which are ctg's scale_inv of B and of A (the first operand is
 // ctg's B). It needs compute capability 8.9 or newer, the TN layout (the
-// plan's transpose steps copy an operand there: copy_transposed below), and
+// plan's transpose steps copy an operand there: kernels::transpose, in
+// exec/cuda/data_kernels.cuh), and
 // 16-byte multiples of the leading dims; a shape it cannot run is a
 // ctg::error naming the call.
 //
@@ -33,6 +34,7 @@
 #include <memory>
 #include <string>
 
+#include <ctg/exec/cuda/data_kernels.cuh>
 #include <ctg/exec/cuda/gemm_plan.hpp>
 #include <ctg/exec/cuda/runtime.cuh>
 
@@ -138,15 +140,6 @@ struct lt_preference {
   lt_preference& operator=(const lt_preference&) = delete;
 };
 
-// A transpose step of a plan: `batches` row-major rows x cols byte matrices,
-// each written cols x rows.
-__global__ inline void transpose_bytes(const std::uint8_t* in, std::uint8_t* out, dim_t rows, dim_t cols,
-                                       dim_t total) {
-  for (dim_t e = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; e < total; e += dim_t{gridDim.x} * blockDim.x) {
-    const dim_t per = rows * cols, m = e / per, rc = e % per, r = rc / cols, c = rc % cols;
-    out[m * per + c * rows + r] = in[e];
-  }
-}
 }  // namespace detail
 
 // Where a plan's buffers are (device pointers): ctg's A and B, the result D,
@@ -198,9 +191,10 @@ class gemm_runner {
       const dim_t total = t.rows * t.cols * t.batches;
       if (total == 0) continue;
       constexpr unsigned threads = 256;
-      detail::transpose_bytes<<<dev_.blocks_for(static_cast<std::size_t>(total), threads), threads, 0, dev_.stream()>>>(
-          in, out, t.rows, t.cols, total);
-      check_launch("ctg::cuda::detail::transpose_bytes");
+      kernels::transpose<tl::list<std::uint8_t>>
+          <<<dev_.blocks_for(static_cast<std::size_t>(total), threads), threads, 0, dev_.stream()>>>(in, out, t.rows,
+                                                                                                    t.cols, total);
+      check_launch("ctg::cuda::kernels::transpose");
     }
     for (const gemm_call& c : p.calls) call(p, c, m);
   }
