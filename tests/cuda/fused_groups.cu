@@ -1,8 +1,9 @@
 // Fusion groups of real graphs run as CUDA kernels (exec/cuda/fused_kernel.cuh)
 // and compared with the same group run by the CPU backend's runner
 // (ctg::cpu::run_group: reductions in row order): elementwise groups bit
-// for bit; groups with row reductions within 1 f32 ulp (a block reduction
-// adds in a tree, not in row order).
+// for bit; groups with sums within 1 ulp of their dtype (a block reduction
+// adds in a tree, a reduction over other axes in chunks, not in row order;
+// the f64 sums differ by rounding only), max exactly.
 //
 // The graphs are built by deduction (auto), never spelled with leaf names in
 // a template argument list: nvcc's host pass cannot write those back
@@ -22,6 +23,7 @@
 #include <ctg/exec/cuda/fused_kernel.cuh>
 
 #include "../common/rt_shapes.hpp"
+#include "../common/ulp.hpp"
 #include "device_test.hpp"
 
 namespace {
@@ -113,9 +115,11 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
   ctg::cpu::run_group<Step, R>(hb, ws);
 
   device_bytes out(out_n * sizeof(T));
+  ctg::cuda::arena partials;
   if constexpr (axis_root)
-    ctg::cuda::launch_axis_reduce<ctg::kernel::fused_plan_t<Step, R>>(
-        dev, dev_ctx, layout, dims_of<iter>(batch), dims_of<Root>(batch), reinterpret_cast<T*>(out.mem.data()));
+    ctg::cuda::launch_axis_reduce<ctg::kernel::fused_plan_t<Step, R>>(dev, dev_ctx, layout, dims_of<iter>(batch),
+                                                                      dims_of<Root>(batch),
+                                                                      reinterpret_cast<T*>(out.mem.data()), partials);
   else
     ctg::cuda::launch_fused<ctg::kernel::fused_plan_t<Step, R>>(dev, dev_ctx, layout,
                                                                 reinterpret_cast<T*>(out.mem.data()));
@@ -129,7 +133,7 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
     const float a = ctg::load_as<T>(got[i]), b = ctg::load_as<T>(want[i]);
     if (std::memcmp(&got[i], &want[i], sizeof(T)) == 0 || (a != a && b != b)) continue;
     ++o.differ;
-    if (std::nextafter(a, b) != b) ++o.beyond_ulp;
+    if (!test_ulp::within_one_ulp(got[i], want[i])) ++o.beyond_ulp;
   }
   return o;
 }
@@ -176,10 +180,17 @@ int main() {
       auto y = ctg::mean<1>(ctg::square(X300{}));  // a row reduction as the root
       ok = check(dev, "mean<1>(square(x)), rows of 300", ctg::forward(y), y, false) && ok;
     }
-    // Reductions over other axes: the CPU's order, so bit for bit.
+    {
+      // A constant that 15 significant digits do not give back: as a double
+      // template argument, nvcc registered another kernel than it launched.
+      auto y = X8{} * ctg::lit<0.17677669529663687>;  // 1/sqrt(32)
+      ok = check(dev, "x * 1/sqrt(32)", ctg::forward(y), y, true) && ok;
+    }
+    // Reductions over other axes: chunks of visits in parallel (batch 1000:
+    // 1000 chunks of one row each), so sums within 1 ulp; max exactly.
     {
       auto y = ctg::sum<0>(X8{} * Bias8{} + ctg::lit<1.0>);  // over the batch (the bias gradient's shape)
-      ok = check(dev, "sum<0>(x * b + 1)", ctg::forward(y), y, true) && ok;
+      ok = check(dev, "sum<0>(x * b + 1)", ctg::forward(y), y, false) && ok;
     }
     {
       auto y = ctg::max<1>(ctg::tanh(X3d{}));  // a middle axis
@@ -187,11 +198,15 @@ int main() {
     }
     {
       auto y = ctg::mean<0>(ctg::exp(H3d{}) * ctg::lit<0.5>);  // bf16 over the batch
-      ok = check(dev, "mean<0>(exp(h) * 0.5), bf16", ctg::forward(y), y, true) && ok;
+      ok = check(dev, "mean<0>(exp(h) * 0.5), bf16", ctg::forward(y), y, false) && ok;
     }
     {
       auto y = ctg::mean(ctg::square(X37{}));  // everything: the last axis by rows
-      ok = check(dev, "mean(square(x)), a scalar", ctg::forward(y), y, true) && ok;
+      ok = check(dev, "mean(square(x)), a scalar", ctg::forward(y), y, false) && ok;
+    }
+    {
+      auto y = ctg::sum<0>(ctg::square(X300{}));  // 300 outputs, 219 chunks of 5 rows at batch 1000
+      ok = check(dev, "sum<0>(square(x)), [batch, 300]", ctg::forward(y), y, false) && ok;
     }
     return ok;
   });

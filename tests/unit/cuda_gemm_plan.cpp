@@ -138,6 +138,59 @@ void check_product(const ctg::group_call& g, const ctg::bindings_view& b) {
   seen.per_batch += p.calls.size() > 1;
 }
 
+// C = op(A) op(B) by its definition: numpy broadcasting over the batch dims (right-aligned; a dim of 1 repeats),
+// row-major matrices, summed in double.
+std::vector<double> naive_product(const ctg::rt_shape& a, const ctg::rt_shape& b, const ctg::rt_shape& c,
+                                  const std::vector<float>& x, const std::vector<float>& y, bool tr_a, bool tr_b) {
+  const std::size_t rc = c.rank - 2;
+  const dim_t M = c.d[rc], N = c.d[rc + 1], K = tr_a ? a.d[a.rank - 2] : a.d[a.rank - 1];
+  // Offset (in matrices) of operand s's batch for C's batch multi-index idx.
+  auto batch_of = [&](const ctg::rt_shape& s, const dim_t* idx) {
+    dim_t off = 0;
+    for (std::size_t d = 0; d + 2 < s.rank; ++d) off = off * s.d[d] + (s.d[d] == 1 ? 0 : idx[d + rc - (s.rank - 2)]);
+    return off;
+  };
+  std::vector<double> out(static_cast<std::size_t>(c.numel()));
+  dim_t idx[ctg::max_rank]{};
+  for (dim_t t = 0; t < c.numel() / (M * N); ++t) {
+    for (std::size_t d = rc, r = static_cast<std::size_t>(t); d-- > 0;) {
+      idx[d] = static_cast<dim_t>(r) % c.d[d];
+      r /= static_cast<std::size_t>(c.d[d]);
+    }
+    const dim_t oa = batch_of(a, idx) * M * K, ob = batch_of(b, idx) * K * N;
+    for (dim_t i = 0; i < M; ++i)
+      for (dim_t j = 0; j < N; ++j) {
+        double sum = 0;
+        for (dim_t l = 0; l < K; ++l)
+          sum += double(x[static_cast<std::size_t>(oa + (tr_a ? l * M + i : i * K + l))]) *
+                 double(y[static_cast<std::size_t>(ob + (tr_b ? j * K + l : l * N + j))]);
+        out[static_cast<std::size_t>(t * M * N + i * N + j)] = sum;
+      }
+  }
+  return out;
+}
+
+// Plans C = op(A) op(B) on random data and checks the plan's calls (how many, and each one's batches) and its
+// interpreted result against naive_product.
+void check_broadcast_plan(const ctg::rt_shape& a, const ctg::rt_shape& b, const ctg::rt_shape& c, bool fp8,
+                          bool tr_a, bool tr_b, std::size_t calls, dim_t batches) {
+  const auto t = fp8 ? e4m3 : f32;  // (the interpreter reads floats whatever the type: fp8 tests the transposes)
+  const cu::gemm_plan p = cu::plan_gemm(a, b, c, t, t, f32, fp8, tr_a, tr_b);
+  REQUIRE(p.calls.size() == calls);
+  for (const cu::gemm_call& call : p.calls) CHECK(call.batches == batches);
+  unsigned state = 7;
+  auto random = [&] {
+    state = state * 1664525u + 1013904223u;
+    return float(state >> 8) / float(1u << 24) - 0.5f;
+  };
+  std::vector<float> x(static_cast<std::size_t>(a.numel())), y(static_cast<std::size_t>(b.numel()));
+  for (float& v : x) v = random();
+  for (float& v : y) v = random();
+  const reference got = interpret(p, x.data(), y.data(), c.numel(), 1.0);
+  const std::vector<double> want = naive_product(a, b, c, x, y, tr_a, tr_b);
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got.value[i] - want[i]) <= 1e-12);
+}
+
 // The CPU backend, with every matrix product checked against its plan.
 struct plan_checking_backend : ctg::cpu::backend {
   template <class Key, std::size_t R>
@@ -217,10 +270,12 @@ TEST_CASE("plans, field by field") {
   REQUIRE(p.calls.size() == 1);
   CHECK((p.calls[0].batches == 5 && p.calls[0].stride_first == 12 && p.calls[0].stride_second == 6 &&
          p.calls[0].stride_d == 8));
-  // [2, 1, 2, 3] [1, 3, 3, 4]: a broadcast no stride describes: one call per batch.
+  // [2, 1, 2, 3] [1, 3, 3, 4]: a broadcast no stride describes: one strided batch of 3 per index of the first dim.
   p = cu::plan_gemm(shape({2, 1, 2, 3}), shape({1, 3, 3, 4}), shape({2, 3, 2, 4}), f32, f32, f32, false, false, false);
-  CHECK(p.calls.size() == 6);
-  CHECK((p.calls[4].second_offset == 1 * 6 && p.calls[4].first_offset == 1 * 12 && p.calls[4].d_offset == 4 * 8));
+  REQUIRE(p.calls.size() == 2);
+  CHECK((p.calls[1].second_offset == 1 * 6 && p.calls[1].first_offset == 0 && p.calls[1].d_offset == 3 * 8));
+  CHECK((p.calls[1].batches == 3 && p.calls[1].stride_second == 0 && p.calls[1].stride_first == 12 &&
+         p.calls[1].stride_d == 8));
   // FP8 forward: B is copied transposed for the TN layout.
   p = cu::plan_gemm(shape({2, 3}), shape({3, 4}), shape({2, 4}), e4m3, e4m3, f32, true, false, false);
   REQUIRE(p.transposes.size() == 1);
@@ -252,4 +307,18 @@ TEST_CASE("every product of the tiny transformer's step, planned and interpreted
   }
   CHECK(q.fp8 > 0);
   CHECK(q.transposed > 0);
+}
+
+TEST_CASE("broadcast batches no stride describes: one strided-batched call per index of the leading batch dims") {
+  // Per-head projections: x [3, 1, 5, 8] W [4, 8, 6] -> [3, 4, 5, 6]: 3 calls of the 4 heads.
+  check_broadcast_plan(shape({3, 1, 5, 8}), shape({4, 8, 6}), shape({3, 4, 5, 6}), false, false, false, 3, 4);
+  // Their weights' gradient, x^T dy: x [3, 1, 5, 8] (read transposed) dy [3, 4, 5, 6] -> [3, 4, 8, 6].
+  check_broadcast_plan(shape({3, 1, 5, 8}), shape({3, 4, 5, 6}), shape({3, 4, 8, 6}), false, true, false, 3, 4);
+  // Their input's gradient, dy W^T: dy [3, 4, 5, 6] W [4, 8, 6] (read transposed) -> [3, 4, 5, 8].
+  check_broadcast_plan(shape({3, 4, 5, 6}), shape({4, 8, 6}), shape({3, 4, 5, 8}), false, false, true, 3, 4);
+  // FP8: both operands copied transposed first (A read transposed, B not), batch layouts kept.
+  check_broadcast_plan(shape({3, 1, 5, 8}), shape({4, 5, 6}), shape({3, 4, 8, 6}), true, true, false, 3, 4);
+  // Batch dims [2, 4, 3] of A [2, 1, 3] and B [4, 1]: only the last is one stride: 8 calls of 3.
+  check_broadcast_plan(shape({2, 1, 3, 5, 8}), shape({4, 1, 8, 6}), shape({2, 4, 3, 5, 6}), false, false, false, 8,
+                       3);
 }

@@ -25,6 +25,21 @@ std::vector<int> elementwise_visits(std::size_t total, unsigned threads, unsigne
       for (std::size_t e = std::size_t{block} * threads + t; e < total; e += std::size_t{grid} * threads) ++seen[e];
   return seen;
 }
+// elementwise_group on rows at least a block long: tile = block, then tile
+// += grid; in a tile j = first + thread, then j += threads.
+std::vector<int> tile_visits(std::size_t rows, std::size_t length, unsigned threads, unsigned sm_count) {
+  std::vector<int> seen(rows * length, 0);
+  if (rows * length == 0) return seen;
+  const ctg::cuda::row_tiles tiles(static_cast<ctg::dim_t>(rows), static_cast<ctg::dim_t>(length), threads,
+                                   ctg::cuda::tile_elements_per_thread);
+  const unsigned grid = ctg::cuda::blocks_for(static_cast<std::size_t>(tiles.count) * threads, threads, sm_count);
+  for (unsigned block = 0; block < grid; ++block)
+    for (ctg::dim_t tile = block; tile < tiles.count; tile += grid)
+      for (unsigned t = 0; t < threads; ++t)
+        for (ctg::dim_t j = tiles.first(tile) + t; j < tiles.end(tile); j += threads)
+          ++seen[static_cast<std::size_t>(tiles.row(tile)) * length + static_cast<std::size_t>(j)];
+  return seen;
+}
 // row_group: row = block, then row += grid; in a row j = thread, then j += threads.
 std::vector<int> row_visits(std::size_t rows, std::size_t length, unsigned threads) {
   std::vector<int> seen(rows * length, 0);
@@ -56,6 +71,16 @@ TEST_CASE("elementwise launches: every element exactly once") {
   CHECK(ctg::cuda::blocks_for(300, 256, 132) == 2);
   CHECK(ctg::cuda::blocks_for(0, 256, 132) == 1);
   CHECK(ctg::cuda::blocks_for(1000, 128, 132, 4) == 2);  // (4 elements per thread)
+}
+
+TEST_CASE("tiled elementwise launches (rows at least a block long): every element exactly once") {
+  for (unsigned sm : {1u, 132u})
+    for (std::size_t rows : {std::size_t(1), std::size_t(3), std::size_t(1000)})
+      for (std::size_t length : {std::size_t(256), std::size_t(768), std::size_t(1024), std::size_t(1025),
+                                 std::size_t(5000)}) {
+        INFO("rows = " << rows << ", length = " << length << ", sm = " << sm);
+        CHECK(each_once(tile_visits(rows, length, 256, sm)));
+      }
 }
 
 TEST_CASE("row launches: every row and element exactly once, more rows than the grid too") {
@@ -119,4 +144,35 @@ TEST_CASE("reductions over other axes: each loop element reaches its output once
   CHECK(ctg::cuda::make_axis_reduce_map(dims({0, 5}), dims({1, 5}), false).outputs == 5);
   CHECK(ctg::cuda::make_axis_reduce_map(dims({4, 0}), dims({4, 1}), true).per_output == 0);
   CHECK_THROWS_AS(ctg::cuda::make_axis_reduce_map(dims({4, 5}), dims({2, 5}), false), ctg::error);
+}
+
+TEST_CASE("reductions over other axes: chunks cover every visit once, within the partials' fixed bound") {
+  struct shape_case {
+    ctg::rt_shape it, out;
+    bool by_rows;
+  };
+  const shape_case cases[] = {
+      {dims({8192, 768}), dims({1, 768}), false},  // a norm scale's gradient: 768 outputs of 8192 visits
+      {dims({8, 1024, 768}), dims({}), true},      // a scalar: 8192 row visits
+      {dims({7, 5}), dims({1, 5}), false},         // fewer visits than chunks wanted
+      {dims({3, 70000}), dims({1, 70000}), false},  // more outputs than parallel sums wanted: one chunk
+      {dims({1000003, 1}), dims({1, 1}), false},   // a prime count of visits
+      {dims({0, 5}), dims({1, 5}), false},         // no visits
+  };
+  for (const shape_case& s : cases) {
+    const auto m = ctg::cuda::make_axis_reduce_map(s.it, s.out, s.by_rows);
+    const auto split = ctg::cuda::split_visits(m);
+    INFO("visits " << m.per_output << ", outputs " << m.outputs << ": " << split.chunks << " chunks of "
+                   << split.chunk);
+    CHECK(split.chunks >= 1);
+    CHECK(split.chunks <= ctg::cuda::axis_reduce_max_chunks);
+    // (the workspace's fixed partials: only more than one chunk uses them)
+    if (split.chunks > 1) CHECK(split.chunks * m.outputs < 2 * ctg::cuda::axis_reduce_parallel_sums);
+    std::vector<int> seen(static_cast<std::size_t>(m.per_output), 0);
+    for (ctg::dim_t c = 0; c < split.chunks; ++c) {
+      CHECK((m.per_output == 0 || split.first(c) < split.end(c, m.per_output)));  // no empty chunk
+      for (ctg::dim_t r = split.first(c); r < split.end(c, m.per_output); ++r) ++seen[static_cast<std::size_t>(r)];
+    }
+    CHECK(each_once(seen));
+  }
 }

@@ -20,6 +20,7 @@
 // A body is evaluated at element j of the current row through a context that
 // the loop fills: the slots' base pointers and row offsets, the row's
 // position (for index-aware ops), the random key and the row's reductions.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -54,24 +55,31 @@ struct load {
   }
 };
 
-template <double V, class T>
+// Doubles travel in kernel types as their bits (std::bit_cast): when nvcc
+// registers a kernel, its host pass prints a double template argument with
+// 15 significant digits, which names another instantiation than the one
+// launched (1/sqrt(32) did: cudaErrorInvalidDeviceFunction at launch).
+template <class T, std::uint64_t Bits>
 struct constant {
   using dtype = T;
+  static constexpr double v = std::bit_cast<double>(Bits);
   template <class Ctx>
   CTG_HD static CTG_FORCEINLINE compute_t<T> value(const Ctx&, dim_t) {
-    return static_cast<compute_t<T>>(V);
+    return static_cast<compute_t<T>>(v);
   }
 };
 
-// Dropout's mask on random stream Stream; its element index is where a buffer
-// in slot Slot would be read.
-template <std::uint32_t Stream, double P, std::size_t Slot, bool Advances>
+// Dropout's mask on random stream Stream, dropping with probability
+// bit_cast<double>(PBits); its element index is where a buffer in slot Slot
+// would be read.
+template <std::uint32_t Stream, std::uint64_t PBits, std::size_t Slot, bool Advances>
 struct dropout {
   using dtype = f32;
+  static constexpr double p = std::bit_cast<double>(PBits);
   template <class Ctx>
   CTG_HD static CTG_FORCEINLINE float value(const Ctx& c, dim_t j) {
     const dim_t at = Advances ? c.base[Slot] + j : c.base[Slot];
-    return dropout_value<P>(c.key, Stream, static_cast<std::uint64_t>(at));
+    return dropout_value<p>(c.key, Stream, static_cast<std::uint64_t>(at));
   }
 };
 
@@ -159,9 +167,10 @@ consteval auto kernel_expr_of() {
   constexpr const auto& t = schedule<Step>::table;
   using T = typename node::dtype;
   if constexpr (node::kind == node_kind::constant) {
-    return std::type_identity<kernel::constant<node::value, T>>{};
+    return std::type_identity<kernel::constant<T, std::bit_cast<std::uint64_t>(node::value)>>{};
   } else if constexpr (node::kind == node_kind::random) {
-    return std::type_identity<kernel::dropout<node::stream, node::probability, info::info.input_slot(I),
+    return std::type_identity<kernel::dropout<node::stream, std::bit_cast<std::uint64_t>(node::probability),
+                                                    info::info.input_slot(I),
                                       advances_inner<node>>>{};
   } else if constexpr (I != R && t.materialized[I]) {
     return std::type_identity<kernel::load<info::info.input_slot(I), T, advances_inner<node>>>{};

@@ -5,6 +5,7 @@
 // A body (kernel_expr.hpp) reads slot k of row r at base[k] + j: enter_row
 // sets base[] (and the row's position, for index-aware ops).
 #include <cstddef>
+#include <cstdint>
 
 #include <ctg/core/config.hpp>
 #include <ctg/core/shape.hpp>
@@ -55,11 +56,39 @@ struct loop_layout {
     return off;
   }
   // Point context c at row `row`: each slot's base and the row's index along
-  // the second-to-last dim.
+  // the second-to-last dim. The row's index along each outer dim is found
+  // once for all slots, in 32-bit division where it fits: a GPU has no
+  // divider, and 64-bit division costs several times the 32-bit one.
   template <class Ctx>
   CTG_HD void enter_row(Ctx& c, dim_t row) const {
-    for (std::size_t k = 0; k < K; ++k) c.base[k] = row_offset(row, stride[k]);
-    c.row_pos = rank >= 2 ? row % dims[rank - 2] : 0;
+    const std::size_t outer = rank > 0 ? rank - 1 : 0;
+    dim_t index[max_rank]{};
+    constexpr dim_t narrow = 0xFFFFFFFF;
+    if (row <= narrow) {
+      std::uint32_t r = static_cast<std::uint32_t>(row);
+      for (std::size_t d = outer; d-- > 0;) {
+        if (dims[d] > narrow) {  // (then r < dims[d])
+          index[d] = r;
+          r = 0;
+          continue;
+        }
+        const std::uint32_t n = static_cast<std::uint32_t>(dims[d]), q = r / n;
+        index[d] = r - q * n;
+        r = q;
+      }
+    } else {
+      for (std::size_t d = outer; d-- > 0;) {
+        const dim_t q = row / dims[d];
+        index[d] = row - q * dims[d];
+        row = q;
+      }
+    }
+    for (std::size_t k = 0; k < K; ++k) {
+      dim_t off = 0;
+      for (std::size_t d = 0; d < outer; ++d) off += index[d] * stride[k][d];
+      c.base[k] = off;
+    }
+    c.row_pos = rank >= 2 ? index[rank - 2] : 0;
   }
 };
 

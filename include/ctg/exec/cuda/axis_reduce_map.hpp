@@ -1,13 +1,19 @@
 #pragma once
-// How the CUDA kernel of a reduction over axes other than the last computes
-// one output (exec/cuda/fused_kernel.cuh, axis_reduce_group: one thread per
-// output element): it visits the loop elements that reach that output in
-// increasing order, the CPU's row order (exec/cpu/fused_loop.hpp,
-// run_axis_reduce), so each output is the same f64 combination, bit for
-// bit. Plain host and device code without a CUDA header, so the CPU tests
-// run it: tests/unit/cuda_launch_geometry.cpp checks the walk (every element
-// reaches its own output exactly once, in increasing order) and computes
-// whole groups with axis_reduce_output against the CPU backend's runner.
+// How the CUDA kernels of a reduction over axes other than the last compute
+// their outputs (exec/cuda/fused_kernel.cuh, launch_axis_reduce). Output o's
+// visits (the loop elements that reach it, in increasing order: the CPU's
+// row order, exec/cpu/fused_loop.hpp) are cut into chunks of consecutive
+// visits; one thread combines one chunk of one output in f64, in visit
+// order, and a second kernel combines each output's chunks in chunk order.
+// The chunks depend on the shapes alone, never on the device or the launch,
+// so two runs, or two GPUs, give the same bits; the CPU combines the same
+// visits in one sequence, so the f64 sums differ by rounding only, and the
+// outputs by at most one unit in the last place of their dtype unless the
+// sum cancels to far below its terms. Plain host and device code without a
+// CUDA header, so the CPU tests run it: tests/unit/cuda_launch_geometry.cpp
+// checks the walk (every element reaches its own output exactly once, in
+// increasing order), the chunks (every visit in exactly one), and computes
+// whole groups chunk by chunk against the CPU backend's runner.
 #include <cstddef>
 
 #include <ctg/core/config.hpp>
@@ -27,20 +33,48 @@ struct axis_reduce_map {
   dim_t per_output = 1;  // visits per output (the reduced dims' product)
 
   // The iteration element of output o's visit r, r in [0, per_output):
-  // increasing in r (the reduced dims in row-major order).
-  CTG_HD dim_t element(dim_t o, dim_t r) const {
+  // increasing in r (the reduced dims in row-major order); the sum of
+  // output o's first element and visit r's offset from it.
+  CTG_HD dim_t output_start(dim_t o) const {
     dim_t e = 0;
     for (std::size_t d = kept; d-- > 0;) {
       e += (o % kept_size[d]) * kept_step[d];
       o /= kept_size[d];
     }
+    return e;
+  }
+  CTG_HD dim_t visit_offset(dim_t r) const {
+    dim_t e = 0;
     for (std::size_t d = reduced; d-- > 0;) {
       e += (r % reduced_size[d]) * reduced_step[d];
       r /= reduced_size[d];
     }
     return e;
   }
+  CTG_HD dim_t element(dim_t o, dim_t r) const { return output_start(o) + visit_offset(r); }
 };
+
+// Each output's visits cut into `chunks` chunks of `chunk` consecutive
+// visits (the last may hold fewer): enough chunks for about 2^16 parallel
+// sums over all outputs, at most 1024 per output (the second kernel adds
+// each output's chunks in sequence), never an empty chunk.
+struct axis_reduce_split {
+  dim_t chunks = 1, chunk = 0;
+  CTG_HD dim_t first(dim_t c) const { return c * chunk; }
+  CTG_HD dim_t end(dim_t c, dim_t per_output) const {
+    const dim_t e = (c + 1) * chunk;
+    return e < per_output ? e : per_output;
+  }
+};
+inline constexpr dim_t axis_reduce_parallel_sums = dim_t{1} << 16, axis_reduce_max_chunks = 1024;
+inline axis_reduce_split split_visits(const axis_reduce_map& m) {
+  if (m.per_output == 0 || m.outputs == 0) return {1, m.per_output};
+  dim_t want = (axis_reduce_parallel_sums + m.outputs - 1) / m.outputs;
+  want = want < axis_reduce_max_chunks ? want : axis_reduce_max_chunks;
+  want = want < m.per_output ? want : m.per_output;
+  const dim_t chunk = (m.per_output + want - 1) / want;
+  return {(m.per_output + chunk - 1) / chunk, chunk};
+}
 
 // The walk of a loop over `it` reducing to `out` (right-aligned; 1 where a
 // dim is reduced). by_rows: the last dim is reduced too and the kernel
@@ -79,18 +113,21 @@ inline axis_reduce_map make_axis_reduce_map(const rt_shape& it, const rt_shape& 
   return m;
 }
 
-// Output o of a reduction group with this plan (kernel::fused_plan, loop
-// axis_reduce), before finalizing: each visited row's inlined reductions
-// first, then the body's value there (or, the last axis reduced too, the
-// row combined in order), combined in f64 in visit order.
+// Visits [first, end) of output o of a reduction group with this plan
+// (kernel::fused_plan, loop axis_reduce), before finalizing: each visited
+// row's inlined reductions first, then the body's value there (or, the last
+// axis reduced too, the row combined in order), combined in f64 in visit
+// order, from the operation's identity.
 template <class Plan, class Ctx, class Layout>
-CTG_HD double axis_reduce_output(const Ctx& c, const Layout& layout, const axis_reduce_map& map, dim_t o) {
+CTG_HD double axis_reduce_output(const Ctx& c, const Layout& layout, const axis_reduce_map& map, dim_t o,
+                                 dim_t first, dim_t end) {
   using Body = typename Plan::body;
   using Op = typename Plan::root_op;
   const dim_t L = layout.row_length();
+  const dim_t start = map.output_start(o);
   double acc = Op::template identity<double>();
-  for (dim_t r = 0; r < map.per_output; ++r) {
-    const dim_t e = map.element(o, r);
+  for (dim_t r = first; r < end; ++r) {
+    const dim_t e = start + map.visit_offset(r);
     Ctx t = c;
     layout.enter_row(t, e / L);
     [&]<class... Rs>(tl::list<Rs...>) {
@@ -101,6 +138,15 @@ CTG_HD double axis_reduce_output(const Ctx& c, const Layout& layout, const axis_
     else
       acc = Op::combine(acc, kernel::row_reduction<0, Op, typename Plan::dtype, Body>::combine_in_order(t, L));
   }
+  return acc;
+}
+
+// Output o's chunks combined in chunk order (partials[c * outputs + o]
+// holds chunk c of output o), before finalizing.
+template <class Op>
+CTG_HD double combine_chunks(const double* partials, dim_t chunks, dim_t outputs, dim_t o) {
+  double acc = Op::template identity<double>();
+  for (dim_t c = 0; c < chunks; ++c) acc = Op::combine(acc, partials[c * outputs + o]);
   return acc;
 }
 

@@ -2,21 +2,23 @@
 // One fusion group, one kernel: the group's name-free body
 // (kernel::body_t, lower/kernel_expr.hpp) evaluated by the same CTG_HD code as
 // the CPU loops.
-//   * elementwise groups: one thread per output element, grid-stride;
+//   * elementwise groups: tiles of a row per block where rows are long,
+//     else one thread per output element, grid-stride;
 //   * row groups (inlined row reductions, e.g. softmax or a norm, and row
 //     reductions as roots): one block per row; each reduction is a CUB block
 //     reduction in f64, in slot order, its result shared with the block
 //     before the row's elements are written;
-//   * reductions over other axes: one thread per output element, visiting
-//     its inputs in the CPU's order (launch_axis_reduce).
-// Elementwise results and reductions over other axes equal the CPU's bit for
-// bit. Row reductions combine in a tree, not in row order, so they agree
+//   * reductions over other axes: chunks of each output's visits summed in
+//     parallel, then each output's chunks in order (launch_axis_reduce,
+//     exec/cuda/axis_reduce_map.hpp).
+// Elementwise results equal the CPU's bit for bit. Reductions combine in
+// another order than the CPU's row order (a tree, or chunks), so they agree
 // with the CPU within f64 rounding before the single rounding to the node's
-// dtype.
-// (The CUDA store that plans, places and launches these is the next step.)
+// dtype; the order is fixed by the shapes, so two runs give the same bits.
 #include <cub/block/block_reduce.cuh>
 
 #include <ctg/exec/cuda/axis_reduce_map.hpp>
+#include <ctg/exec/cuda/launch_geometry.hpp>
 #include <ctg/exec/cuda/runtime.cuh>
 #include <ctg/lower/kernel_expr.hpp>
 #include <ctg/lower/loop_layout.hpp>
@@ -29,16 +31,33 @@ namespace ctg::cuda {
 // reached by, which name the user's graph; inside a template-id it spells
 // them plainly.
 
+// Rows at least a block long run in tiles (launch_geometry.hpp, row_tiles):
+// a thread enters its row once for several elements. Shorter rows: one
+// element per thread, entering its row each time.
 template <class Plan, std::size_t K, std::size_t NR>
 __global__ void elementwise_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes) {
   using Body = typename Plan::body;
   using T = typename Plan::dtype;
   T* out = static_cast<T*>(out_bytes);
-  const dim_t L = layout.row_length(), total = layout.rows() * L;
+  const dim_t L = layout.row_length(), rows = layout.rows();
+  if (L >= dim_t{blockDim.x}) {
+    const row_tiles tiles(rows, L, blockDim.x, tile_elements_per_thread);
+    for (dim_t tile = blockIdx.x; tile < tiles.count; tile += gridDim.x) {
+      const dim_t row = tiles.row(tile), end = tiles.end(tile);
+      kernel::context<K, NR> t = c;
+      layout.enter_row(t, row);
+      T* row_out = out + row * L;
+      for (dim_t j = tiles.first(tile) + threadIdx.x; j < end; j += blockDim.x)
+        row_out[j] = store_as<T>(Body::value(t, j));
+    }
+    return;
+  }
+  const dim_t total = rows * L;
   for (dim_t e = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; e < total; e += dim_t{gridDim.x} * blockDim.x) {
     kernel::context<K, NR> t = c;
-    layout.enter_row(t, e / L);
-    out[e] = store_as<T>(Body::value(t, e % L));
+    const dim_t row = e / L;
+    layout.enter_row(t, row);
+    out[e] = store_as<T>(Body::value(t, e - row * L));
   }
 }
 
@@ -96,16 +115,34 @@ __global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, k
   }
 }
 
-// Root reducing axes other than the last: one thread per output element,
-// computing it as exec/cuda/axis_reduce_map.hpp says (the CPU's order, so
-// the same bits).
+// Root reducing axes other than the last (exec/cuda/axis_reduce_map.hpp):
+// one thread per chunk of one output's visits. With one chunk per output it
+// writes the output; else its partial, which axis_reduce_combine adds up.
 template <class Plan, std::size_t K, std::size_t NR>
 __global__ void axis_reduce_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, axis_reduce_map map,
-                                  double count, void* out_bytes) {
+                                  axis_reduce_split split, double count, double* partials, void* out_bytes) {
   using T = typename Plan::dtype;
   T* out = static_cast<T*>(out_bytes);
-  for (dim_t o = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; o < map.outputs; o += dim_t{gridDim.x} * blockDim.x)
-    out[o] = store_as<T>(Plan::root_op::finalize(axis_reduce_output<Plan>(c, layout, map, o), count));
+  const dim_t total = split.chunks * map.outputs;
+  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < total; i += dim_t{gridDim.x} * blockDim.x) {
+    const dim_t chunk = i / map.outputs, o = i - chunk * map.outputs;
+    const double v =
+        axis_reduce_output<Plan>(c, layout, map, o, split.first(chunk), split.end(chunk, map.per_output));
+    if (split.chunks == 1) out[o] = store_as<T>(Plan::root_op::finalize(v, count));
+    else partials[i] = v;
+  }
+}
+
+// Each output's partials combined in chunk order. (Op and T as a
+// template-id: instantiated once per reduction and dtype, not per group.)
+template <class OpAndT>
+__global__ void axis_reduce_combine(const double* partials, dim_t chunks, dim_t outputs, double count,
+                                    void* out_bytes) {
+  using Op = tl::at_t<0, OpAndT>;
+  using T = tl::at_t<1, OpAndT>;
+  T* out = static_cast<T*>(out_bytes);
+  for (dim_t o = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; o < outputs; o += dim_t{gridDim.x} * blockDim.x)
+    out[o] = store_as<T>(Op::finalize(combine_chunks<Op>(partials, chunks, outputs, o), count));
 }
 
 // Launches the fused group with this plan over `layout`, writing `out`, on the device's stream.
@@ -120,9 +157,14 @@ void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kern
   static_assert(loop != loop_kind::axis_reduce, "ctg: internal: a reduction over other axes: launch_axis_reduce");
   constexpr unsigned threads = 256;
   if constexpr (loop == loop_kind::flat || (loop == loop_kind::rows && Plan::reductions::size == 0)) {
-    const std::size_t total = static_cast<std::size_t>(layout.rows() * layout.row_length());
-    if (total == 0) return;
-    elementwise_group<Plan><<<dev.blocks_for(total, threads), threads, 0, dev.stream()>>>(c, layout, out);
+    const dim_t L = layout.row_length(), rows = layout.rows();
+    if (rows * L == 0) return;
+    // (tiled: a block's worth of threads per tile)
+    const std::size_t work =
+        L >= dim_t{threads}
+            ? static_cast<std::size_t>(row_tiles(rows, L, threads, tile_elements_per_thread).count) * threads
+            : static_cast<std::size_t>(rows * L);
+    elementwise_group<Plan><<<dev.blocks_for(work, threads), threads, 0, dev.stream()>>>(c, layout, out);
     check_launch("ctg::cuda::elementwise_group");
   } else {
     const std::size_t rows = static_cast<std::size_t>(layout.rows());
@@ -133,10 +175,11 @@ void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kern
 }
 
 // Launches the reduction group with this plan (loop_kind::axis_reduce): its
-// loop over the shape `it`, writing `out` of shape `out_shape`.
+// loop over the shape `it`, writing `out` of shape `out_shape`; `partials`
+// holds the chunks' sums between the two kernels (grown here).
 template <class GroupPlan, std::size_t K, std::size_t NR, class T>
 void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
-                        const rt_shape& it, const rt_shape& out_shape, T* out) {
+                        const rt_shape& it, const rt_shape& out_shape, T* out, arena& partials) {
   using Plan = kernel::fused_plan<typename GroupPlan::body, typename GroupPlan::reductions, typename GroupPlan::dtype,
                                   GroupPlan::loop, typename GroupPlan::root_op, GroupPlan::root_advances,
                                   GroupPlan::inputs>;
@@ -144,12 +187,21 @@ void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, cons
                 "ctg: internal: launch_axis_reduce runs reductions over other axes");
   const axis_reduce_map map = make_axis_reduce_map(it, out_shape, !Plan::root_advances);
   if (map.outputs == 0) return;
+  const axis_reduce_split split = split_visits(map);
   const dim_t total = it.numel();
   const double count = static_cast<double>(total) / static_cast<double>(map.outputs);
+  const std::size_t sums = static_cast<std::size_t>(split.chunks * map.outputs);
+  if (split.chunks > 1) partials.reserve(sums * sizeof(double));
+  auto* part = reinterpret_cast<double*>(partials.data());
   constexpr unsigned threads = 256;
-  axis_reduce_group<Plan><<<dev.blocks_for(static_cast<std::size_t>(map.outputs), threads), threads, 0, dev.stream()>>>(
-      c, layout, map, count, out);
+  axis_reduce_group<Plan><<<dev.blocks_for(sums, threads), threads, 0, dev.stream()>>>(c, layout, map, split, count,
+                                                                                       part, out);
   check_launch("ctg::cuda::axis_reduce_group");
+  if (split.chunks == 1) return;
+  axis_reduce_combine<tl::list<typename Plan::root_op, typename Plan::dtype>>
+      <<<dev.blocks_for(static_cast<std::size_t>(map.outputs), threads), threads, 0, dev.stream()>>>(
+          part, split.chunks, map.outputs, count, out);
+  check_launch("ctg::cuda::axis_reduce_combine");
 }
 
 }  // namespace ctg::cuda

@@ -19,7 +19,9 @@
 // matrix for every batch and A's batches are contiguous and not
 // transposed, the batches fold into one product of M * batches rows;
 // batches that one stride per operand describes are one strided-batched
-// call; any other broadcast is one call per batch.
+// call. Otherwise C's batch dims split into leading and trailing ones, the
+// trailing as many as one stride per operand describes (the last one at
+// least): one strided-batched call per index of the leading dims.
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -183,31 +185,36 @@ inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape&
   base.ld_second = second_t ? M : K;  // stored K x M (op n) or M x K (op t)
   base.ld_d = N;
 
-  // Operand matrix offsets of C's batch t.
-  auto offsets = [&](dim_t t, dim_t& oa, dim_t& ob) {
+  // Operand matrix offsets of C's batch t over dims [s, rank) (t indexes those dims only).
+  auto offsets = [&](std::size_t s, dim_t t, dim_t& oa, dim_t& ob) {
     oa = ob = 0;
-    for (std::size_t d = batch.rank; d-- > 0;) {
+    for (std::size_t d = batch.rank; d-- > s;) {
       const dim_t idx = t % batch.d[d];
       t /= batch.d[d];
       oa += idx * sa[d];
       ob += idx * sb[d];
     }
   };
-  // Is an operand's offset t * stride for every batch t (one strided batch)?
+  // Over the `inner` batches of dims [s, rank), is each operand's offset u * stride (one strided batch)?
+  auto uniform = [&](std::size_t s, dim_t inner, dim_t& stride_a, dim_t& stride_b) {
+    stride_a = stride_b = 0;
+    for (dim_t u = 0; u < inner; ++u) {
+      dim_t oa, ob;
+      offsets(s, u, oa, ob);
+      if (u == 1) stride_a = oa, stride_b = ob;
+      if (oa != u * stride_a || ob != u * stride_b) return false;
+    }
+    return true;
+  };
   dim_t stride_a = 0, stride_b = 0;
-  bool uniform = true;
-  for (dim_t t = 0; t < count; ++t) {
-    dim_t oa, ob;
-    offsets(t, oa, ob);
-    if (t == 1) stride_a = oa, stride_b = ob;
-    uniform = uniform && oa == t * stride_a && ob == t * stride_b;
-  }
+  const bool all_uniform = uniform(0, count, stride_a, stride_b);
   const dim_t mat_a = M * K, mat_b = K * N, mat_d = M * N;
-  if (count > 1 && uniform && stride_b == 0 && stride_a == 1 && second_t == false && second == gemm_buffer::a) {
+  if (count > 1 && all_uniform && stride_b == 0 && stride_a == 1 && second_t == false &&
+      second == gemm_buffer::a) {
     gemm_call one = base;  // one B for all, A's batches contiguous: M * count rows of A
     one.n = M * count;
     p.calls.push_back(one);
-  } else if (uniform) {
+  } else if (all_uniform) {
     gemm_call one = base;
     one.batches = count;
     one.stride_first = stride_b * mat_b;
@@ -215,14 +222,24 @@ inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape&
     one.stride_d = mat_d;
     p.calls.push_back(one);
   } else {
-    p.calls.reserve(static_cast<std::size_t>(count));
-    for (dim_t t = 0; t < count; ++t) {
+    // The most trailing batch dims one stride per operand describes (the last one at least: a single dim is
+    // idx * stride): one strided call per index of the leading dims, e.g. x [B, 1, T, D] W [H, D, E]: B calls of
+    // H batches.
+    std::size_t s = 1;
+    dim_t inner = count / batch.d[0];
+    while (!uniform(s, inner, stride_a, stride_b)) inner /= batch.d[s++];
+    p.calls.reserve(static_cast<std::size_t>(count / inner));
+    for (dim_t t = 0; t < count; t += inner) {
       dim_t oa, ob;
-      offsets(t, oa, ob);
+      offsets(0, t, oa, ob);
       gemm_call one = base;
       one.first_offset = ob * mat_b;
       one.second_offset = oa * mat_a;
       one.d_offset = t * mat_d;
+      one.batches = inner;
+      one.stride_first = stride_b * mat_b;
+      one.stride_second = stride_a * mat_a;
+      one.stride_d = mat_d;
       p.calls.push_back(one);
     }
   }

@@ -6,6 +6,9 @@
 // tensors and more rows than the grid).
 #include <cstddef>
 
+#include <ctg/core/config.hpp>
+#include <ctg/core/shape.hpp>
+
 namespace ctg::cuda {
 
 // Blocks for a grid-stride loop over n elements, `per_thread` each: enough
@@ -26,5 +29,27 @@ inline constexpr std::size_t max_row_blocks = 65535;
 constexpr unsigned row_blocks(std::size_t rows) {
   return static_cast<unsigned>(rows < max_row_blocks ? (rows > 0 ? rows : 1) : max_row_blocks);
 }
+
+// Elementwise groups whose rows are at least a block long run in tiles: a
+// tile is `span` consecutive elements of one row (the last tile of a row may
+// be shorter), a block takes a tile at a time (tile = block, then += grid),
+// and its thread t writes elements t, t + threads, ... of the tile. A thread
+// enters a row (divisions, kernel::loop_layout::enter_row) once per tile,
+// not once per element.
+struct row_tiles {
+  dim_t length = 0, span = 0, per_row = 0, count = 0;
+  CTG_HD row_tiles(dim_t rows, dim_t row_length, unsigned threads, unsigned per_thread)
+      : length(row_length), span(dim_t{threads} * per_thread) {
+    per_row = (length + span - 1) / span;
+    count = rows * per_row;
+  }
+  CTG_HD dim_t row(dim_t tile) const { return tile / per_row; }
+  CTG_HD dim_t first(dim_t tile) const { return (tile - row(tile) * per_row) * span; }  // element in its row
+  CTG_HD dim_t end(dim_t tile) const {
+    const dim_t e = first(tile) + span;
+    return e < length ? e : length;
+  }
+};
+inline constexpr unsigned tile_elements_per_thread = 4;
 
 }  // namespace ctg::cuda

@@ -45,7 +45,7 @@ void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float
   const auto layout = ctg::detail::group_layout<Plan>(g, b, c);
   auto* out = b.template as<typename Plan::dtype>(g.root);
   if constexpr (Plan::loop == loop_kind::axis_reduce)
-    launch_axis_reduce<Plan>(ws.dev(), c, layout, b.shape[g.iteration], b.shape[g.root], out);
+    launch_axis_reduce<Plan>(ws.dev(), c, layout, b.shape[g.iteration], b.shape[g.root], out, ws.reduce_partials());
   else
     launch_fused<Plan>(ws.dev(), c, layout, out);
 }

@@ -2,7 +2,7 @@
 // What a CUDA store's runners share (exec/cuda/store.cuh): the device and its
 // stream, the cuBLASLt runner with its workspace and chosen algorithms, and
 // the scratch of products (fp8 operands' transposed copies, a narrower
-// operand widened). Made from a device, or
+// operand widened) and of reductions. Made from a device, or
 // following another store's (a stack's block, the other steps of a shared
 // store: one stream, one cuBLASLt handle).
 //
@@ -10,6 +10,7 @@
 // first plan) copies on the current device and waits for each copy.
 #include <memory>
 
+#include <ctg/exec/cuda/axis_reduce_map.hpp>
 #include <ctg/exec/cuda/gemm.cuh>
 #include <ctg/exec/cuda/runtime.cuh>
 
@@ -39,7 +40,12 @@ class workspace {
     (void)dev();
     return shared_->operand[which];
   }
-  // (The store's call before a run: nothing to size here; axis reductions keep no accumulators.)
+  // The partial sums of reductions over other axes (exec/cuda/axis_reduce_map.hpp).
+  arena& reduce_partials() {
+    (void)dev();
+    return shared_->partials;
+  }
+  // (The store's call before a run: nothing to size here; the partials' bound is fixed.)
   void reserve_for(std::size_t) {}
 
  private:
@@ -47,7 +53,11 @@ class workspace {
     const device& dev;
     gemm_runner gemm;
     arena operand[2];
-    explicit shared(const device& d) : dev(d), gemm(d) {}
+    arena partials;
+    // Made at their most (split_visits: fewer than 2 * 2^16 sums), so no step allocates them.
+    explicit shared(const device& d) : dev(d), gemm(d) {
+      partials.reserve(2 * static_cast<std::size_t>(axis_reduce_parallel_sums) * sizeof(double));
+    }
   };
   std::shared_ptr<shared> shared_;
 };
