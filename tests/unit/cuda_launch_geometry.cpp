@@ -67,7 +67,7 @@ TEST_CASE("elementwise launches: every element exactly once") {
     }
   CHECK(elementwise_visits(0, 256, 132).empty());
   // Fewer blocks than the work when the SMs are filled; never more than needed.
-  CHECK(ctg::cuda::blocks_for(std::size_t(1) << 30, 256, 132) == 4 * 132);
+  CHECK(ctg::cuda::blocks_for(std::size_t(1) << 30, 256, 132) == 8 * 132);
   CHECK(ctg::cuda::blocks_for(300, 256, 132) == 2);
   CHECK(ctg::cuda::blocks_for(0, 256, 132) == 1);
   CHECK(ctg::cuda::blocks_for(1000, 128, 132, 4) == 2);  // (4 elements per thread)

@@ -29,6 +29,8 @@ struct axis_reduce_map {
   std::size_t kept = 0, reduced = 0;  // dims of each kind (dims of 1 left out), outer to inner
   dim_t kept_size[max_rank]{}, kept_step[max_rank]{};  // steps in iteration elements
   dim_t reduced_size[max_rank]{}, reduced_step[max_rank]{};
+  dim_t reduced_row_step[max_rank]{};  // reduced_step in rows: every visit starts its output's row
+                                       // offset by whole rows (the last dim is kept, or walked by rows)
   dim_t outputs = 1;     // the output's elements (the kept dims' product)
   dim_t per_output = 1;  // visits per output (the reduced dims' product)
 
@@ -56,7 +58,7 @@ struct axis_reduce_map {
 
 // Each output's visits cut into `chunks` chunks of `chunk` consecutive
 // visits (the last may hold fewer): enough chunks for about 2^16 parallel
-// sums over all outputs, at most 1024 per output (the second kernel adds
+// sums over all outputs, at most 8192 per output (the second kernel adds
 // each output's chunks in sequence), never an empty chunk.
 struct axis_reduce_split {
   dim_t chunks = 1, chunk = 0;
@@ -66,7 +68,7 @@ struct axis_reduce_split {
     return e < per_output ? e : per_output;
   }
 };
-inline constexpr dim_t axis_reduce_parallel_sums = dim_t{1} << 16, axis_reduce_max_chunks = 1024;
+inline constexpr dim_t axis_reduce_parallel_sums = dim_t{1} << 16, axis_reduce_max_chunks = 8192;
 inline axis_reduce_split split_visits(const axis_reduce_map& m) {
   if (m.per_output == 0 || m.outputs == 0) return {1, m.per_output};
   dim_t want = (axis_reduce_parallel_sums + m.outputs - 1) / m.outputs;
@@ -102,10 +104,14 @@ inline axis_reduce_map make_axis_reduce_map(const rt_shape& it, const rt_shape& 
     m.kept_step[i] = kept_step[nk - 1 - i];
     m.outputs *= m.kept_size[i];
   }
+  const dim_t row_length = it.rank ? it.d[it.rank - 1] : 1;
   for (std::size_t i = 0; i < nr; ++i) {
     m.reduced_size[i] = red_size[nr - 1 - i];
     m.reduced_step[i] = red_step[nr - 1 - i];
     m.per_output *= m.reduced_size[i];
+    if (row_length > 0 && m.reduced_step[i] % row_length != 0)
+      throw error("ctg: axis reduction: a reduced step within a row (internal)");
+    m.reduced_row_step[i] = row_length > 0 ? m.reduced_step[i] / row_length : 0;
   }
   m.kept = nk;
   m.reduced = nr;
@@ -117,26 +123,40 @@ inline axis_reduce_map make_axis_reduce_map(const rt_shape& it, const rt_shape& 
 // (kernel::fused_plan, loop axis_reduce), before finalizing: each visited
 // row's inlined reductions first, then the body's value there (or, the last
 // axis reduced too, the row combined in order), combined in f64 in visit
-// order, from the operation's identity.
+// order, from the operation's identity. Visits differ from the output's
+// start by whole rows: the visit's row is counted up dim by dim (no
+// division per visit), its position in the row is the start's.
 template <class Plan, class Ctx, class Layout>
 CTG_HD double axis_reduce_output(const Ctx& c, const Layout& layout, const axis_reduce_map& map, dim_t o,
                                  dim_t first, dim_t end) {
   using Body = typename Plan::body;
   using Op = typename Plan::root_op;
-  const dim_t L = layout.row_length();
-  const dim_t start = map.output_start(o);
   double acc = Op::template identity<double>();
+  if (first >= end) return acc;
+  const dim_t L = layout.row_length();
+  const dim_t start = map.output_start(o), start_row = start / L, j = start - start_row * L;
+  dim_t index[max_rank]{}, row = start_row, rest = first;  // visit `first`'s index along each reduced dim, its row
+  for (std::size_t d = map.reduced; d-- > 0;) {
+    index[d] = rest % map.reduced_size[d];
+    rest /= map.reduced_size[d];
+    row += index[d] * map.reduced_row_step[d];
+  }
   for (dim_t r = first; r < end; ++r) {
-    const dim_t e = start + map.visit_offset(r);
     Ctx t = c;
-    layout.enter_row(t, e / L);
+    layout.enter_row(t, row);
     [&]<class... Rs>(tl::list<Rs...>) {
       ((t.local[Rs::slot] = Rs::value_of(Rs::combine_in_order(t, L), L)), ...);
     }(typename Plan::reductions{});
     if constexpr (Plan::root_advances)
-      acc = Op::combine(acc, static_cast<double>(Body::value(t, e % L)));
+      acc = Op::combine(acc, static_cast<double>(Body::value(t, j)));
     else
       acc = Op::combine(acc, kernel::row_reduction<0, Op, typename Plan::dtype, Body>::combine_in_order(t, L));
+    for (std::size_t d = map.reduced; d-- > 0;) {  // the next visit: the last reduced dim first, carrying
+      row += map.reduced_row_step[d];
+      if (++index[d] < map.reduced_size[d]) break;
+      row -= map.reduced_size[d] * map.reduced_row_step[d];
+      index[d] = 0;
+    }
   }
   return acc;
 }

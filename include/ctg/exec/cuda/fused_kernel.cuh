@@ -43,12 +43,22 @@ __global__ void elementwise_group(kernel::context<K, NR> c, kernel::loop_layout<
   if (L >= dim_t{blockDim.x}) {
     const row_tiles tiles(rows, L, blockDim.x, tile_elements_per_thread);
     for (dim_t tile = blockIdx.x; tile < tiles.count; tile += gridDim.x) {
-      const dim_t row = tiles.row(tile), end = tiles.end(tile);
+      const dim_t row = tiles.row(tile), first = tiles.first(tile), end = tiles.end(tile);
       kernel::context<K, NR> t = c;
       layout.enter_row(t, row);
       T* row_out = out + row * L;
-      for (dim_t j = tiles.first(tile) + threadIdx.x; j < end; j += blockDim.x)
-        row_out[j] = store_as<T>(Body::value(t, j));
+      if (end - first == tiles.span) {
+        // A whole tile: the thread's elements computed together, so their loads are in flight together.
+        compute_t<T> v[tile_elements_per_thread];
+#pragma unroll
+        for (unsigned k = 0; k < tile_elements_per_thread; ++k)
+          v[k] = Body::value(t, first + k * blockDim.x + threadIdx.x);
+#pragma unroll
+        for (unsigned k = 0; k < tile_elements_per_thread; ++k)
+          row_out[first + k * blockDim.x + threadIdx.x] = store_as<T>(v[k]);
+      } else {
+        for (dim_t j = first + threadIdx.x; j < end; j += blockDim.x) row_out[j] = store_as<T>(Body::value(t, j));
+      }
     }
     return;
   }

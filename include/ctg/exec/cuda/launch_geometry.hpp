@@ -12,13 +12,14 @@
 namespace ctg::cuda {
 
 // Blocks for a grid-stride loop over n elements, `per_thread` each: enough
-// to fill every SM four times over, never more than the work needs, and at
-// least one (a launch of zero blocks is an error; an empty tensor's kernel
-// is not launched at all).
+// to fill every SM eight times over (2048 threads of 256-thread blocks: a
+// Hopper SM's most, so memory-bound loops keep enough loads in flight),
+// never more than the work needs, and at least one (a launch of zero blocks
+// is an error; an empty tensor's kernel is not launched at all).
 constexpr unsigned blocks_for(std::size_t n, unsigned threads, unsigned sm_count, std::size_t per_thread = 1) {
   const std::size_t per_block = std::size_t{threads} * per_thread;
   const std::size_t needed = (n + per_block - 1) / per_block;
-  const std::size_t fill = std::size_t{sm_count} * 4;
+  const std::size_t fill = std::size_t{sm_count} * 8;
   const std::size_t b = needed < fill ? needed : fill;
   return static_cast<unsigned>(b > 0 ? b : 1);
 }
