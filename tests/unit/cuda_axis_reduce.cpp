@@ -82,8 +82,8 @@ void check_group(Step, Root, dim_t batch) {
   INFO("batch ", batch);
   // One chunk per output: the CPU's sequence.
   for (dim_t o = 0; o < map.outputs; ++o)
-    got[static_cast<std::size_t>(o)] =
-        ctg::store_as<T>(Op::finalize(ctg::cuda::axis_reduce_output<Plan>(ctx, layout, map, o, 0, map.per_output), count));
+    got[static_cast<std::size_t>(o)] = ctg::store_as<T>(
+        Op::finalize(ctg::cuda::axis_reduce_output<Plan>(ctx, layout, map, o, 0, map.per_output), count));
   std::size_t differ = 0;
   for (std::size_t i = 0; i < want.size(); ++i) differ += std::memcmp(&got[i], &want[i], sizeof(T)) != 0;
   CHECK(differ == 0);

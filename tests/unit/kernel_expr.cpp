@@ -4,6 +4,9 @@
 // are written out by hand from the expression and the schedule rules.
 #include <doctest/doctest.h>
 
+#include <bit>
+#include <cstdint>
+
 #include <ctg/ctg.hpp>
 
 namespace {
@@ -28,10 +31,11 @@ using second = model<"input", "layer.bias">;
 
 // x: slot 0, advancing; the bias [8] stretched over rows: slot 1, advancing
 // along the row (its stride between rows is 0, which the loop's base gives).
-using expected_body =
-    k::apply<op::exp, f32,
-             k::apply<op::add, f32, k::apply<op::mul, f32, k::load<0, f32, true>, k::constant<0.5, f32>>,
-                      k::load<1, f32, true>>>;
+using expected_body = k::apply<
+    op::exp, f32,
+    k::apply<op::add, f32,
+             k::apply<op::mul, f32, k::load<0, f32, true>, k::constant<f32, std::bit_cast<std::uint64_t>(0.5)>>,
+             k::load<1, f32, true>>>;
 }  // namespace
 
 TEST_CASE("a group's body names ops, dtypes, slots and constants only") {
@@ -78,7 +82,7 @@ TEST_CASE("dropout's mask is computed in the body from its name's stream; each n
   // x is slot 0; the mask has no buffer, but its element index is taken like
   // a buffer's, in slot 1.
   using tanh_x = k::apply<op::tanh, ctg::bf16, k::load<0, ctg::bf16, true>>;
-  using mask = k::dropout<ctg::name_hash("drop", 4), 0.25, 1, true>;
+  using mask = k::dropout<ctg::name_hash("drop", 4), std::bit_cast<std::uint64_t>(0.25), 1, true>;
   using expected = k::apply<op::cast<ctg::bf16>, ctg::bf16,
                             k::apply<op::mul, f32, k::apply<op::cast<f32>, f32, tanh_x>, mask>>;
   static_assert(std::is_same_v<body, expected>);

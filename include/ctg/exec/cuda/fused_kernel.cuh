@@ -87,7 +87,8 @@ __device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, do
   using op = typename R::op;
   double part = op::template identity<double>();
   for (dim_t j = threadIdx.x; j < L; j += Threads) part = op::combine(part, static_cast<double>(R::child::value(c, j)));
-  const double all = reduce(*static_cast<typename reduce::TempStorage*>(temp_storage)).Reduce(part, cub_combine_with<op>{});
+  const double all =
+      reduce(*static_cast<typename reduce::TempStorage*>(temp_storage)).Reduce(part, cub_combine_with<op>{});
   if (threadIdx.x == 0) *shared = R::value_of(all, L);
   __syncthreads();
   const double v = *shared;
@@ -101,7 +102,8 @@ namespace ctg::cuda {
 // Root: either the group's elementwise output or (loop_kind::row_reduce) a
 // row reduction written once per row.
 template <class Plan, unsigned Threads, std::size_t K, std::size_t NR>
-__global__ void __launch_bounds__(Threads) row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes) {
+__global__ void __launch_bounds__(Threads)
+    row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes) {
   using Body = typename Plan::body;
   using Reductions = typename Plan::reductions;
   using T = typename Plan::dtype;

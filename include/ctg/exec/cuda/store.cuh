@@ -61,8 +61,9 @@ const void* operand_as(const bindings_view& b, std::size_t node, int which, work
     arena& s = ws.operand_scratch(which);
     s.reserve(static_cast<std::size_t>(n) * sizeof(W) + 1);
     if (n > 0) {
-      kernels::widen<tl::list<From, W>><<<ws.dev().blocks_for(static_cast<std::size_t>(n), threads), threads, 0,
-                                          ws.stream()>>>(b.template as<const From>(node), reinterpret_cast<W*>(s.data()), n);
+      kernels::widen<tl::list<From, W>>
+          <<<ws.dev().blocks_for(static_cast<std::size_t>(n), threads), threads, 0, ws.stream()>>>(
+              b.template as<const From>(node), reinterpret_cast<W*>(s.data()), n);
       check_launch("ctg::cuda::kernels::widen");
     }
     return s.data();
