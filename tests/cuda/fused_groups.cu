@@ -158,6 +158,7 @@ using H8 = ctg::input<"h", ctg::bf16, ctg::dyn, 8>;
 using X300 = ctg::input<"x", ctg::f32, ctg::dyn, 300>;
 using X3d = ctg::input<"x", ctg::f32, ctg::dyn, 4, 8>;
 using H3d = ctg::input<"h", ctg::bf16, ctg::dyn, 4, 8>;
+using Heads = ctg::input<"h", ctg::bf16, ctg::dyn, 12, 4, 768>;
 
 }  // namespace
 
@@ -207,6 +208,12 @@ int main() {
     {
       auto y = ctg::sum<0>(ctg::square(X300{}));  // 300 outputs, 219 chunks of 5 rows at batch 1000
       ok = check(dev, "sum<0>(square(x)), [batch, 300]", ctg::forward(y), y, false) && ok;
+    }
+    {
+      // Attention's sum over heads: rows of 768 outputs, each thread walks
+      // several outputs of a row at once (cuda::axis_reduce_tiling).
+      auto y = ctg::sum<1>(Heads{});
+      ok = check(dev, "sum<1>(h), [batch, 12, 4, 768] bf16", ctg::forward(y), y, false) && ok;
     }
     return ok;
   });

@@ -8,6 +8,7 @@
 // rounding only; none of these sums cancels), and exactly for max.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <random>
@@ -107,6 +108,41 @@ void check_group(Step, Root, dim_t batch) {
   INFO("chunks ", split.chunks, " of ", split.chunk, " visits");
   CHECK(beyond_ulp == 0);
   if (std::is_same_v<Op, ctg::op::max_r>) CHECK(differ == 0);
+
+  // The kernel's own mapping of work to threads (tiles of output rows where
+  // they apply; blocks of 3 and 4 threads, so that rows of 8 make tiles):
+  // every chunk of every output written once, with the bits of its walk alone.
+  for (unsigned threads : {3u, 4u, 256u}) {
+    std::vector<double> tiled(partials.size());
+    std::vector<int> writes(partials.size(), 0);
+    bool tiled_here = false;
+    if constexpr (Plan::root_advances) {
+      if (ctg::cuda::axis_reduce_tiling::applies<Plan>(map, threads)) {
+        tiled_here = true;
+        constexpr unsigned N = ctg::cuda::tile_elements_per_thread;
+        const ctg::cuda::axis_reduce_tiling tiling(map, split, threads);
+        for (dim_t tile = 0; tile < tiling.tiles.count; ++tile)
+          for (unsigned t = 0; t < threads; ++t) {
+            const auto w = tiling.at(tile, t);
+            double acc[N];
+            ctg::cuda::axis_reduce_outputs<Plan, N>(ctx, layout, map, w.output, threads, w.n, split.first(w.chunk),
+                                                    split.end(w.chunk, map.per_output), acc);
+            for (unsigned k = 0; k < w.n; ++k) {
+              const auto i = static_cast<std::size_t>(w.chunk * map.outputs + w.output + k * threads);
+              tiled[i] = acc[k];
+              ++writes[i];
+            }
+          }
+      }
+    }
+    if (!tiled_here) {  // (one thread per chunk of one output: the partials above)
+      tiled = partials;
+      std::fill(writes.begin(), writes.end(), 1);
+    }
+    INFO("blocks of ", threads, " threads");
+    CHECK(std::count(writes.begin(), writes.end(), 1) == static_cast<std::ptrdiff_t>(writes.size()));
+    CHECK(std::memcmp(tiled.data(), partials.data(), partials.size() * sizeof(double)) == 0);
+  }
 }
 
 using X8 = ctg::input<"x", ctg::f32, ctg::dyn, 8>;
@@ -114,6 +150,8 @@ using B8 = ctg::param<"b", ctg::f32, 8>;
 using X37 = ctg::input<"x", ctg::f32, ctg::dyn, 37>;
 using X3d = ctg::input<"x", ctg::f32, ctg::dyn, 4, 8>;
 using H3d = ctg::input<"h", ctg::bf16, ctg::dyn, 4, 8>;
+using X4d = ctg::input<"x", ctg::f32, ctg::dyn, 4, 6, 8>;
+using S8 = ctg::input<"s", ctg::f32, ctg::dyn, 8, 8>;
 }  // namespace
 
 TEST_CASE("a reduction over other axes, as the CUDA kernels compute it, against the CPU's") {
@@ -128,5 +166,11 @@ TEST_CASE("a reduction over other axes, as the CUDA kernels compute it, against 
     check_group(ctg::forward(everything), everything, batch);
     auto bare = ctg::sum<1>(X3d{});  // a bare read (the CPU's block path)
     check_group(ctg::forward(bare), bare, batch);
+    // The batch and a middle axis: two walked dims, chunks that start and end inside them.
+    auto two_runs = ctg::sum_to<ctg::shape<4, 1, 8>>(X4d{} * ctg::lit<0.5>);
+    check_group(ctg::forward(two_runs), two_runs, batch);
+    // The walk moves along the rows' own axis: an index-aware body sees each visit's row.
+    auto masked = ctg::sum<1>(ctg::exp(ctg::causal_mask(S8{})));
+    check_group(ctg::forward(masked), masked, batch);
   }
 }

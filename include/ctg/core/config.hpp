@@ -24,6 +24,16 @@
 #define CTG_NOINLINE __attribute__((noinline))
 #endif
 
+// CTG_UNROLL unrolls the next loop, whose trip count is a constant, in device
+// code: a GPU thread keeps an array in registers only when every index into it
+// is known at compile time (else the array lives in local memory, which is
+// DRAM behind the caches). Host compilers decide for themselves.
+#if defined(__CUDA_ARCH__)
+#define CTG_UNROLL _Pragma("unroll")
+#else
+#define CTG_UNROLL
+#endif
+
 // CTG_HOT_BEGIN ... CTG_HOT_END enclose the code that runs once per element
 // (dtype conversions, element functions, group loops, the GEMM, the
 // optimizer's update). Under g++ without optimization (-O0: a Debug build,

@@ -69,7 +69,10 @@ CTG_HD constexpr float philox_uniform(std::uint64_t seed, std::uint32_t step, st
   const u32x4 ctr{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), step, stream}};
   const u32x4 r =
       philox4x32_10(ctr, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
-  return static_cast<float>(r.v[index % 4] >> 8) * 0x1p-24f;
+  // (The word picked by selects, not by indexing: a GPU keeps r in registers only then.)
+  const unsigned w = static_cast<unsigned>(index % 4);
+  const std::uint32_t word = w < 2 ? (w == 0 ? r.v[0] : r.v[1]) : (w == 2 ? r.v[2] : r.v[3]);
+  return static_cast<float>(word >> 8) * 0x1p-24f;
 }
 
 // A stable stream id derived from a node's compile-time name (FNV-1a, 32

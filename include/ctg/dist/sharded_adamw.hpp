@@ -88,8 +88,7 @@ class sharded_adamw {
   // gradient norm before clipping.
   float step() { return step(cfg_.lr); }
   float step(float lr) {
-    if (!(std::isfinite(lr) && lr >= 0.0f))
-      throw error("ctg: adamw: lr must be finite and >= 0, found " + std::to_string(lr) + "; nothing was updated");
+    ctg::detail::check_adamw_lr(lr);
     if (!dp_.has_gradient())
       throw error("ctg: adamw: no gradient since the last update (each step's is applied once): run a step on "
                   "every rank first; nothing was updated");

@@ -30,16 +30,58 @@ CTG_HD inline void broadcast_strides(std::size_t rank, const dim_t* dims, std::s
   }
 }
 
+// The digits of a flat index in a mixed radix (dims' sizes, taken inner to
+// outer): its index along each dim. In 32-bit division where the index fits
+// (then so does every digit): a GPU has no divider, and 64-bit division
+// costs several times the 32-bit one.
+class index_digits {
+ public:
+  CTG_HD explicit index_digits(dim_t i) : wide_(i), narrow_(static_cast<std::uint32_t>(i)), fits_(i <= narrow_max) {}
+  // The index along the next dim (of size n); what is left counts the dims outside it.
+  CTG_HD dim_t next(dim_t n) {
+    if (!fits_) {
+      const dim_t q = wide_ / n, digit = wide_ - q * n;
+      wide_ = q;
+      return digit;
+    }
+    if (n > narrow_max) {  // (then the rest is below n)
+      const dim_t digit = narrow_;
+      narrow_ = 0;
+      return digit;
+    }
+    const std::uint32_t m = static_cast<std::uint32_t>(n), q = narrow_ / m, digit = narrow_ - q * m;
+    narrow_ = q;
+    return digit;
+  }
+  // The index over the dims not taken yet.
+  CTG_HD dim_t rest() const { return fits_ ? dim_t{narrow_} : wide_; }
+
+ private:
+  static constexpr dim_t narrow_max = 0xFFFFFFFF;
+  dim_t wide_;
+  std::uint32_t narrow_;
+  bool fits_;
+};
+
 template <std::size_t K>
 struct loop_layout {
   std::size_t rank = 0;
   dim_t dims[max_rank]{};
   dim_t stride[K][max_rank]{};
 
-  CTG_HD dim_t row_length() const { return rank ? dims[rank - 1] : 1; }
+  // (Both index the dims by constants only: see enter_row.)
+  CTG_HD dim_t row_length() const {
+    dim_t n = 1;
+    CTG_UNROLL
+    for (std::size_t d = 0; d < max_rank; ++d)
+      if (d + 1 == rank) n = dims[d];
+    return n;
+  }
   CTG_HD dim_t rows() const {
     dim_t n = 1;
-    for (std::size_t d = 0; d + 1 < rank; ++d) n *= dims[d];
+    CTG_UNROLL
+    for (std::size_t d = 0; d + 1 < max_rank; ++d)
+      if (d + 1 < rank) n *= dims[d];
     return n;
   }
   // Slot k reads a buffer of shape (buffer_rank, buffer_dims).
@@ -57,38 +99,30 @@ struct loop_layout {
   }
   // Point context c at row `row`: each slot's base and the row's index along
   // the second-to-last dim. The row's index along each outer dim is found
-  // once for all slots, in 32-bit division where it fits: a GPU has no
-  // divider, and 64-bit division costs several times the 32-bit one.
+  // once for all slots. The loop runs over every dim a loop can have
+  // (unrolled, the absent ones skipped): on a GPU every index into the
+  // layout and the context is then a constant, and nothing goes through
+  // local memory.
   template <class Ctx>
   CTG_HD void enter_row(Ctx& c, dim_t row) const {
+    CTG_UNROLL
+    for (std::size_t k = 0; k < K; ++k) c.base[k] = 0;
+    c.row_pos = 0;
     const std::size_t outer = rank > 0 ? rank - 1 : 0;
-    dim_t index[max_rank]{};
-    constexpr dim_t narrow = 0xFFFFFFFF;
-    if (row <= narrow) {
-      std::uint32_t r = static_cast<std::uint32_t>(row);
-      for (std::size_t d = outer; d-- > 0;) {
-        if (dims[d] > narrow) {  // (then r < dims[d])
-          index[d] = r;
-          r = 0;
-          continue;
-        }
-        const std::uint32_t n = static_cast<std::uint32_t>(dims[d]), q = r / n;
-        index[d] = r - q * n;
-        r = q;
-      }
-    } else {
-      for (std::size_t d = outer; d-- > 0;) {
-        const dim_t q = row / dims[d];
-        index[d] = row - q * dims[d];
-        row = q;
-      }
+    index_digits digits(row);
+    CTG_UNROLL
+    for (std::size_t i = 0; i + 1 < max_rank; ++i) {
+      const std::size_t d = max_rank - 2 - i;  // (inner to outer)
+      if (d < outer) move_along(c, d, digits.next(dims[d]));
     }
-    for (std::size_t k = 0; k < K; ++k) {
-      dim_t off = 0;
-      for (std::size_t d = 0; d < outer; ++d) off += index[d] * stride[k][d];
-      c.base[k] = off;
-    }
-    c.row_pos = rank >= 2 ? index[rank - 2] : 0;
+  }
+  // Move context c by `by` along outer dim d: each slot's base, and the
+  // row's index where d is the second-to-last dim.
+  template <class Ctx>
+  CTG_HD void move_along(Ctx& c, std::size_t d, dim_t by) const {
+    CTG_UNROLL
+    for (std::size_t k = 0; k < K; ++k) c.base[k] += by * stride[k][d];
+    if (d + 2 == rank) c.row_pos += by;
   }
 };
 

@@ -280,6 +280,12 @@ consteval auto adamw_state_layout() {
   return l;
 }
 
+// A step's lr (the configured one, or a schedule's), checked before anything is touched.
+inline void check_adamw_lr(float lr) {
+  if (!(std::isfinite(lr) && lr >= 0.0f))
+    throw error("ctg: adamw: lr must be finite and >= 0, found " + std::to_string(lr) + "; nothing was updated");
+}
+
 // The configuration and the step count of an AdamW optimizer (this file's,
 // and the GPU's: optim/cuda/adamw.cuh).
 class adamw_counters {
@@ -366,8 +372,7 @@ class adamw : public detail::adamw_counters {
   // gradient norm before clipping. Throws ctg::error, changing nothing, when
   // a gradient is not finite or lr is not finite and >= 0.
   float step(Store& s, float lr) {
-    if (!(std::isfinite(lr) && lr >= 0.0f))
-      throw error("ctg: adamw: lr must be finite and >= 0, found " + std::to_string(lr) + "; nothing was updated");
+    detail::check_adamw_lr(lr);
     detail::check_adamw_grads_complete(s);
     // Pass 1: read only. Norm and finiteness of every gradient.
     double total_sq = 0.0;

@@ -4,7 +4,8 @@
 // visits (the loop elements that reach it, in increasing order: the CPU's
 // row order, exec/cpu/fused_loop.hpp) are cut into chunks of consecutive
 // visits; one thread combines one chunk of one output in f64, in visit
-// order, and a second kernel combines each output's chunks in chunk order.
+// order, and a second kernel combines each output's chunks in a fixed order
+// (combine_chunks).
 // The chunks depend on the shapes alone, never on the device or the launch,
 // so two runs, or two GPUs, give the same bits; the CPU combines the same
 // visits in one sequence, so the f64 sums differ by rounding only, and the
@@ -20,6 +21,7 @@
 #include <ctg/core/error.hpp>
 #include <ctg/core/shape.hpp>
 #include <ctg/core/type_list.hpp>
+#include <ctg/exec/cuda/launch_geometry.hpp>
 #include <ctg/lower/kernel_expr.hpp>
 #include <ctg/lower/loop_layout.hpp>
 
@@ -29,27 +31,33 @@ struct axis_reduce_map {
   std::size_t kept = 0, reduced = 0;  // dims of each kind (dims of 1 left out), outer to inner
   dim_t kept_size[max_rank]{}, kept_step[max_rank]{};  // steps in iteration elements
   dim_t reduced_size[max_rank]{}, reduced_step[max_rank]{};
-  dim_t reduced_row_step[max_rank]{};  // reduced_step in rows: every visit starts its output's row
-                                       // offset by whole rows (the last dim is kept, or walked by rows)
+  dim_t walked_size[max_rank]{};  // by loop dim: its size where the visits walk it (a reduced dim), else 0
+  dim_t output_row = 0;  // the loop's last dim where it is kept (outputs then lie in rows of it), else 0
   dim_t outputs = 1;     // the output's elements (the kept dims' product)
   dim_t per_output = 1;  // visits per output (the reduced dims' product)
 
   // The iteration element of output o's visit r, r in [0, per_output):
   // increasing in r (the reduced dims in row-major order); the sum of
-  // output o's first element and visit r's offset from it.
+  // output o's first element and visit r's offset from it. (The kernels
+  // find them once per output and chunk. The loops run over every dim a map
+  // can have, unrolled on a GPU: see CTG_UNROLL.)
   CTG_HD dim_t output_start(dim_t o) const {
     dim_t e = 0;
-    for (std::size_t d = kept; d-- > 0;) {
-      e += (o % kept_size[d]) * kept_step[d];
-      o /= kept_size[d];
+    kernel::index_digits digits(o);
+    CTG_UNROLL
+    for (std::size_t i = 0; i < max_rank; ++i) {
+      const std::size_t d = max_rank - 1 - i;
+      if (d < kept) e += digits.next(kept_size[d]) * kept_step[d];
     }
     return e;
   }
   CTG_HD dim_t visit_offset(dim_t r) const {
     dim_t e = 0;
-    for (std::size_t d = reduced; d-- > 0;) {
-      e += (r % reduced_size[d]) * reduced_step[d];
-      r /= reduced_size[d];
+    kernel::index_digits digits(r);
+    CTG_UNROLL
+    for (std::size_t i = 0; i < max_rank; ++i) {
+      const std::size_t d = max_rank - 1 - i;
+      if (d < reduced && r != 0) e += digits.next(reduced_size[d]) * reduced_step[d];
     }
     return e;
   }
@@ -94,7 +102,7 @@ inline axis_reduce_map make_axis_reduce_map(const rt_shape& it, const rt_shape& 
     const bool last = d + 1 == it.rank;
     if (o != 1 && o != n) throw error("ctg: axis reduction: output dim is neither kept nor reduced (internal)");
     if (n != 1 && !(last && by_rows)) {
-      if (o == 1) red_size[nr] = n, red_step[nr++] = step;
+      if (o == 1) red_size[nr] = n, red_step[nr++] = step, m.walked_size[d] = n;
       else kept_size[nk] = n, kept_step[nk++] = step;
     }
     step *= n;
@@ -111,63 +119,131 @@ inline axis_reduce_map make_axis_reduce_map(const rt_shape& it, const rt_shape& 
     m.per_output *= m.reduced_size[i];
     if (row_length > 0 && m.reduced_step[i] % row_length != 0)
       throw error("ctg: axis reduction: a reduced step within a row (internal)");
-    m.reduced_row_step[i] = row_length > 0 ? m.reduced_step[i] / row_length : 0;
   }
   m.kept = nk;
   m.reduced = nr;
+  if (nk > 0 && m.kept_step[nk - 1] == 1) m.output_row = m.kept_size[nk - 1];
   if (it.numel() == 0) m.per_output = 0;  // (an empty loop: every output is the value over nothing)
   return m;
 }
 
-// Visits [first, end) of output o of a reduction group with this plan
-// (kernel::fused_plan, loop axis_reduce), before finalizing: each visited
-// row's inlined reductions first, then the body's value there (or, the last
-// axis reduced too, the row combined in order), combined in f64 in visit
-// order, from the operation's identity. Visits differ from the output's
-// start by whole rows: the visit's row is counted up dim by dim (no
-// division per visit), its position in the row is the start's.
-template <class Plan, class Ctx, class Layout>
-CTG_HD double axis_reduce_output(const Ctx& c, const Layout& layout, const axis_reduce_map& map, dim_t o,
-                                 dim_t first, dim_t end) {
+// Visits [first, end) of n outputs of one output row, o0 + k * stride for
+// k < n (n <= N), of a reduction group with this plan (kernel::fused_plan,
+// loop axis_reduce), before finalizing, into acc[k]: each visited row's
+// inlined reductions first, then the body's value there (or, the last axis
+// reduced too, the row combined in order: then N is 1), combined in f64 in
+// visit order, from the operation's identity. The outputs' visits are the
+// same rows, so one walk serves them all and their loads are in flight
+// together. Visits differ from the first output's start by whole rows: the
+// context enters the first visit's row once, then moves along the walked
+// dims, the last fastest (no division per visit); the positions in the row
+// are the starts'. (The walk's loops run over every dim a loop can have,
+// unrolled on a GPU: see CTG_UNROLL.)
+template <class Plan, unsigned N, class Ctx, class Layout>
+CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_reduce_map& map, dim_t o0,
+                                dim_t stride, unsigned n, dim_t first, dim_t end, double (&acc)[N]) {
   using Body = typename Plan::body;
   using Op = typename Plan::root_op;
-  double acc = Op::template identity<double>();
-  if (first >= end) return acc;
-  const dim_t L = layout.row_length();
-  const dim_t start = map.output_start(o), start_row = start / L, j = start - start_row * L;
-  dim_t index[max_rank]{}, row = start_row, rest = first;  // visit `first`'s index along each reduced dim, its row
-  for (std::size_t d = map.reduced; d-- > 0;) {
-    index[d] = rest % map.reduced_size[d];
-    rest /= map.reduced_size[d];
-    row += index[d] * map.reduced_row_step[d];
+  static_assert(N == 1 || Plan::root_advances, "ctg: internal: rows combined in order: one output per walk");
+  CTG_UNROLL
+  for (unsigned k = 0; k < N; ++k) acc[k] = Op::template identity<double>();
+  if (first >= end) return;
+  const dim_t L = layout.row_length(), start = map.element(o0, first);
+  kernel::index_digits start_digits(start);
+  const dim_t j = start_digits.next(L);
+  Ctx t = c;
+  layout.enter_row(t, start_digits.rest());
+  dim_t index[max_rank]{};  // the visit's index along each walked dim
+  kernel::index_digits first_digits(first);
+  CTG_UNROLL
+  for (std::size_t i = 0; i < max_rank; ++i) {
+    const std::size_t d = max_rank - 1 - i;
+    if (map.walked_size[d] != 0 && first != 0) index[d] = first_digits.next(map.walked_size[d]);
   }
   for (dim_t r = first; r < end; ++r) {
-    Ctx t = c;
-    layout.enter_row(t, row);
     [&]<class... Rs>(tl::list<Rs...>) {
       ((t.local[Rs::slot] = Rs::value_of(Rs::combine_in_order(t, L), L)), ...);
     }(typename Plan::reductions{});
-    if constexpr (Plan::root_advances)
-      acc = Op::combine(acc, static_cast<double>(Body::value(t, j)));
-    else
-      acc = Op::combine(acc, kernel::row_reduction<0, Op, typename Plan::dtype, Body>::combine_in_order(t, L));
-    for (std::size_t d = map.reduced; d-- > 0;) {  // the next visit: the last reduced dim first, carrying
-      row += map.reduced_row_step[d];
-      if (++index[d] < map.reduced_size[d]) break;
-      row -= map.reduced_size[d] * map.reduced_row_step[d];
+    if constexpr (Plan::root_advances) {
+      CTG_UNROLL
+      for (unsigned k = 0; k < N; ++k)
+        if (k < n) acc[k] = Op::combine(acc[k], static_cast<double>(Body::value(t, j + k * stride)));
+    } else {
+      acc[0] = Op::combine(acc[0], kernel::row_reduction<0, Op, typename Plan::dtype, Body>::combine_in_order(t, L));
+    }
+    CTG_UNROLL
+    for (std::size_t i = 0; i < max_rank; ++i) {  // the next visit: the last walked dim first, carrying
+      const std::size_t d = max_rank - 1 - i;
+      const dim_t size = map.walked_size[d];
+      if (size == 0) continue;
+      layout.move_along(t, d, 1);
+      if (++index[d] < size) break;
+      layout.move_along(t, d, -size);
       index[d] = 0;
     }
   }
-  return acc;
+}
+// One output's visits [first, end).
+template <class Plan, class Ctx, class Layout>
+CTG_HD double axis_reduce_output(const Ctx& c, const Layout& layout, const axis_reduce_map& map, dim_t o,
+                                 dim_t first, dim_t end) {
+  double acc[1];
+  axis_reduce_outputs<Plan, 1>(c, layout, map, o, 1, 1, first, end, acc);
+  return acc[0];
 }
 
-// Output o's chunks combined in chunk order (partials[c * outputs + o]
-// holds chunk c of output o), before finalizing.
+// Where the loop's last dim is kept (map.output_row) and at least a block
+// long, the outputs lie in rows of it and the kernel runs in tiles of them,
+// as elementwise groups do (row_tiles): a tile is up to `span` consecutive
+// outputs of one output row and one chunk, and its thread t computes
+// outputs t, t + threads, ... of it (up to tile_elements_per_thread) in one
+// walk.
+struct axis_reduce_tiling {
+  template <class Plan>
+  CTG_HD static bool applies(const axis_reduce_map& m, unsigned block_threads) {
+    return Plan::root_advances && m.output_row >= dim_t{block_threads};
+  }
+  struct work {
+    dim_t chunk = 0, output = 0;  // the chunk, the thread's first output
+    unsigned n = 0;               // its outputs: output + k * threads, k < n
+  };
+  row_tiles tiles;
+  dim_t output_rows;
+  unsigned threads;
+  CTG_HD axis_reduce_tiling(const axis_reduce_map& m, const axis_reduce_split& s, unsigned block_threads)
+      : tiles(s.chunks * (m.outputs / m.output_row), m.output_row, block_threads, tile_elements_per_thread),
+        output_rows(m.outputs / m.output_row),
+        threads(block_threads) {}
+  CTG_HD work at(dim_t tile, unsigned thread) const {
+    const dim_t row = tiles.row(tile), chunk = row / output_rows, j = tiles.first(tile) + thread,
+                end = tiles.end(tile);
+    if (j >= end) return {chunk, 0, 0};
+    const dim_t n = (end - j + threads - 1) / threads;
+    return {chunk, (row - chunk * output_rows) * tiles.length + j, static_cast<unsigned>(n)};
+  }
+};
+
+// Output o's chunks combined (partials[c * outputs + o] holds chunk c of
+// output o), before finalizing, in an order fixed by the chunk count alone:
+// lane l of combine_lanes combines chunks l, l + combine_lanes, ... in
+// order, then the lanes' values combine pairwise, halving (lane l with lane
+// l + h, for h = combine_lanes / 2, ..., 1). The kernel
+// (axis_reduce_combine) runs one lane per thread of a block; combine_chunks
+// runs them in sequence, in the same order: the tests' version.
+inline constexpr unsigned combine_lanes = 256;
 template <class Op>
-CTG_HD double combine_chunks(const double* partials, dim_t chunks, dim_t outputs, dim_t o) {
+CTG_HD double combine_lane(const double* partials, dim_t chunks, dim_t outputs, dim_t o, unsigned lane) {
   double acc = Op::template identity<double>();
-  for (dim_t c = 0; c < chunks; ++c) acc = Op::combine(acc, partials[c * outputs + o]);
+  for (dim_t c = lane; c < chunks; c += combine_lanes) acc = Op::combine(acc, partials[c * outputs + o]);
   return acc;
+}
+template <class Op>
+double combine_chunks(const double* partials, dim_t chunks, dim_t outputs, dim_t o) {
+  double lane[combine_lanes];
+  for (unsigned l = 0; l < combine_lanes; ++l) lane[l] = combine_lane<Op>(partials, chunks, outputs, o, l);
+  for (unsigned h = combine_lanes / 2; h > 0; h /= 2)
+    for (unsigned l = 0; l < h; ++l) lane[l] = Op::combine(lane[l], lane[l + h]);
+  return lane[0];
 }
 
 }  // namespace ctg::cuda

@@ -9,8 +9,8 @@
 //     reduction in f64, in slot order, its result shared with the block
 //     before the row's elements are written;
 //   * reductions over other axes: chunks of each output's visits summed in
-//     parallel, then each output's chunks in order (launch_axis_reduce,
-//     exec/cuda/axis_reduce_map.hpp).
+//     parallel, then each output's chunks in a fixed order, a block per
+//     output (launch_axis_reduce, exec/cuda/axis_reduce_map.hpp).
 // Elementwise results equal the CPU's bit for bit. Reductions combine in
 // another order than the CPU's row order (a tree, or chunks), so they agree
 // with the CPU within f64 rounding before the single rounding to the node's
@@ -128,33 +128,66 @@ __global__ void __launch_bounds__(Threads)
 }
 
 // Root reducing axes other than the last (exec/cuda/axis_reduce_map.hpp):
-// one thread per chunk of one output's visits. With one chunk per output it
-// writes the output; else its partial, which axis_reduce_combine adds up.
+// chunks of outputs' visits. With one chunk per output it writes the
+// outputs; else their partials, which axis_reduce_combine adds up. Where
+// the loop's last dim is kept and at least a block long, a thread walks up
+// to tile_elements_per_thread outputs of a row at once (axis_reduce_tiling);
+// else one chunk of one output.
 template <class Plan, std::size_t K, std::size_t NR>
 __global__ void axis_reduce_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, axis_reduce_map map,
                                   axis_reduce_split split, double count, double* partials, void* out_bytes) {
   using T = typename Plan::dtype;
+  using Op = typename Plan::root_op;
   T* out = static_cast<T*>(out_bytes);
+  auto write = [&](dim_t chunk, dim_t o, double v) {
+    if (split.chunks == 1) out[o] = store_as<T>(Op::finalize(v, count));
+    else partials[chunk * map.outputs + o] = v;
+  };
+  if constexpr (Plan::root_advances) {
+    if (axis_reduce_tiling::applies<Plan>(map, blockDim.x)) {
+      constexpr unsigned N = tile_elements_per_thread;
+      const axis_reduce_tiling tiling(map, split, blockDim.x);
+      for (dim_t tile = blockIdx.x; tile < tiling.tiles.count; tile += gridDim.x) {
+        const axis_reduce_tiling::work w = tiling.at(tile, threadIdx.x);
+        if (w.n == 0) continue;
+        double acc[N];
+        axis_reduce_outputs<Plan, N>(c, layout, map, w.output, blockDim.x, w.n, split.first(w.chunk),
+                                     split.end(w.chunk, map.per_output), acc);
+#pragma unroll
+        for (unsigned k = 0; k < N; ++k)
+          if (k < w.n) write(w.chunk, w.output + k * blockDim.x, acc[k]);
+      }
+      return;
+    }
+  }
   const dim_t total = split.chunks * map.outputs;
   for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < total; i += dim_t{gridDim.x} * blockDim.x) {
-    const dim_t chunk = i / map.outputs, o = i - chunk * map.outputs;
-    const double v =
-        axis_reduce_output<Plan>(c, layout, map, o, split.first(chunk), split.end(chunk, map.per_output));
-    if (split.chunks == 1) out[o] = store_as<T>(Plan::root_op::finalize(v, count));
-    else partials[i] = v;
+    const dim_t chunk = split.chunks == 1 ? 0 : i / map.outputs, o = i - chunk * map.outputs;
+    write(chunk, o,
+          axis_reduce_output<Plan>(c, layout, map, o, split.first(chunk), split.end(chunk, map.per_output)));
   }
 }
 
-// Each output's partials combined in chunk order. (Op and T as a
-// template-id: instantiated once per reduction and dtype, not per group.)
+// Each output's partials combined in combine_chunks' order, a block per
+// output, a lane per thread. (Op and T as a template-id: instantiated once
+// per reduction and dtype, not per group.)
 template <class OpAndT>
-__global__ void axis_reduce_combine(const double* partials, dim_t chunks, dim_t outputs, double count,
-                                    void* out_bytes) {
+__global__ void __launch_bounds__(combine_lanes)
+    axis_reduce_combine(const double* partials, dim_t chunks, dim_t outputs, double count, void* out_bytes) {
   using Op = tl::at_t<0, OpAndT>;
   using T = tl::at_t<1, OpAndT>;
   T* out = static_cast<T*>(out_bytes);
-  for (dim_t o = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; o < outputs; o += dim_t{gridDim.x} * blockDim.x)
-    out[o] = store_as<T>(Op::finalize(combine_chunks<Op>(partials, chunks, outputs, o), count));
+  __shared__ double lane[combine_lanes];
+  for (dim_t o = blockIdx.x; o < outputs; o += gridDim.x) {
+    lane[threadIdx.x] = combine_lane<Op>(partials, chunks, outputs, o, threadIdx.x);
+    __syncthreads();
+    for (unsigned h = combine_lanes / 2; h > 0; h /= 2) {
+      if (threadIdx.x < h) lane[threadIdx.x] = Op::combine(lane[threadIdx.x], lane[threadIdx.x + h]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[o] = store_as<T>(Op::finalize(lane[0], count));
+    __syncthreads();  // (lane 0 read before the next output overwrites it)
+  }
 }
 
 // Launches the fused group with this plan over `layout`, writing `out`, on the device's stream.
@@ -206,13 +239,16 @@ void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, cons
   if (split.chunks > 1) partials.reserve(sums * sizeof(double));
   auto* part = reinterpret_cast<double*>(partials.data());
   constexpr unsigned threads = 256;
-  axis_reduce_group<Plan><<<dev.blocks_for(sums, threads), threads, 0, dev.stream()>>>(c, layout, map, split, count,
+  const std::size_t work = axis_reduce_tiling::applies<Plan>(map, threads)
+                               ? static_cast<std::size_t>(axis_reduce_tiling(map, split, threads).tiles.count) * threads
+                               : sums;
+  axis_reduce_group<Plan><<<dev.blocks_for(work, threads), threads, 0, dev.stream()>>>(c, layout, map, split, count,
                                                                                        part, out);
   check_launch("ctg::cuda::axis_reduce_group");
   if (split.chunks == 1) return;
+  const unsigned combine_blocks = static_cast<unsigned>(map.outputs < 65535 ? map.outputs : 65535);
   axis_reduce_combine<tl::list<typename Plan::root_op, typename Plan::dtype>>
-      <<<dev.blocks_for(static_cast<std::size_t>(map.outputs), threads), threads, 0, dev.stream()>>>(
-          part, split.chunks, map.outputs, count, out);
+      <<<combine_blocks, combine_lanes, 0, dev.stream()>>>(part, split.chunks, map.outputs, count, out);
   check_launch("ctg::cuda::axis_reduce_combine");
 }
 

@@ -109,8 +109,7 @@ class adamw<Store> : public detail::adamw_counters {
   float step(store_type& s) { return step(s, cfg_.lr); }
 
   float step(store_type& s, float lr) {
-    if (!(std::isfinite(lr) && lr >= 0.0f))
-      throw error("ctg: adamw: lr must be finite and >= 0, found " + std::to_string(lr) + "; nothing was updated");
+    ctg::detail::check_adamw_lr(lr);
     detail::check_adamw_grads_complete(s);
     cuda::workspace& ws = s.workspace();
     const cudaStream_t stream = ws.stream();
