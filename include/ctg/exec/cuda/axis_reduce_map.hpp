@@ -3,8 +3,9 @@
 // their outputs (exec/cuda/fused_kernel.cuh, launch_axis_reduce). Output o's
 // visits (the loop elements that reach it, in increasing order: the CPU's
 // row order, exec/cpu/fused_loop.hpp) are cut into chunks of consecutive
-// visits; one thread combines one chunk of one output in f64, in visit
-// order, and a second kernel combines each output's chunks in a fixed order
+// visits; one thread combines one chunk of one output (or of several
+// outputs of a row at once: axis_reduce_tiling) in f64, in visit order, and
+// a second kernel combines each output's chunks in a fixed order
 // (combine_chunks).
 // The chunks depend on the shapes alone, never on the device or the launch,
 // so two runs, or two GPUs, give the same bits; the CPU combines the same
