@@ -279,3 +279,49 @@ TEST_CASE("matmul of batches of rows by a matrix: the weight's gradient over all
   REQUIRE(v.size() == 24);
   for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == 2.0 * static_cast<double>(i));
 }
+
+TEST_CASE("matmul reads an operand stretched along batch dims where it lies; value and gradients") {
+  // The gradient of a sum over heads, stretched back over them, times per-head weights.
+  using G = ctg::param<"g", ctg::f64, 2, 1, 3, 4>;
+  using W = ctg::param<"w", ctg::f64, 3, 4, 5>;
+  using R = ctg::frozen<"r", ctg::f64, 2, 3, 3, 5>;
+  using E = decltype(ctg::matmul(ctg::broadcast_to<s<2, 3, 3, 4>>(G{}), W{}));
+  static_assert(std::is_same_v<typename E::children, ctg::tl::list<G, W>>, "g read where it lies");
+  static_assert(std::is_same_v<ctg::shape_t<E>, s<2, 3, 3, 5>>);
+  using H = ctg::param<"h", ctg::f64, 2, 1, 7, 5>;  // (and through a transpose)
+  using Et = decltype(ctg::matmul(W{}, ctg::transpose(ctg::broadcast_to<s<2, 3, 7, 5>>(H{}))));
+  static_assert(std::is_same_v<typename Et::children, ctg::tl::list<W, H>> && Et::transpose_b);
+  static_assert(std::is_same_v<ctg::shape_t<Et>, s<2, 3, 4, 7>>);
+  // Where the stretch is what gives the product its batch, or stretches the matrix itself, it stays.
+  using M = ctg::param<"m", ctg::f64, 3, 4>;
+  using V = ctg::param<"v", ctg::f64, 4, 5>;
+  using kept_batch = decltype(ctg::matmul(ctg::broadcast_to<s<2, 3, 4>>(M{}), V{}));
+  static_assert(!std::is_same_v<ctg::tl::at_t<0, typename kept_batch::children>, M>);
+  static_assert(std::is_same_v<ctg::shape_t<kept_batch>, s<2, 3, 5>>);
+  using kept_rows = decltype(ctg::matmul(ctg::broadcast_to<s<3, 4>>(ctg::param<"row", ctg::f64, 1, 4>{}), V{}));
+  static_assert(!std::is_same_v<ctg::tl::at_t<0, typename kept_rows::children>, ctg::param<"row", ctg::f64, 1, 4>>);
+
+  gc::rng rng(93);
+  ctg::cpu::device dev;
+  const auto g0 = rng.vec(gc::numel<G>(), -1.0, 1.0);
+  const auto w0 = rng.vec(gc::numel<W>(), -1.0, 1.0);
+  auto fwd = ctg::forward(E{});
+  auto fs = ctg::make_store(dev, fwd);
+  const auto g = gc::set<G>(fs, g0);
+  const auto w = gc::set<W>(fs, w0);
+  gc::check_close(gc::run_forward(fwd, fs), ref_matmul(g, {2, 1, 3, 4}, w, {3, 4, 5}, {2, 3, 3, 5}), 1e-14, 1e-14,
+                  "forward value");
+  auto step = ctg::value_and_grad(ctg::sum(E{} * R{}), ctg::wrt<G, W>);
+  auto st = ctg::make_store(dev, step);
+  gc::set<G>(st, g0);
+  gc::set<W>(st, w0);
+  gc::set<R>(st, rng.vec(gc::numel<R>(), -1.0, 1.0));
+  {
+    INFO("d/dg");
+    gc::check_grad<G>(step, st, gc::f64_tol);
+  }
+  {
+    INFO("d/dw");
+    gc::check_grad<W>(step, st, gc::f64_tol);
+  }
+}

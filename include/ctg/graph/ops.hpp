@@ -252,13 +252,67 @@ struct product_operand<X, T, true> {
   static constexpr bool transposed = !T;
 };
 
+// A product broadcasts batch dims itself, so an operand that only stretches
+// batch dims (a broadcast whose last two dims are its child's) is read as
+// its child where the product keeps its shape: no stretched copy is made.
+// (Autodiff makes such operands: a sum over heads' gradient, stretched back
+// over the heads, times per-head weights.)
+template <class Op>
+inline constexpr bool is_broadcast_op = false;
+template <class S, class L>
+inline constexpr bool is_broadcast_op<op::broadcast<S, L>> = true;
+template <class X, bool = X::kind == node_kind::elementwise>
+struct stretched_from {
+  using type = X;
+};
+template <class X>
+struct stretched_from<X, true> {
+  using type = std::conditional_t<is_broadcast_op<typename X::op>, tl::at_t<0, typename X::children>, X>;
+};
+// Does the product keep its shape with operand x read as c (x first:
+// op(x) op(other), else op(other) op(x))?
+consteval bool same_product_shape(shape_value x, shape_value c, shape_value other, bool tx, bool to, bool x_first) {
+  if (x.rank < 2 || c.rank < 2 || c.d[c.rank - 1] != x.d[x.rank - 1] || c.d[c.rank - 2] != x.d[x.rank - 2])
+    return false;
+  if (tx) x = swap_last_two(x), c = swap_last_two(c);
+  if (to && other.rank >= 2) other = swap_last_two(other);
+  const shape_value before = x_first ? matmul_shape_of(x, other) : matmul_shape_of(other, x);
+  const shape_value after = x_first ? matmul_shape_of(c, other) : matmul_shape_of(other, c);
+  if (!after.ok || after.rank != before.rank) return false;
+  for (std::size_t i = 0; i < before.rank; ++i)
+    if (after.d[i] != before.d[i]) return false;
+  return true;
+}
+template <class X, class Other, bool TX, bool TO, bool XFirst>
+consteval bool reads_child() {
+  using C = typename stretched_from<X>::type;
+  if constexpr (std::is_same_v<C, X>) return false;
+  else return same_product_shape(value_of<typename X::dims>(), value_of<typename C::dims>(),
+                                 value_of<typename Other::dims>(), TX, TO, XFirst);
+}
+template <class A, class B, bool TA, bool TB>
+constexpr auto matmul_reading_b() {
+  if constexpr (reads_child<B, A, TB, TA, false>())
+    return node_t<matmul_node<A, typename stretched_from<B>::type, TA, TB>>{};
+  else
+    return node_t<matmul_node<A, B, TA, TB>>{};
+}
+
 // op(a) op(b) (op: transpose where TA / TB) as one matmul node; a transposed
-// operand, given as transpose(x) or by its flag, is read where it lies.
+// operand, given as transpose(x) or by its flag, is read where it lies, and
+// one stretched along batch dims, as its child. (The choice is made by
+// branches, not by an alias of the chosen type: nvcc's front end, given a
+// node spelled through such an alias, did not finish the tiny transformer.)
 template <bool TA, bool TB, expr A, expr B>
 constexpr auto matmul_op(A, B) {
   using a = product_operand<node_t<A>, TA>;
   using b = product_operand<node_t<B>, TB>;
-  return node_t<matmul_node<typename a::node, typename b::node, a::transposed, b::transposed>>{};
+  using an = typename a::node;
+  using bn = typename b::node;
+  if constexpr (reads_child<an, bn, a::transposed, b::transposed, true>())
+    return matmul_reading_b<typename stretched_from<an>::type, bn, a::transposed, b::transposed>();
+  else
+    return matmul_reading_b<an, bn, a::transposed, b::transposed>();
 }
 }  // namespace detail
 
