@@ -72,6 +72,37 @@ constexpr auto transposed_if(X x) {
   else return x;
 }
 
+// Product E of leaves A and B: its value against ref(a, b) (the leaves'
+// values, by the definition), the gradients of sum(E * R) for both against
+// central finite differences.
+template <class E, class A, class B, class R, class Ref>
+void check_product(std::uint64_t seed, gc::tol t, double value_rtol, Ref ref) {
+  gc::rng rng(seed);
+  ctg::cpu::device dev;
+  const auto a0 = rng.vec(gc::numel<A>(), -1.0, 1.0);
+  const auto b0 = rng.vec(gc::numel<B>(), -1.0, 1.0);
+
+  auto fwd = ctg::forward(E{});
+  auto fs = ctg::make_store(dev, fwd);
+  const auto a = gc::set<A>(fs, a0);
+  const auto b = gc::set<B>(fs, b0);
+  gc::check_close(gc::run_forward(fwd, fs), ref(a, b), value_rtol, value_rtol, "forward value");
+
+  auto step = ctg::value_and_grad(ctg::sum(E{} * R{}), ctg::wrt<A, B>);
+  auto st = ctg::make_store(dev, step);
+  gc::set<A>(st, a0);
+  gc::set<B>(st, b0);
+  gc::set<R>(st, rng.vec(gc::numel<R>(), -1.0, 1.0));
+  {
+    INFO("d/dA");
+    gc::check_grad<A>(step, st, t);
+  }
+  {
+    INFO("d/dB");
+    gc::check_grad<B>(step, st, t);
+  }
+}
+
 // matmul(op(a), op(b)), op = transpose where TA / TB, of leaves stored with
 // dims SA and SB: one matmul node reading the stored leaves in place (a
 // transpose is a flag of the product, never a node or a copy); its value
@@ -87,33 +118,10 @@ void product_case(gc::tol t, double value_rtol) {
   static_assert(std::is_same_v<typename E::children, ctg::tl::list<A, B>>, "the stored leaves, read in place");
   static_assert(std::is_same_v<ctg::shape_t<E>, SC>);
   static_assert(std::is_same_v<ctg::dtype_t<E>, T>);
-  gc::rng rng(61);
-  ctg::cpu::device dev;
-  const auto a0 = rng.vec(gc::numel<A>(), -1.0, 1.0);
-  const auto b0 = rng.vec(gc::numel<B>(), -1.0, 1.0);
-
-  auto fwd = ctg::forward(E{});
-  auto fs = ctg::make_store(dev, fwd);
-  const auto a = gc::set<A>(fs, a0);
-  const auto b = gc::set<B>(fs, b0);
-  gc::check_close(gc::run_forward(fwd, fs),
-                  ref_matmul(TA ? ref_transposed(a, dims_vec<SA>()) : a, op_dims(dims_vec<SA>(), TA),
-                             TB ? ref_transposed(b, dims_vec<SB>()) : b, op_dims(dims_vec<SB>(), TB), dims_vec<SC>()),
-                  value_rtol, value_rtol, "forward value");
-
-  auto step = ctg::value_and_grad(ctg::sum(E{} * R{}), ctg::wrt<A, B>);
-  auto st = ctg::make_store(dev, step);
-  gc::set<A>(st, a0);
-  gc::set<B>(st, b0);
-  gc::set<R>(st, rng.vec(gc::numel<R>(), -1.0, 1.0));
-  {
-    INFO("d/dA");
-    gc::check_grad<A>(step, st, t);
-  }
-  {
-    INFO("d/dB");
-    gc::check_grad<B>(step, st, t);
-  }
+  check_product<E, A, B, R>(61, t, value_rtol, [](const std::vector<double>& a, const std::vector<double>& b) {
+    return ref_matmul(TA ? ref_transposed(a, dims_vec<SA>()) : a, op_dims(dims_vec<SA>(), TA),
+                      TB ? ref_transposed(b, dims_vec<SB>()) : b, op_dims(dims_vec<SB>(), TB), dims_vec<SC>());
+  });
 }
 template <class Cfg, class T>
 void matmul_case(gc::tol t, double value_rtol) {
@@ -301,27 +309,7 @@ TEST_CASE("matmul reads an operand stretched along batch dims where it lies; val
   using kept_rows = decltype(ctg::matmul(ctg::broadcast_to<s<3, 4>>(ctg::param<"row", ctg::f64, 1, 4>{}), V{}));
   static_assert(!std::is_same_v<ctg::tl::at_t<0, typename kept_rows::children>, ctg::param<"row", ctg::f64, 1, 4>>);
 
-  gc::rng rng(93);
-  ctg::cpu::device dev;
-  const auto g0 = rng.vec(gc::numel<G>(), -1.0, 1.0);
-  const auto w0 = rng.vec(gc::numel<W>(), -1.0, 1.0);
-  auto fwd = ctg::forward(E{});
-  auto fs = ctg::make_store(dev, fwd);
-  const auto g = gc::set<G>(fs, g0);
-  const auto w = gc::set<W>(fs, w0);
-  gc::check_close(gc::run_forward(fwd, fs), ref_matmul(g, {2, 1, 3, 4}, w, {3, 4, 5}, {2, 3, 3, 5}), 1e-14, 1e-14,
-                  "forward value");
-  auto step = ctg::value_and_grad(ctg::sum(E{} * R{}), ctg::wrt<G, W>);
-  auto st = ctg::make_store(dev, step);
-  gc::set<G>(st, g0);
-  gc::set<W>(st, w0);
-  gc::set<R>(st, rng.vec(gc::numel<R>(), -1.0, 1.0));
-  {
-    INFO("d/dg");
-    gc::check_grad<G>(step, st, gc::f64_tol);
-  }
-  {
-    INFO("d/dw");
-    gc::check_grad<W>(step, st, gc::f64_tol);
-  }
+  check_product<E, G, W, R>(93, gc::f64_tol, 1e-14, [](const std::vector<double>& g, const std::vector<double>& w) {
+    return ref_matmul(g, {2, 1, 3, 4}, w, {3, 4, 5}, {2, 3, 3, 5});
+  });
 }
