@@ -42,27 +42,23 @@ struct axis_reduce_map {
   // output o's first element and visit r's offset from it. (The kernels
   // find them once per output and chunk. The loops run over every dim a map
   // can have, unrolled on a GPU: see CTG_UNROLL.)
-  CTG_HD dim_t output_start(dim_t o) const {
-    dim_t e = 0;
-    kernel::index_digits digits(o);
-    CTG_UNROLL
-    for (std::size_t i = 0; i < max_rank; ++i) {
-      const std::size_t d = max_rank - 1 - i;
-      if (d < kept) e += digits.next(kept_size[d]) * kept_step[d];
-    }
-    return e;
-  }
-  CTG_HD dim_t visit_offset(dim_t r) const {
-    dim_t e = 0;
-    kernel::index_digits digits(r);
-    CTG_UNROLL
-    for (std::size_t i = 0; i < max_rank; ++i) {
-      const std::size_t d = max_rank - 1 - i;
-      if (d < reduced && r != 0) e += digits.next(reduced_size[d]) * reduced_step[d];
-    }
-    return e;
-  }
+  CTG_HD dim_t output_start(dim_t o) const { return offset_of(o, kept, kept_size, kept_step); }
+  CTG_HD dim_t visit_offset(dim_t r) const { return offset_of(r, reduced, reduced_size, reduced_step); }
   CTG_HD dim_t element(dim_t o, dim_t r) const { return output_start(o) + visit_offset(r); }
+
+ private:
+  // Index i over the first n of these dims (sizes, steps), as an offset in iteration elements.
+  CTG_HD static dim_t offset_of(dim_t i, std::size_t n, const dim_t* size, const dim_t* step) {
+    if (i == 0) return 0;
+    dim_t e = 0;
+    kernel::index_digits digits(i);
+    CTG_UNROLL
+    for (std::size_t k = 0; k < max_rank; ++k) {
+      const std::size_t d = max_rank - 1 - k;
+      if (d < n) e += digits.next(size[d]) * step[d];
+    }
+    return e;
+  }
 };
 
 // Each output's visits cut into `chunks` chunks of `chunk` consecutive
