@@ -3,8 +3,8 @@
 //     dropout on) trained 5 AdamW steps on W ranks equals, bit for bit, one
 //     process emulating W ranks (which every rank also runs): losses,
 //     gradient shards, parameters, FP8 scales. Its embedding's 11 rows do
-//     not divide by 2 or 3, and its 2 stacked layers leave rank 2 of 3
-//     with empty shards;
+//     not divide by 2 or 3, nor do its stacked layers' 8 rows by 3 (each
+//     layer is cut on its own dim 0);
 //   * what moves: a recording communicator counts the all-to-all bytes of
 //     the gradients, which leave the frozen leaf out, in f32;
 //   * mistakes on one rank are a ctg::error on every rank, never a hang

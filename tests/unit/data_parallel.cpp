@@ -70,6 +70,42 @@ TEST_CASE("dim-0 shards: ceil(rows / world) per rank, padded; a rank may hold no
   CHECK(lay.elements == want);
 }
 
+namespace {
+template <ctg::fixed_string Prefix>
+struct small_block {
+  template <ctg::expr X>
+  constexpr auto operator()(X x) const {
+    using P = ctg::precision::full<ctg::f32>;
+    return x + ctg::nn::linear<Prefix + ".up", 4, P>(ctg::nn::rms_norm<Prefix + ".norm", P>(x));
+  }
+};
+}  // namespace
+
+TEST_CASE("a stacked leaf is cut per layer, on each layer's own dim 0 (as FSDP2 cuts each block it wraps)") {
+  using SX = ctg::input<"x", ctg::f32, dyn, 4>;
+  using step_t = decltype(ctg::value_and_grad(ctg::sum(ctg::nn::stack<3, small_block>(SX{}))));
+  using Up = ctg::param<"layers.{i}.up.weight", ctg::f32, 3, 4, 4>;
+  using Norm = ctg::param<"layers.{i}.norm.scale", ctg::f32, 3, 4>;
+  static_assert(ctg::tl::contains<Up, step_t::wrt>::value && ctg::tl::contains<Norm, step_t::wrt>::value);
+  const auto lay = ctg::dist::block_layout<step_t>::of(3);
+  const auto& up = lay.leaf[ctg::tl::index_of<Up, step_t::wrt>::value];
+  const auto& norm = lay.leaf[ctg::tl::index_of<Norm, step_t::wrt>::value];
+  // up: 3 layers of 4 rows of 4; on 3 ranks, 2 rows of each layer per rank, rank 2 none.
+  CHECK(up.pieces == 3);
+  CHECK(up.shard.per_rank == 2);
+  CHECK(up.part_elements() == 3 * 2 * 4);
+  CHECK(up.held_elements(1) == 3 * 2 * 4);
+  CHECK(up.held_elements(2) == 0);
+  const auto r = up.run_of(1, 2);  // rank 1's rows 2, 3 of layer 2
+  CHECK(r.whole == 2 * 16 + 2 * 4);
+  CHECK(r.packed == 2 * 8);
+  CHECK(r.n == 8);
+  // norm: 3 layers of 4 one-element rows.
+  CHECK(norm.row_elements == 1);
+  CHECK(norm.run_of(0, 1).whole == 4);
+  CHECK(norm.run_of(0, 1).n == 2);
+}
+
 TEST_CASE("one rank is the plain store and AdamW, bit for bit") {
   auto step = ctg::value_and_grad(loss());
   ctg::cpu::device dev;

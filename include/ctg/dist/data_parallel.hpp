@@ -306,13 +306,13 @@ class data_parallel final : public replica_group {
       const auto g = store_.template grad<L>();
       const auto& slot = layout_.leaf[K];
       for (int j = 0; j < world_; ++j) {
-        const std::size_t from = static_cast<std::size_t>(slot.shard.begin(j)) * slot.row_elements;
-        const std::size_t n = static_cast<std::size_t>(slot.shard.held(j)) * slot.row_elements;
         float* dst = blocks + static_cast<std::size_t>(j) * layout_.elements + slot.offset;
-        if (add)
-          for (std::size_t i = 0; i < n; ++i) dst[i] += static_cast<float>(load_as(g[from + i]));
-        else
-          for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load_as(g[from + i]));
+        slot.for_each_run(j, [&](const auto& run) {
+          if (add)
+            for (std::size_t i = 0; i < run.n; ++i) dst[run.packed + i] += static_cast<float>(load_as(g[run.whole + i]));
+          else
+            for (std::size_t i = 0; i < run.n; ++i) dst[run.packed + i] = static_cast<float>(load_as(g[run.whole + i]));
+        });
       }
     });
   }

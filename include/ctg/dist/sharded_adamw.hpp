@@ -101,13 +101,16 @@ class sharded_adamw {
       for (int h = 0; h < dp_.shards_held(); ++h) {
         const slot& s = slots_[slot_index(K, h)];
         const float* g = dp_.grad_shard(h).data() + leaf.offset;
-        T* p = this->template shard_of<K, L>(h);
         float* m = state_.data() + s.exp_avg;
         float* v = state_.data() + s.exp_avg_sq;
-        if constexpr (ctg::detail::has_master_copy<T>)
-          ctg::detail::adamw_update<T, float>(g, state_.data() + s.master, m, v, p, this->template shard_elements<K>(h), c);
-        else
-          ctg::detail::adamw_update<T, float>(g, p, m, v, nullptr, this->template shard_elements<K>(h), c);
+        this->template for_each_run<K>(h, [&](const auto& r) {
+          T* p = this->template params_of<K, L>(r);
+          if constexpr (ctg::detail::has_master_copy<T>)
+            ctg::detail::adamw_update<T, float>(g + r.packed, state_.data() + s.master + r.packed, m + r.packed,
+                                                v + r.packed, p, r.n, c);
+          else
+            ctg::detail::adamw_update<T, float>(g + r.packed, p, m + r.packed, v + r.packed, nullptr, r.n, c);
+        });
       }
     });
     gather_parameters(false);
@@ -144,10 +147,11 @@ class sharded_adamw {
     visit_whole(whole, [&]<std::size_t K>(std::span<float> all, detail::state_kind which) {
       const auto kind = field(which);
       const auto& leaf = dp_.layout().leaf[K];
-      const std::size_t per = static_cast<std::size_t>(leaf.shard.per_rank) * leaf.row_elements;
-      auto place = [&](int rank, const float* rows) {
-        const std::size_t n = static_cast<std::size_t>(leaf.shard.held(rank)) * leaf.row_elements;
-        if (n) std::memcpy(all.data() + static_cast<std::size_t>(leaf.shard.begin(rank)) * leaf.row_elements, rows, n * sizeof(float));
+      const std::size_t per = leaf.part_elements();
+      auto place = [&](int rank, const float* packed) {
+        leaf.for_each_run(rank, [&](const auto& r) {
+          if (r.n) std::memcpy(all.data() + r.whole, packed + r.packed, r.n * sizeof(float));
+        });
       };
       if (dp_.shards_held() == dp_.world()) {
         for (int h = 0; h < dp_.shards_held(); ++h) place(h, state_.data() + slots_[slot_index(K, h)].*kind);
@@ -166,10 +170,11 @@ class sharded_adamw {
   void take_from(optim::adamw<Store>& whole) {
     visit_whole(whole, [&]<std::size_t K>(std::span<float> all, detail::state_kind which) {
       const auto kind = field(which);
-      const auto& leaf = dp_.layout().leaf[K];
       for (int h = 0; h < dp_.shards_held(); ++h) {
-        const std::size_t from = static_cast<std::size_t>(leaf.shard.begin(dp_.first_shard() + h)) * leaf.row_elements;
-        std::memcpy(state_.data() + slots_[slot_index(K, h)].*kind, all.data() + from, this->template shard_elements<K>(h) * sizeof(float));
+        float* packed = state_.data() + slots_[slot_index(K, h)].*kind;
+        this->template for_each_run<K>(h, [&](const auto& r) {
+          if (r.n) std::memcpy(packed + r.packed, all.data() + r.whole, r.n * sizeof(float));
+        });
       }
     });
     steps_ = whole.steps();
@@ -189,15 +194,17 @@ class sharded_adamw {
   std::size_t slot_index(std::size_t k, int h) const { return k * static_cast<std::size_t>(dp_.shards_held()) + static_cast<std::size_t>(h); }
   template <std::size_t K>
   std::size_t shard_elements(int h) const {
-    const auto& leaf = dp_.layout().leaf[K];
-    return static_cast<std::size_t>(leaf.shard.held(dp_.first_shard() + h)) * leaf.row_elements;
+    return dp_.layout().leaf[K].held_elements(dp_.first_shard() + h);
   }
-  // The store's rows of shard first_shard() + h of leaf L.
-  template <std::size_t K, class L>
-  typename L::dtype* shard_of(int h) {
-    const auto& leaf = dp_.layout().leaf[K];
-    return dp_.store().template param<L>().data() +
-           static_cast<std::size_t>(leaf.shard.begin(dp_.first_shard() + h)) * leaf.row_elements;
+  // f(run) for each contiguous run of shard first_shard() + h of leaf K.
+  template <std::size_t K, class F>
+  void for_each_run(int h, F&& f) const {
+    dp_.layout().leaf[K].for_each_run(dp_.first_shard() + h, f);
+  }
+  // The parameter values of one run of leaf L.
+  template <std::size_t K, class L, class Run>
+  typename L::dtype* params_of(const Run& r) {
+    return dp_.store().template param<L>().data() + r.whole;
   }
 
   // f.template operator()<K>(whole's span, which) for every piece of state
@@ -223,10 +230,11 @@ class sharded_adamw {
       using T = typename L::dtype;
       if constexpr (ctg::detail::has_master_copy<T>) {
         for (int h = 0; h < dp_.shards_held(); ++h) {
-          const T* p = this->template shard_of<K, L>(h);
           float* w = state_.data() + slots_[slot_index(K, h)].master;
-          const std::size_t n = this->template shard_elements<K>(h);
-          for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<float>(load_as<T>(p[i]));
+          this->template for_each_run<K>(h, [&](const auto& r) {
+            const T* p = this->template params_of<K, L>(r);
+            for (std::size_t i = 0; i < r.n; ++i) w[r.packed + i] = static_cast<float>(load_as<T>(p[i]));
+          });
         }
       }
     });
@@ -245,8 +253,11 @@ class sharded_adamw {
             ctg::detail::sum_of_squares(dp_.grad_shard(h).data() + dp_.layout().leaf[K].offset, this->template shard_elements<K>(h));
         if constexpr (ctg::detail::has_master_copy<T>) {
           const float* w = state_.data() + slots_[slot_index(K, h)].master;
-          c.written = ctg::detail::first_master_mismatch(this->template shard_of<K, L>(h), w, this->template shard_elements<K>(h)) !=
-                      this->template shard_elements<K>(h);
+          bool written = false;
+          this->template for_each_run<K>(h, [&](const auto& r) {
+            written = written || ctg::detail::first_master_mismatch(this->template params_of<K, L>(r), w + r.packed, r.n) != r.n;
+          });
+          c.written = written;
         }
       }
     });
@@ -291,7 +302,7 @@ class sharded_adamw {
   // or in its fp8 format followed by their amax.
   template <std::size_t K, class L>
   std::size_t part_bytes(bool whole) const {
-    const std::size_t n = static_cast<std::size_t>(dp_.layout().leaf[K].shard.per_rank) * dp_.layout().leaf[K].row_elements;
+    const std::size_t n = dp_.layout().leaf[K].part_elements();
     if (as_fp8<K> && !whole) return n + sizeof(float);
     return n * sizeof(typename L::dtype);
   }
@@ -309,10 +320,11 @@ class sharded_adamw {
     std::size_t at = 0;
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
-      const std::size_t n = this->template shard_elements<K>(0);
-      const T* p = this->template shard_of<K, L>(0);
       if constexpr (as_fp8<K>) {
-        if (!whole) {
+        if (!whole) {  // (a weight outside any stack: its shard is one run)
+          const auto run = dp_.layout().leaf[K].run_of(dp_.first_shard(), 0);
+          const std::size_t n = run.n;
+          const T* p = this->template params_of<K, L>(run);
           using Q = quantizer_of<K>;
           using Fmt = typename Q::dtype;
           const float scale = dp_.store().template param<typename Q::scaling::scale_leaf>()[0];
@@ -328,7 +340,9 @@ class sharded_adamw {
           return;
         }
       }
-      if (n) std::memcpy(send.data() + at, p, n * sizeof(T));
+      this->template for_each_run<K>(0, [&](const auto& r) {
+        if (r.n) std::memcpy(send.data() + at + r.packed * sizeof(T), this->template params_of<K, L>(r), r.n * sizeof(T));
+      });
       at += this->template part_bytes<K, L>(whole);
     });
     dp_.comm().all_gather(std::span<const std::byte>(send), std::span(recv));
@@ -338,15 +352,17 @@ class sharded_adamw {
       for_each_trainable([&]<std::size_t K, class L>() {
         using T = typename L::dtype;
         const auto& leaf = dp_.layout().leaf[K];
-        const std::size_t n = static_cast<std::size_t>(leaf.shard.held(r)) * leaf.row_elements;
-        const std::size_t first = static_cast<std::size_t>(leaf.shard.begin(r)) * leaf.row_elements;
         if (as_fp8<K> && !whole) {
-          if (n) std::memcpy(dp_.fp8_payload(K) + first, recv.data() + from, n);
+          const auto run = leaf.run_of(r, 0);
+          if (run.n) std::memcpy(dp_.fp8_payload(K) + run.whole, recv.data() + from, run.n);
           float a;
           std::memcpy(&a, recv.data() + from + this->template part_bytes<K, L>(whole) - sizeof(float), sizeof(float));
           amax[K] = fp8_scaling::amax_combine(amax[K], a);
-        } else if (r != dp_.first_shard() && n) {
-          std::memcpy(dp_.store().template param<L>().data() + first, recv.data() + from, n * sizeof(T));
+        } else if (r != dp_.first_shard()) {
+          T* values = dp_.store().template param<L>().data();
+          leaf.for_each_run(r, [&](const auto& run) {
+            if (run.n) std::memcpy(values + run.whole, recv.data() + from + run.packed * sizeof(T), run.n * sizeof(T));
+          });
         }
         from += this->template part_bytes<K, L>(whole);
       });
