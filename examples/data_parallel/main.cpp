@@ -2,11 +2,14 @@
 //
 //   mpirun -np 2 ./build/default/examples/data_parallel --steps 50
 //   ./build/default/examples/data_parallel --emulate 2 --steps 50   # one process playing 2 ranks: the same bits
+//   mpirun -np 2 ./build/default/examples/data_parallel --fsdp      # the layers' parameters in shards (FSDP2)
 //
 // Each rank trains on its own batches of text (ctg's own headers), sampled
 // from (seed, step, rank); gradients are reduce-scattered in f32 in rank
 // order, each rank updates its dim-0 shard of every parameter with AdamW
-// (moments and f32 masters sharded), and the updated shards are gathered.
+// (moments and f32 masters sharded), and the updated shards are gathered;
+// with --fsdp, the stacked layers' parameters stay in shards and each layer
+// is gathered as it runs (--fsdp-keep: kept from its forward to its backward).
 // Rank 0 prints the global batch's loss, the step time and the bytes each
 // rank sent per step. With --save FILE the run ends with a checkpoint in
 // the single-process format (loadable at any number of ranks).
@@ -39,6 +42,7 @@ using model = ctg::nn::transformer<config, ctg::precision::autocast<ctg::bf16>>;
 
 struct options {
   long steps = 50, batch = 8, seq = 64, emulate = 0;
+  int fsdp = 0;  // 1: dist::fsdp; 2: dist::fsdp, forward gathers kept
   std::uint64_t seed = 1;
   float lr = 3e-3f;
   std::string save;
@@ -58,8 +62,11 @@ options parse(int argc, char** argv) {
     else if (a == "--seed") o.seed = std::stoull(value());
     else if (a == "--lr") o.lr = std::stof(value());
     else if (a == "--save") o.save = value();
+    else if (a == "--fsdp") o.fsdp = 1;
+    else if (a == "--fsdp-keep") o.fsdp = 2;
     else throw ctg::error("data_parallel: unknown flag " + a +
-                          " (flags: --steps N --batch B (per rank) --seq T --emulate W --seed S --lr X --save FILE)");
+                          " (flags: --steps N --batch B (per rank) --seq T --emulate W --seed S --lr X --save FILE "
+                          "--fsdp --fsdp-keep)");
   }
   if (o.steps < 1 || o.batch < 1 || o.seq < 2 || o.seq > config::max_seq || o.emulate < 0)
     throw ctg::error("data_parallel: --steps >= 1, --batch >= 1, 2 <= --seq <= 64, --emulate >= 0");
@@ -97,16 +104,22 @@ int train(ctg::dist::communicator& comm, const options& o) {
   auto store = ctg::make_store(ctg::cpu::device{1}, step);
   ctg::nn::init_params(store, o.seed);
   ctg::dist::recording_comm rec(comm);
-  auto dp = o.emulate ? std::make_unique<ctg::dist::data_parallel<decltype(store)>>(store, ctg::dist::emulate{static_cast<int>(o.emulate)})
-                      : std::make_unique<ctg::dist::data_parallel<decltype(store)>>(store, rec);
+  using dp_t = ctg::dist::data_parallel<decltype(store)>;
+  const ctg::dist::fsdp sharded{.reshard_after_forward = o.fsdp == 1};
+  const ctg::dist::emulate ranks{static_cast<int>(o.emulate)};
+  std::unique_ptr<dp_t> dp;
+  if (o.emulate) dp = o.fsdp ? std::make_unique<dp_t>(store, ranks, sharded) : std::make_unique<dp_t>(store, ranks);
+  else dp = o.fsdp ? std::make_unique<dp_t>(store, rec, sharded) : std::make_unique<dp_t>(store, rec);
   ctg::dist::sharded_adamw opt(*dp, {.lr = o.lr, .max_grad_norm = 1.0f});
   const int world = dp->world(), runs = dp->shards_held(), first = dp->first_shard();
   const bool printer = comm.rank() == 0;
   if (printer)
     std::printf("data_parallel: %d rank%s%s, batch %ld x %ld tokens per rank, %zu floats of optimizer state "
-                "on this rank\n",
+                "on this rank; parameters held: %zu bytes in the store, %zu of the layers' shards, %zu gathered "
+                "for the layers that run%s\n",
                 world, world > 1 ? "s" : "", o.emulate ? " (emulated in one process)" : "", o.batch, o.seq,
-                opt.state_elements());
+                opt.state_elements(), store.stored_bytes(), dp->resident_bytes(), dp->gathered_bytes(),
+                o.fsdp == 1 ? " (fsdp)" : o.fsdp == 2 ? " (fsdp, kept after forward)" : "");
 
   std::vector<i32> pos(static_cast<std::size_t>(o.seq)), ids(static_cast<std::size_t>(o.batch * o.seq)),
       targets(ids.size());
@@ -136,8 +149,8 @@ int train(ctg::dist::communicator& comm, const options& o) {
   std::sort(ms.begin(), ms.end());
   if (printer)
     std::printf("median step %.1f ms; each rank sent %zu bytes per step (gradients in f32 by all-to-all, parameters "
-                "in their dtypes by all-gather)\n",
-                ms[ms.size() / 2], bytes_per_step);
+                "in their dtypes by all-gather%s)\n",
+                ms[ms.size() / 2], bytes_per_step, o.fsdp ? ", the layers' as they run" : "");
   if (!o.save.empty()) {
     ctg::dist::save(o.save, *dp, opt);
     if (printer) std::printf("saved %s\n", o.save.c_str());

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <span>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,8 +96,10 @@ std::vector<unsigned char> all_values(Store& s) {
 
 // k micro-batches per rank and step (dp.accumulate(k)): rank r's micro-batch
 // m of step s is batch_of(k * s + m, r); emulating, run m * W + v is rank v's.
+// With `fsdp`, both hold the stacks' parameters in shards (dist::fsdp).
 template <class Policy>
-void world_equals_emulation(ctg::dist::communicator& comm, const char* name, int k = 1) {
+void world_equals_emulation(ctg::dist::communicator& comm, const char* name, int k = 1,
+                            std::optional<ctg::dist::fsdp> fsdp = std::nullopt) {
   const int W = comm.size(), r = comm.rank();
   auto step = train_step<Policy>();
   ctg::cpu::device dev{1};
@@ -107,8 +110,17 @@ void world_equals_emulation(ctg::dist::communicator& comm, const char* name, int
     ctg::nn::init_params(*s, 4, 0.3);
   }
   using dp_t = ctg::dist::data_parallel<decltype(real)>;
-  dp_t dp(real, comm);
-  dp_t em(solo, ctg::dist::emulate{W});
+  std::optional<dp_t> dp_storage, em_storage;
+  if (fsdp) {
+    dp_storage.emplace(real, comm, *fsdp);
+    em_storage.emplace(solo, ctg::dist::emulate{W}, *fsdp);
+  } else {
+    dp_storage.emplace(real, comm);
+    em_storage.emplace(solo, ctg::dist::emulate{W});
+  }
+  dp_t& dp = *dp_storage;
+  dp_t& em = *em_storage;
+  check(dp.holds_stacked_params() == fsdp.has_value(), std::string(name) + ": the stack's parameters held in shards");
   // Under sharded<fp8<...>>, the weights outside the stack (lm_head) travel as fp8 bytes.
   constexpr std::size_t first_fp8 = [] {
     std::size_t k = 0;
@@ -134,14 +146,69 @@ void world_equals_emulation(ctg::dist::communicator& comm, const char* name, int
     const float n1 = opt.step(), n2 = eopt.step();
     check(n1 == n2, at + ": gradient norm");
     if (s > 0 && fp8_gathered) check(dp.provided(dp_t::fp8_quantizer[first_fp8]) != nullptr, at + ": fp8 gather used");
-    opt.gather_whole_parameters();  // (a weight gathered as fp8 is whole only in its own rows)
+    opt.gather_whole_parameters();  // (a weight gathered as fp8 is whole only in its own rows; fsdp: every stack's)
+    eopt.gather_whole_parameters();
     check(all_values(real) == all_values(solo), at + ": parameters and FP8 state after the update");
     losses.push_back(dp.loss());
   }
   check(losses.back() < losses.front(), std::string(name) + ": the loss falls");
   if (r == 0)
-    std::printf("%s on %d ranks, %d micro-batch%s each: losses %.6f .. %.6f, bitwise equal to %d emulated ranks\n",
-                name, W, k, k > 1 ? "es" : "", static_cast<double>(losses.front()), static_cast<double>(losses.back()), W);
+    std::printf("%s%s on %d ranks, %d micro-batch%s each: losses %.6f .. %.6f, bitwise equal to %d emulated ranks\n",
+                name, fsdp ? (fsdp->reshard_after_forward ? " (fsdp)" : " (fsdp, kept after forward)") : "", W, k,
+                k > 1 ? "es" : "", static_cast<double>(losses.front()), static_cast<double>(losses.back()), W);
+}
+
+// dist::fsdp on real ranks: what its layer gathers add to a step, by hand,
+// against the default run (the tiny transformer, bf16, 2 layers). A rank's
+// part of one layer is its padded rows of each stacked leaf: the norms'
+// scales [8] (1 element a row), wq, wk, wv [2, 8, 4] and wo [2, 4, 8] (2
+// rows of 32), w1 and w3 [8, 12], w2 [12, 8]; 2 bytes each.
+void fsdp_bytes(ctg::dist::communicator& comm) {
+  const int W = comm.size(), r = comm.rank();
+  auto ceil_div = [&](std::size_t rows) { return (rows + static_cast<std::size_t>(W) - 1) / static_cast<std::size_t>(W); };
+  const std::size_t layer_part = 2 * (2 * ceil_div(8) * 1 + 4 * ceil_div(2) * 32 + 2 * ceil_div(8) * 12 + ceil_div(12) * 8);
+  constexpr std::size_t layers = config::layers;
+  struct tally {
+    std::size_t calls = 0, bytes = 0;
+    std::vector<unsigned char> values;
+  };
+  auto one_step = [&](std::optional<ctg::dist::fsdp> f) {
+    auto step = train_step<pr::full<ctg::bf16>>();
+    ctg::cpu::device dev{1};
+    auto s = ctg::make_store(dev, step);
+    s.seed(3);
+    ctg::nn::init_params(s, 4, 0.3);
+    ctg::dist::recording_comm rec(comm);
+    using dp_t = ctg::dist::data_parallel<decltype(s)>;
+    std::optional<dp_t> dp;
+    if (f) dp.emplace(s, rec, *f);
+    else dp.emplace(s, rec);
+    ctg::dist::sharded_adamw opt(*dp, {.lr = 0.02f});
+    rec.reset();
+    run(step, s, batch_of(0, r));
+    opt.step();
+    const auto ag = rec.of(ctg::dist::collective::all_gather);
+    tally t{ag.calls, ag.bytes_sent, {}};
+    opt.gather_whole_parameters();
+    t.values = all_values(s);
+    return t;
+  };
+  const tally whole = one_step(std::nullopt), reshard = one_step(ctg::dist::fsdp{}),
+              keep = one_step(ctg::dist::fsdp{.reshard_after_forward = false});
+  const std::size_t report = sizeof(ctg::dist::detail::run_report), others = static_cast<std::size_t>(W - 1);
+  // Resharding: every layer gathered for its forward and again for its
+  // backward, the stack left out of the update's gather, and one more
+  // agreement (on the feeds, before the run's gathers).
+  check(reshard.calls == whole.calls + 2 * layers + 1, "fsdp: gathers per step: " + std::to_string(reshard.calls));
+  check(reshard.bytes == whole.bytes + others * (layers * layer_part + report),
+        "fsdp: all-gather bytes per step: " + std::to_string(reshard.bytes));
+  // Keeping the forward's gathers: each layer once.
+  check(keep.calls == whole.calls + layers + 1, "fsdp keep: gathers per step: " + std::to_string(keep.calls));
+  check(keep.bytes == whole.bytes + others * report, "fsdp keep: all-gather bytes: " + std::to_string(keep.bytes));
+  check(reshard.values == whole.values && keep.values == whole.values, "fsdp: the same parameters after the step");
+  if (r == 0)
+    std::printf("fsdp on %d ranks: all-gather bytes sent per rank per step %zu (default %zu, kept after forward %zu)\n",
+                W, reshard.bytes, whole.bytes, keep.bytes);
 }
 
 // A frozen leaf and rows that do not divide.
@@ -259,6 +326,22 @@ void mistakes(ctg::dist::communicator& comm) {
   run(step, s, batch_of(0, r));  // and the next good step works on every rank
   opt.step();
   check(all_values(s) != before, "a good step after the mistakes");
+
+  // The same under fsdp, whose runs gather layers as they go: a bad id on
+  // rank 1 stops every rank before any gather (never a hang), and the next
+  // good step works.
+  auto s2 = ctg::make_store(dev, step);
+  ctg::nn::init_params(s2, 4, 0.3);
+  ctg::dist::data_parallel fs(s2, comm, ctg::dist::fsdp{});
+  ctg::dist::sharded_adamw fopt(fs);
+  const std::string fsdp_ids = message_of([&] { run(step, s2, bad); });
+  check(r == 1 ? fsdp_ids.find("targets") != std::string::npos
+               : fsdp_ids.find("rank 1 failed this step, so no rank committed it") != std::string::npos,
+        "fsdp: a bad id on rank 1: " + fsdp_ids);
+  const std::string fsdp_sizes = message_of([&] { run(step, s2, batch_of(0, r), r == 1 ? 1 : batch); });
+  check(fsdp_sizes.find("batches of different sizes") != std::string::npos, "fsdp: different sizes: " + fsdp_sizes);
+  run(step, s2, batch_of(1, r));
+  fopt.step();
 }
 // FP8 all-gather: a weight used as shard(quantize(w)) travels as fp8 bytes.
 using Xq = ctg::input<"xq", ctg::f32, dyn, 32>;
@@ -330,15 +413,21 @@ void fp8_all_gather(ctg::dist::communicator& comm) {
                 comm.size(), real.largest_gather, bf16.largest_gather, ratio);
 }
 
-// Resume at the same world: bit for bit the run that never stopped (dropout on).
-void resume_exact(ctg::dist::communicator& comm, const std::string& file) {
+// Resume at the same world: bit for bit the run that never stopped (dropout
+// on). With `fsdp`, both runs hold the stack's parameters in shards. Returns
+// the losses of the steps after the save.
+std::vector<float> resume_exact(ctg::dist::communicator& comm, const std::string& file, bool fsdp) {
   const int r = comm.rank();
   auto step = train_step<pr::full<ctg::bf16>>();
   ctg::cpu::device dev{1};
+  using store_t = decltype(ctg::make_store(dev, step));
+  auto in_world = [&](store_t& s) {
+    return fsdp ? ctg::dist::data_parallel<store_t>(s, comm, ctg::dist::fsdp{}) : ctg::dist::data_parallel<store_t>(s, comm);
+  };
   auto a = ctg::make_store(dev, step);
   a.seed(7);
   ctg::nn::init_params(a, 4, 0.3);
-  ctg::dist::data_parallel dp(a, comm);
+  auto dp = in_world(a);
   ctg::dist::sharded_adamw opt(dp, {.lr = 0.02f});
   for (int s = 0; s < 3; ++s) {
     run(step, a, batch_of(s, r));
@@ -352,7 +441,7 @@ void resume_exact(ctg::dist::communicator& comm, const std::string& file) {
     went_on.push_back(dp.loss());
   }
   auto b = ctg::make_store(dev, step);  // a fresh store: everything comes from the file
-  ctg::dist::data_parallel dq(b, comm);
+  auto dq = in_world(b);
   ctg::dist::sharded_adamw qopt(dq);
   ctg::dist::load(file, dq, qopt);
   for (int s = 3; s < 5; ++s) {
@@ -361,7 +450,10 @@ void resume_exact(ctg::dist::communicator& comm, const std::string& file) {
     check(std::bit_cast<std::uint32_t>(dq.loss()) == std::bit_cast<std::uint32_t>(went_on[static_cast<std::size_t>(s - 3)]),
           "resumed loss at step " + std::to_string(s));
   }
+  opt.gather_whole_parameters();
+  qopt.gather_whole_parameters();
   check(all_values(a) == all_values(b), "resumed parameters and FP8 state");
+  return went_on;
 }
 
 // A file saved at W ranks loads into one process (the plain optimizer) and
@@ -421,13 +513,17 @@ int main(int argc, char** argv) {
     world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed");
     world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed", 2);
     world_equals_emulation<pr::sharded<pr::fp8<pr::delayed<>>>>(comm, "sharded<fp8 delayed>");
+    world_equals_emulation<pr::full<ctg::bf16>>(comm, "bf16", 1, ctg::dist::fsdp{});
+    world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed", 2, ctg::dist::fsdp{.reshard_after_forward = false});
+    fsdp_bytes(comm);
     bytes_moved(comm);
     against_one_process(comm);
     if (comm.size() >= 2) fp8_all_gather(comm);
     if (comm.size() >= 2) mistakes(comm);
     // One file name on every rank (rank 0 writes it; all read it).
     const std::string file = "ctg_mpi_ckpt_np" + std::to_string(comm.size()) + ".ctg";
-    resume_exact(comm, file);
+    const auto whole = resume_exact(comm, file, false), sharded = resume_exact(comm, file, true);
+    check(whole == sharded, "fsdp: saved, resumed and trained as the default run");
     across_world_sizes(comm, file);
     int done = 1;  // (every rank has read the file before rank 0 removes it)
     std::vector<int> all(static_cast<std::size_t>(comm.size()));

@@ -54,6 +54,7 @@ void save(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
       failure = e.what();
     }
   }
+  dp.reshard();  // (fsdp: the stacks' parameters back in shards only)
   detail::agree_on(dp.comm(), failure, "save");
 }
 
@@ -70,11 +71,13 @@ void load(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
   }
   detail::agree_on(dp.comm(), failure, "load");
   // Every rank read the file: nothing below throws.
+  dp.store().hold_stacked_params();  // (fsdp: whole while loading, then each rank's rows kept)
   detail::for_each_stored_leaf<step_type>([&]<class L>() {
     std::vector<typename L::dtype> host(L::dims::static_numel);
     scratch.download(L{}, std::span(host));
     dp.store().upload(L{}, std::span<const typename L::dtype>(host));
   });
+  dp.reshard();
   dp.store().seed(scratch.seed());
   dp.store().set_steps_run(static_cast<std::uint32_t>(whole.steps() * dp.world() + dp.first_shard()));
   dp.forget_fp8_payloads();

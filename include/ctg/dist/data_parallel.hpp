@@ -39,9 +39,20 @@
 // update once per step. Emulating, run m * W + v is rank v's micro-batch m,
 // and the global run (step * k + m) * W + v keys its dropout masks.
 //
-// This is ZeRO-style sharding: gradients, optimizer state and f32 masters
-// live in shards; each rank still holds every parameter whole between steps
-// (gathered after each update), not only while a layer runs as in FSDP2.
+// Parameters: by default, ZeRO-style: gradients, optimizer state and f32
+// masters live in shards, and each rank holds every parameter whole between
+// steps (gathered after each update). With dist::fsdp, as FSDP2: the
+// parameters of every nn::stack (a transformer's layers: nearly all of its
+// weights) live in shards only, each layer's rows on each rank (shard
+// layout); a layer's slices are all-gathered just before it runs, its
+// forward and again its backward (with its recompute), and dropped after,
+// so one layer of a stack is whole at a time. fsdp{.reshard_after_forward =
+// false} keeps the forward's gathers for the backward instead: half the
+// gathers, every layer whole during the run. The leaves outside any stack
+// (embedding, head, final norm: the root unit, which FSDP2 does not reshard
+// after forward either) are gathered once per step, after the update, as by
+// default. The store keeps no copy of a stack's parameters (its
+// stored_bytes() drops by them); their values are the optimizer's to change.
 //
 // FP8 all-gather: a weight whose one use is shard(quantize<Fmt, S>(w))
 // with delayed scaling (outside a stack) travels as fp8 bytes. After each
@@ -55,6 +66,7 @@
 // gather_whole_parameters() makes it whole, as dist::save does).
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <cstring>
 #include <span>
 #include <string>
@@ -72,6 +84,13 @@ namespace ctg::dist {
 // How many ranks one process plays (data_parallel(store, emulate{W})).
 struct emulate {
   int world = 1;
+};
+
+// Parameters sharded as FSDP2 shards them (see above).
+struct fsdp {
+  // Drop a layer's gathered slices after its forward and gather them again
+  // for its backward (FSDP2's default); false: keep them until the backward.
+  bool reshard_after_forward = true;
 };
 
 namespace detail {
@@ -108,6 +127,19 @@ consteval std::size_t sole_sharded_quantizer(tl::list<Ns...>) {
   (void)one;
   return uses == 1 ? found : none;
 }
+// The node index of the stack whose stacked leaf L is, else `none`.
+template <class L, class... Ns>
+consteval std::size_t stack_of_leaf(tl::list<Ns...>) {
+  std::size_t found = none, i = 0;
+  auto one = [&]<class N>(std::type_identity<N>) {
+    if constexpr (N::kind == node_kind::stack)
+      if (tl::contains<L, typename N::children>::value) found = i;
+    ++i;
+  };
+  (one(std::type_identity<Ns>{}), ...);
+  (void)one;
+  return found;
+}
 // f.template operator()<L>() for every stored leaf of the step (parameters,
 // frozen leaves, FP8 state).
 template <class Step, class F>
@@ -139,9 +171,12 @@ class data_parallel final : public replica_group {
   // This store as rank comm.rank() of comm.size() ranks. Throws ctg::error,
   // on every rank, if the ranks run different steps or hold different
   // parameters (or FP8 state, or step counts).
-  data_parallel(Store& s, communicator& c) : data_parallel(s, c, c.size(), 1) {}
+  data_parallel(Store& s, communicator& c) : data_parallel(s, c, c.size(), 1, std::nullopt) {}
   // This store playing all of `e.world` ranks.
-  data_parallel(Store& s, emulate e) : data_parallel(s, own_, e.world, e.world) {}
+  data_parallel(Store& s, emulate e) : data_parallel(s, own_, e.world, e.world, std::nullopt) {}
+  // The same, a stack's parameters held in shards (FSDP2: see above).
+  data_parallel(Store& s, communicator& c, fsdp f) : data_parallel(s, c, c.size(), 1, f) {}
+  data_parallel(Store& s, emulate e, fsdp f) : data_parallel(s, own_, e.world, e.world, f) {}
 
   data_parallel(const data_parallel&) = delete;
   data_parallel& operator=(const data_parallel&) = delete;
@@ -200,6 +235,76 @@ class data_parallel final : public replica_group {
     for (auto& p : payloads_) p.valid = false;
   }
 
+  // ---------------------------------------------------------- fsdp ----
+  // Is trainable leaf K a stack's (held in shards under fsdp)?
+  static constexpr std::array<std::size_t, trainable::size + 1> stack_of =
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return std::array<std::size_t, trainable::size + 1>{
+            detail::stack_of_leaf<tl::at_t<K, trainable>>(typename step_type::nodes{})..., detail::none};
+      }(std::make_index_sequence<trainable::size>{});
+  template <std::size_t K>
+  static constexpr bool stacked = stack_of[K] != detail::none;
+  // Does this run hold the stacks' parameters in shards?
+  bool holds_stacked_params() const override { return fsdp_.has_value() && resident_block_ > 0; }
+  // The rows of stacked leaf K in held shard h (first_shard() + h), packed
+  // as the shard's runs (shard_layout.hpp), in the leaf's dtype.
+  template <std::size_t K, class L>
+  typename L::dtype* resident_rows(int h) {
+    return reinterpret_cast<typename L::dtype*>(resident_.data() + static_cast<std::size_t>(h) * resident_block_ +
+                                                resident_offset_[K]);
+  }
+  // Bytes of the stacks' parameters this process holds (its shards), and of
+  // the slices gathered for the layers that run (one layer of each stack,
+  // or every layer when the forward's gathers are kept).
+  std::size_t resident_bytes() const { return resident_.size(); }
+  std::size_t gathered_bytes() const { return gathered_.size(); }
+
+  // Every rank: the stacks' parameters whole in the store again, gathered
+  // from every rank's shards (a checkpoint reads them), until the next run
+  // or reshard().
+  void make_whole() {
+    if (!holds_stacked_params()) return;
+    store_.hold_stacked_params();
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if constexpr (stacked<K>) {
+        using T = typename L::dtype;
+        const auto& leaf = layout_.leaf[K];
+        T* whole = store_.template param<L>().data();
+        auto place = [&](int r, const T* packed) {
+          leaf.for_each_run(r, [&](const auto& run) {
+            if (run.n) std::memcpy(whole + run.whole, packed + run.packed, run.n * sizeof(T));
+          });
+        };
+        if (emulating()) {
+          for (int r = 0; r < world_; ++r) place(r, this->template resident_rows<K, L>(r));
+          return;
+        }
+        const std::size_t part = leaf.part_elements();
+        std::vector<T> every(part * static_cast<std::size_t>(world_));
+        comm_.all_gather(std::span<const T>(this->template resident_rows<K, L>(0), part), std::span(every));
+        for (int r = 0; r < world_; ++r) place(r, every.data() + static_cast<std::size_t>(r) * part);
+      }
+    });
+  }
+  // This process's rows of the stacks' parameters taken from the store's
+  // whole copy (a load, or a write after make_whole()), and the copy freed.
+  void reshard() {
+    if (!holds_stacked_params() || !store_.holds_stacked_params()) return;
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if constexpr (stacked<K>) {
+        using T = typename L::dtype;
+        const T* whole = store_.template param<L>().data();
+        for (int h = 0; h < local_runs_; ++h) {
+          T* packed = this->template resident_rows<K, L>(h);
+          layout_.leaf[K].for_each_run(first_shard() + h, [&](const auto& run) {
+            if (run.n) std::memcpy(packed + run.packed, whole + run.whole, run.n * sizeof(T));
+          });
+        }
+      }
+    });
+    store_.release_stacked_params();
+  }
+
   // ------------------------------------------------- replica_group ----
   std::uint32_t replicas() const override { return emulating() ? 1u : static_cast<std::uint32_t>(world_); }
 
@@ -251,6 +356,71 @@ class data_parallel final : public replica_group {
     }
   }
 
+  void before_run() override { reshard(); }
+
+  // Layer `layer` of stack node `stack`: each of its trainable leaves' slice,
+  // from every rank's rows of that layer (one all-gather for all of them).
+  void gather_layer(std::size_t stack, std::size_t layer, bool backward) override {
+    const bool keep = !fsdp_->reshard_after_forward;
+    const std::size_t slot = keep ? layer : 0;
+    std::size_t block = 0;  // this stack's part of a rank's block, in bytes
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if constexpr (stacked<K>) {
+        if (stack_of[K] != stack) return;
+        const auto& leaf = layout_.leaf[K];
+        current_[K] = gathered_.data() + gathered_offset_[K] + slot * leaf.piece_elements * sizeof(typename L::dtype);
+        block += static_cast<std::size_t>(leaf.shard.per_rank) * leaf.row_elements * sizeof(typename L::dtype);
+      }
+    });
+    if (backward && keep) return;  // (the forward gathered it)
+    // Rank r's rows of this layer, from its packed shard, into the slice.
+    auto place = [&]<std::size_t K, class L>(int r, const std::byte* rows) {
+      const auto run = layout_.leaf[K].run_of(r, layer);
+      const std::size_t in_slice = run.whole - layer * layout_.leaf[K].piece_elements;
+      if (run.n) std::memcpy(current_[K] + in_slice * sizeof(typename L::dtype), rows, run.n * sizeof(typename L::dtype));
+    };
+    if (emulating()) {
+      for (int r = 0; r < world_; ++r)
+        for_each_trainable([&]<std::size_t K, class L>() {
+          if constexpr (stacked<K>)
+            if (stack_of[K] == stack)
+              place.template operator()<K, L>(r, reinterpret_cast<const std::byte*>(
+                                                     this->template resident_rows<K, L>(r) + layout_.leaf[K].run_of(r, layer).packed));
+        });
+      return;
+    }
+    layer_send_.resize(block);
+    layer_recv_.resize(block * static_cast<std::size_t>(world_));
+    std::size_t at = 0;
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if constexpr (stacked<K>) {
+        if (stack_of[K] != stack) return;
+        using T = typename L::dtype;
+        const auto& leaf = layout_.leaf[K];
+        const auto run = leaf.run_of(comm_.rank(), layer);
+        if (run.n) std::memcpy(layer_send_.data() + at, this->template resident_rows<K, L>(0) + run.packed, run.n * sizeof(T));
+        at += static_cast<std::size_t>(leaf.shard.per_rank) * leaf.row_elements * sizeof(T);
+      }
+    });
+    comm_.all_gather(std::span<const std::byte>(layer_send_), std::span(layer_recv_));
+    for (int r = 0; r < world_; ++r) {
+      std::size_t from = static_cast<std::size_t>(r) * block;
+      for_each_trainable([&]<std::size_t K, class L>() {
+        if constexpr (stacked<K>) {
+          if (stack_of[K] != stack) return;
+          place.template operator()<K, L>(r, layer_recv_.data() + from);
+          from += static_cast<std::size_t>(layout_.leaf[K].shard.per_rank) * layout_.leaf[K].row_elements *
+                  sizeof(typename L::dtype);
+        }
+      });
+    }
+  }
+  const std::byte* layer_slice(std::size_t leaf) const override {
+    for (std::size_t k = 0; k < trainable::size; ++k)
+      if (leaf_node[k] == leaf && stack_of[k] != detail::none) return current_[k];
+    return nullptr;
+  }
+
   const quantized* provided(std::size_t node) const override {
     for (std::size_t k = 0; k < trainable::size; ++k)
       if (fp8_quantizer[k] == node && payloads_[k].valid) return &payloads_[k].value;
@@ -272,8 +442,8 @@ class data_parallel final : public replica_group {
   }
 
  private:
-  data_parallel(Store& s, communicator& c, int world, int local_runs)
-      : store_(s), comm_(c), world_(world), local_runs_(local_runs), layout_(layout_type::of(world)) {
+  data_parallel(Store& s, communicator& c, int world, int local_runs, std::optional<fsdp> f)
+      : store_(s), comm_(c), world_(world), local_runs_(local_runs), layout_(layout_type::of(world)), fsdp_(f) {
     if (world < 1) throw error("ctg: data parallel: emulate{" + std::to_string(world) + "}: a world has at least 1 rank");
     const std::size_t b = layout_.elements, w = static_cast<std::size_t>(world);
     contributions_.assign(static_cast<std::size_t>(local_runs) * w * b, 0.0f);
@@ -286,12 +456,41 @@ class data_parallel final : public replica_group {
       if (fp8_quantizer[K] != detail::none) payloads_[K].bytes.assign(L::dims::static_numel, std::byte{0});
     });
     check_ranks_agree();
+    if (fsdp_) place_stacked_params();
     store_.accumulate(static_cast<std::uint32_t>(local_runs));  // (FP8: one update per step, from all its runs)
     store_.join(this);
     if (!emulating()) store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world) + comm_.rank());
     else store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world));
   }
   bool emulating() const { return &comm_ == &own_; }
+
+  // Each trainable leaf's node index in the step.
+  static constexpr std::array<std::size_t, trainable::size + 1> leaf_node =
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return std::array<std::size_t, trainable::size + 1>{
+            tl::index_of<tl::at_t<K, trainable>, typename step_type::nodes>::value..., detail::none};
+      }(std::make_index_sequence<trainable::size>{});
+
+  // fsdp: the held shards of the stacks' parameters (packed, each leaf's part
+  // padded to its size on every rank) and the gathered slices, laid out;
+  // this process's rows taken from the store, whose copy is freed.
+  void place_stacked_params() {
+    const bool keep = !fsdp_->reshard_after_forward;
+    std::size_t gathered = 0;
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if constexpr (stacked<K>) {
+        const auto& leaf = layout_.leaf[K];
+        constexpr std::size_t t = sizeof(typename L::dtype);
+        resident_offset_[K] = resident_block_;
+        resident_block_ += (leaf.part_elements() * t + 63) / 64 * 64;
+        gathered_offset_[K] = gathered;
+        gathered += ((keep ? leaf.pieces : 1) * leaf.piece_elements * t + 63) / 64 * 64;
+      }
+    });
+    resident_.assign(resident_block_ * static_cast<std::size_t>(local_runs_), std::byte{0});
+    gathered_.assign(gathered, std::byte{0});
+    reshard();
+  }
 
   // f.template operator()<K, L>() for every trainable leaf L, K its index.
   template <class F>
@@ -397,6 +596,14 @@ class data_parallel final : public replica_group {
     bool valid = false;  // false: the weight is whole, the store quantizes it
   };
   std::array<fp8_value, trainable::size + 1> payloads_{};  // by trainable leaf (those gathered as fp8)
+  std::optional<fsdp> fsdp_;  // (none: every parameter whole on every rank between steps)
+  std::vector<std::byte> resident_;   // [held shard][stacked leaf]: this process's rows of the stacks' parameters
+  std::size_t resident_block_ = 0;    // bytes of one held shard's block
+  std::array<std::size_t, trainable::size + 1> resident_offset_{};  // by trainable leaf, in a block
+  std::vector<std::byte> gathered_;   // [stacked leaf][slot]: the layers' gathered slices
+  std::array<std::size_t, trainable::size + 1> gathered_offset_{};
+  std::array<std::byte*, trainable::size + 1> current_{};  // each stacked leaf's slice of the layer running
+  std::vector<std::byte> layer_send_, layer_recv_;          // a layer's all-gather
   int runs_ = 0;    // runs of this step so far
   int micro_ = 1;   // micro-batches per rank and step
   bool complete_ = false;

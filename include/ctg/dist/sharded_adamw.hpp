@@ -17,7 +17,9 @@
 //   3. one all-gather of the updated shards, in the parameters' own dtypes
 //      (count x sizeof(dtype) bytes each), makes every rank's parameters
 //      whole again; a weight used only as shard(quantize(w)) travels as
-//      its fp8 payload and amax instead (dist/data_parallel.hpp).
+//      its fp8 payload and amax instead (dist/data_parallel.hpp); under
+//      dist::fsdp a stack's parameters stay in shards, updated there and
+//      gathered layer by layer as the next step runs.
 // Frozen leaves are not trainable: no state, no gradient, never gathered
 // (every rank holds them whole, from the same values).
 #include <cmath>
@@ -104,7 +106,7 @@ class sharded_adamw {
         float* m = state_.data() + s.exp_avg;
         float* v = state_.data() + s.exp_avg_sq;
         this->template for_each_run<K>(h, [&](const auto& r) {
-          T* p = this->template params_of<K, L>(r);
+          T* p = this->template params_of<K, L>(h, r);
           if constexpr (ctg::detail::has_master_copy<T>)
             ctg::detail::adamw_update<T, float>(g + r.packed, state_.data() + s.master + r.packed, m + r.packed,
                                                 v + r.packed, p, r.n, c);
@@ -201,9 +203,16 @@ class sharded_adamw {
   void for_each_run(int h, F&& f) const {
     dp_.layout().leaf[K].for_each_run(dp_.first_shard() + h, f);
   }
-  // The parameter values of one run of leaf L.
+  // Is leaf K's value held in shards only (a stack's, under dist::fsdp)?
+  template <std::size_t K>
+  bool held_in_shards() const {
+    return data_parallel<Store>::template stacked<K> && dp_.holds_stacked_params();
+  }
+  // The parameter values of one run of shard first_shard() + h of leaf L:
+  // in the store's whole copy, or in the shard (fsdp).
   template <std::size_t K, class L, class Run>
-  typename L::dtype* params_of(const Run& r) {
+  typename L::dtype* params_of(int h, const Run& r) {
+    if (this->template held_in_shards<K>()) return dp_.template resident_rows<K, L>(h) + r.packed;
     return dp_.store().template param<L>().data() + r.whole;
   }
 
@@ -232,7 +241,7 @@ class sharded_adamw {
         for (int h = 0; h < dp_.shards_held(); ++h) {
           float* w = state_.data() + slots_[slot_index(K, h)].master;
           this->template for_each_run<K>(h, [&](const auto& r) {
-            const T* p = this->template params_of<K, L>(r);
+            const T* p = this->template params_of<K, L>(h, r);
             for (std::size_t i = 0; i < r.n; ++i) w[r.packed + i] = static_cast<float>(load_as<T>(p[i]));
           });
         }
@@ -255,7 +264,7 @@ class sharded_adamw {
           const float* w = state_.data() + slots_[slot_index(K, h)].master;
           bool written = false;
           this->template for_each_run<K>(h, [&](const auto& r) {
-            written = written || ctg::detail::first_master_mismatch(this->template params_of<K, L>(r), w + r.packed, r.n) != r.n;
+            written = written || ctg::detail::first_master_mismatch(this->template params_of<K, L>(h, r), w + r.packed, r.n) != r.n;
           });
           c.written = written;
         }
@@ -299,9 +308,11 @@ class sharded_adamw {
   template <std::size_t K>
   static constexpr bool as_fp8 = data_parallel<Store>::fp8_quantizer[K] != detail::none;
   // Leaf K's part of a rank's block, in bytes: its padded rows in its dtype,
-  // or in its fp8 format followed by their amax.
+  // or in its fp8 format followed by their amax; none for a leaf held in
+  // shards (gathered layer by layer as the step runs, or by make_whole).
   template <std::size_t K, class L>
   std::size_t part_bytes(bool whole) const {
+    if (this->template held_in_shards<K>()) return 0;
     const std::size_t n = dp_.layout().leaf[K].part_elements();
     if (as_fp8<K> && !whole) return n + sizeof(float);
     return n * sizeof(typename L::dtype);
@@ -311,6 +322,7 @@ class sharded_adamw {
 
   // Pass 3: every rank's updated rows, to every rank.
   void gather_parameters(bool whole) {
+    if (whole) dp_.make_whole();  // (fsdp: the stacks' parameters)
     if (dp_.shards_held() == dp_.world()) return;  // (one process updated every shard in place)
     std::size_t block = 0;
     for_each_trainable([&]<std::size_t K, class L>() { block += this->template part_bytes<K, L>(whole); });
@@ -320,11 +332,12 @@ class sharded_adamw {
     std::size_t at = 0;
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
+      if (this->template held_in_shards<K>()) return;
       if constexpr (as_fp8<K>) {
         if (!whole) {  // (a weight outside any stack: its shard is one run)
           const auto run = dp_.layout().leaf[K].run_of(dp_.first_shard(), 0);
           const std::size_t n = run.n;
-          const T* p = this->template params_of<K, L>(run);
+          const T* p = this->template params_of<K, L>(0, run);
           using Q = quantizer_of<K>;
           using Fmt = typename Q::dtype;
           const float scale = dp_.store().template param<typename Q::scaling::scale_leaf>()[0];
@@ -341,7 +354,7 @@ class sharded_adamw {
         }
       }
       this->template for_each_run<K>(0, [&](const auto& r) {
-        if (r.n) std::memcpy(send.data() + at + r.packed * sizeof(T), this->template params_of<K, L>(r), r.n * sizeof(T));
+        if (r.n) std::memcpy(send.data() + at + r.packed * sizeof(T), this->template params_of<K, L>(0, r), r.n * sizeof(T));
       });
       at += this->template part_bytes<K, L>(whole);
     });
@@ -352,6 +365,7 @@ class sharded_adamw {
       for_each_trainable([&]<std::size_t K, class L>() {
         using T = typename L::dtype;
         const auto& leaf = dp_.layout().leaf[K];
+        if (this->template held_in_shards<K>()) return;
         if (as_fp8<K> && !whole) {
           const auto run = leaf.run_of(r, 0);
           if (run.n) std::memcpy(dp_.fp8_payload(K) + run.whole, recv.data() + from, run.n);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,11 +109,25 @@ class step_buffers {
   using arena = typename Backend::arena;
   using inputs = decltype(detail::fed_leaves(nodes{}));  // what a run is fed
 
-  // Stored leaves at fixed offsets in one arena, their gradients (for the wrt
-  // leaves) in another.
+  // The trainable leaves of a stack (its stacked leaves): in an arena of
+  // their own, which the store frees while a data-parallel group holds them
+  // in shards (dist::fsdp).
+  static constexpr std::array<bool, N + 1> stacked_param = [] {
+    std::array<bool, N + 1> s{};
+    for (std::size_t i = 0; i < N; ++i)
+      if (table.node[i].kind == node_kind::stack)
+        for (std::size_t k = 1; k < table.node[i].nchild; ++k) {
+          const std::size_t c = table.child(i, k);
+          s[c] = table.node[c].stored && table.node[c].grad;
+        }
+    return s;
+  }();
+
+  // Stored leaves at fixed offsets in one arena (stacked parameters in
+  // another), their gradients (for the wrt leaves) in a third.
   struct leaf_layout {
-    std::size_t param_offset[N]{};
-    std::size_t param_bytes = 0;
+    std::size_t param_offset[N]{};  // in its arena
+    std::size_t param_bytes = 0, stacked_bytes = 0;
     std::size_t grad_offset[N]{};  // by node index of the leaf
     std::size_t grad_bytes = 0;
   };
@@ -122,8 +137,9 @@ class step_buffers {
       const detail::node_desc& d = table.node[i];
       if (!d.stored) continue;
       const std::size_t bytes = align_up(d.elem_bytes * static_cast<std::size_t>(d.dims.numel()));
-      l.param_offset[i] = l.param_bytes;
-      l.param_bytes += bytes;
+      std::size_t& arena_bytes = stacked_param[i] ? l.stacked_bytes : l.param_bytes;
+      l.param_offset[i] = arena_bytes;
+      arena_bytes += bytes;
       if (d.grad) {
         l.grad_offset[i] = l.grad_bytes;
         l.grad_bytes += bytes;
@@ -136,14 +152,33 @@ class step_buffers {
     params_.reserve(layout.param_bytes ? layout.param_bytes : 64);
     grads_.reserve(layout.grad_bytes ? layout.grad_bytes : 64);
     for (std::size_t i = 0; i < N; ++i) {
+      if (stacked_param[i]) continue;
       leaf_[i] = params_.data() + layout.param_offset[i];
       if (table.node[i].stored) b_.buf[i] = leaf_[i];
     }
+    hold_stacked_params();
   }
 
   // Stored leaf i: in this step's own arena, or where share_leaf put it (a
-  // step over another store's leaves: exec/shared_store.hpp).
+  // step over another store's leaves: exec/shared_store.hpp); null for a
+  // stacked parameter while the store holds none.
   std::byte* param_bytes(std::size_t i) { return leaf_[i]; }
+  // The stacked parameters' arena: freed, or made again (zero-filled).
+  bool holds_stacked_params() const { return stacked_.has_value(); }
+  void release_stacked_params() {
+    stacked_.reset();
+    for (std::size_t i = 0; i < N; ++i)
+      if (stacked_param[i]) leaf_[i] = b_.buf[i] = nullptr;
+  }
+  void hold_stacked_params() {
+    if (stacked_) return;
+    stacked_.emplace();
+    stacked_->reserve(layout.stacked_bytes ? layout.stacked_bytes : 64);
+    for (std::size_t i = 0; i < N; ++i)
+      if (stacked_param[i]) leaf_[i] = b_.buf[i] = stacked_->data() + layout.param_offset[i];
+  }
+  // Bytes of stored leaves this store holds (parameters, frozen leaves, FP8 state).
+  std::size_t stored_bytes() const { return layout.param_bytes + (stacked_ ? layout.stacked_bytes : 0); }
   void share_leaf(std::size_t i, std::byte* at) { leaf_[i] = b_.buf[i] = at; }
   std::byte* grad_bytes(std::size_t i) { return grads_.data() + layout.grad_offset[i]; }
   const bindings<N>& bound() const { return b_; }
@@ -282,6 +317,7 @@ class step_buffers {
   }
 
   arena params_, grads_, scratch_;
+  std::optional<arena> stacked_;                        // the stacked parameters (stacked_param)
   std::array<arena, inputs::size + 1> staging_;         // each fed input's copy, where the device needs one
   std::array<std::byte*, N + 1> leaf_{};                // each stored leaf's values (by node index)
   arena out_[2];                                        // the first output: published and being computed

@@ -14,7 +14,14 @@
 //     state updates, so every replica's scales stay the same;
 //   * takes a quantize node's value from the group when it has one
 //     (provided()): a weight's fp8 payload gathered from its shards, so
-//     only fp8 bytes travel (dist::data_parallel for shard(quantize(w))).
+//     only fp8 bytes travel (dist::data_parallel for shard(quantize(w)));
+//   * when the group holds every stack's trainable leaves in shards
+//     (holds_stacked_params(): dist::fsdp), keeps no copy of them and runs
+//     each layer on that layer's slices as the group gathers them, for its
+//     forward and again for its backward. Those gathers are collectives, so
+//     every replica first agrees that its feeds are good (agree() before the
+//     run as well as after it): a bad feed on one rank never leaves the
+//     others waiting in a gather.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -46,6 +53,18 @@ class replica_group {
     float amax = 0.0f, scale = 1.0f;
   };
   virtual const quantized* provided(std::size_t node) const = 0;
+
+  // Called as every run starts, before anything else.
+  virtual void before_run() = 0;
+  // Does the group hold the values of every stack's trainable leaves (in
+  // shards), so that the store keeps none?
+  virtual bool holds_stacked_params() const = 0;
+  // Layer `layer` of stack node `stack` is about to run (its forward part,
+  // or its backward part with any recompute): gather its slices. Then
+  // layer_slice(leaf) is that layer's slice of stacked leaf node `leaf`, or
+  // null for a leaf the group does not hold (frozen, FP8 state).
+  virtual void gather_layer(std::size_t stack, std::size_t layer, bool backward) = 0;
+  virtual const std::byte* layer_slice(std::size_t leaf) const = 0;
 
  protected:
   ~replica_group() = default;

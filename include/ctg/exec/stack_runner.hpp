@@ -19,6 +19,7 @@
 
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/fp8_state.hpp>
+#include <ctg/exec/replica_group.hpp>
 #include <ctg/graph/stack.hpp>
 
 namespace ctg {
@@ -70,7 +71,7 @@ class stack_runner {
     const T* in = b.template as<const T>(Parent::table.child(R, 0));
     plan(p);
     for (std::size_t i = 0; i < S::layers; ++i) {
-      enter_layer(p, i);
+      enter_layer(p, i, false);
       // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
       block_.run_forward_part(kept_.data() + (S::recompute ? 0 : i * kept_stride_),
                               feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in));
@@ -95,7 +96,7 @@ class stack_runner {
     const T* g = b.template as<const T>(ig);
     for (std::size_t i = S::layers; i-- > 0;) {
       const T* in = i == 0 ? b.template as<const T>(ix) : slots + i * n;
-      enter_layer(p, i);
+      enter_layer(p, i, true);
       const auto carry = feed_like<typename S::carry>(b, in);
       const auto up = feed_like<typename S::upstream>(b, g);
       if constexpr (S::recompute) block_.run_recomputing(kept_.data(), carry, up);
@@ -175,11 +176,17 @@ class stack_runner {
   }(std::make_index_sequence<states>{});
 
   // The block's leaves at layer i's slice of every stacked leaf (read in
-  // place: the block's parts never write a leaf), and the layer's random key.
+  // place: the block's parts never write a leaf), or of the slices a
+  // replica group gathered for it (dist::fsdp), and the layer's random key.
   template <class Parent>
-  void enter_layer(Parent& p, std::size_t layer) {
-    for (const leaf_slice& l : leaf_slices)
-      block_.mem_.share_leaf(l.block, p.mem_.bound().buf[l.stacked] + layer * l.bytes);
+  void enter_layer(Parent& p, std::size_t layer, bool backward) {
+    replica_group* group = p.group_ && p.group_->holds_stacked_params() ? p.group_ : nullptr;
+    if (group) group->gather_layer(R, layer, backward);
+    for (const leaf_slice& l : leaf_slices) {
+      const std::byte* gathered = group ? group->layer_slice(l.stacked) : nullptr;
+      block_.mem_.share_leaf(l.block, gathered ? const_cast<std::byte*>(gathered)
+                                               : p.mem_.bound().buf[l.stacked] + layer * l.bytes);
+    }
     block_.key_ = {p.key_.seed, p.key_.step, static_cast<std::uint32_t>(layer)};
   }
 

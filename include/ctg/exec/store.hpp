@@ -153,7 +153,13 @@ class basic_store {
     static_assert(tl::contains<L, nodes>::value, "ctg: this leaf is not part of the step's graph");
     static_assert(!tl::contains<L, nodes>::value || detail::stored_leaf<L>(),
                   "ctg: inputs are fed, not stored: use ctg::feed<X>");
-    return mem_.param_bytes(tl::index_of<L, nodes>::value);
+    std::byte* at = mem_.param_bytes(tl::index_of<L, nodes>::value);
+    if (!at)
+      throw error(std::string("ctg: parameter '") + L::name.c_str() +
+                  "' is held in shards by dist::data_parallel with dist::fsdp (this rank has its own rows only): "
+                  "make every parameter whole with sharded_adamw's gather_whole_parameters(), or save a "
+                  "checkpoint (dist::save)");
+    return at;
   }
   template <class L>
   std::byte* grad_bytes() {
@@ -218,6 +224,17 @@ class basic_store {
       throw error("ctg: consume_grads: the gradients hold " + acc_.progress() + "; only a complete set is consumed");
     acc_.consume();
   }
+
+  // Bytes of the stored leaves this store holds (parameters, frozen leaves,
+  // FP8 state): without a stack's parameters while dist::fsdp holds them.
+  std::size_t stored_bytes() const { return mem_.stored_bytes(); }
+
+  // For a replica group that holds every stack's trainable leaves in shards
+  // (exec/replica_group.hpp): the store frees its copy of them, or makes
+  // one again (zero-filled; the group fills it) to be read whole.
+  bool holds_stacked_params() const { return mem_.holds_stacked_params(); }
+  void release_stacked_params() { mem_.release_stacked_params(); }
+  void hold_stacked_params() { mem_.hold_stacked_params(); }
 
   // Run as one of several data-parallel replicas (exec/replica_group.hpp;
   // dist::data_parallel calls this): throws ctg::error, changing nothing,
@@ -312,17 +329,21 @@ class basic_store {
   // succeeded, with the same sizes, before any commits.
   template <class... Feeds>
   float run_as_replica(const Feeds&... feeds) {
+    group_->before_run();
     std::string failure;
     loss_read loss{};
-    try {
+    auto attempt = [&](auto&& part) {
+      try {
+        part();
+      } catch (const std::exception& e) {
+        failure = e.what();
+        if (failure.empty()) failure = "a step failed (an exception with no message)";
+      }
+    };
+    attempt([&] {
       detail::check_ids<Key>(host_ids(), feeds...);
       prepare(nullptr, feeds...);
-      run_positions(0, prog.len);
-      loss = checked_loss();
-    } catch (const std::exception& e) {
-      failure = e.what();
-      if (failure.empty()) failure = "a step failed (an exception with no message)";
-    }
+    });
     // The fed dyn sizes, in feed order (how many is known at compile time).
     constexpr std::size_t n = (std::size_t(0) + ... + detail::dyn_count<typename Feeds::leaf::dims>());
     std::array<dim_t, n + 1> fed_dims{};
@@ -332,7 +353,15 @@ class basic_store {
     };
     (dims_of(feeds), ...);
     (void)dims_of;
-    group_->agree(failure.empty() ? nullptr : &failure, std::span<const dim_t>(fed_dims.data(), n));
+    const std::span<const dim_t> fed(fed_dims.data(), n);
+    // A group whose gathers run inside the run agrees on the feeds first.
+    if (group_->holds_stacked_params()) group_->agree(failure.empty() ? nullptr : &failure, fed);
+    if (failure.empty())
+      attempt([&] {
+        run_positions(0, prog.len);
+        loss = checked_loss();
+      });
+    group_->agree(failure.empty() ? nullptr : &failure, fed);
     return commit(loss);
   }
 

@@ -1,0 +1,179 @@
+// dist::fsdp in one process (W emulated ranks; tests/mpi runs real ranks):
+// a stack's parameters live in shards only and each layer is gathered as it
+// runs. Against the default data parallelism (every parameter whole between
+// steps), the same run gives the same bits; the store keeps no copy of the
+// stack's parameters; checkpoints are the same file.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+#include <ctg/dist/checkpoint.hpp>
+#include <ctg/optim/optim.hpp>
+
+#include "temp_files.hpp"
+
+namespace {
+using ctg::dyn;
+using ctg::i32;
+
+struct config {
+  static constexpr ctg::dim_t vocab = 11, max_seq = 6, dim = 8, heads = 2, head_dim = 4, hidden = 12;
+  static constexpr std::size_t layers = 3;
+  static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::every_layer;
+  static constexpr double dropout = 0.2;
+};
+using Ids = ctg::input<"ids", i32, dyn, dyn>;
+using Pos = ctg::input<"pos", i32, dyn>;
+using Tg = ctg::input<"targets", i32, dyn, dyn>;
+using model = ctg::nn::transformer<config, ctg::precision::full<ctg::bf16>>;
+using step_t = decltype(ctg::value_and_grad(model::loss(Ids{}, Pos{}, Tg{})));
+using store_t = decltype(ctg::make_store(std::declval<ctg::cpu::device&>(), std::declval<step_t&>()));
+using dp_t = ctg::dist::data_parallel<store_t>;
+
+constexpr int T = 5;
+// Run v of step s: `b` sequences of 5 tokens, a function of (s, v) only.
+void run(step_t& step, store_t& st, int s, int v, int b = 2) {
+  std::vector<i32> ids(static_cast<std::size_t>(b * T)), tg(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<i32>((7 * s + 5 * v + 3 * i) % 11);
+    tg[i] = static_cast<i32>((2 * s + 3 * v + i * i) % 11);
+  }
+  static const std::vector<i32> pos{0, 1, 2, 3, 4};
+  step(st, ctg::feed<Ids>(ids, b, T), ctg::feed<Pos>(pos, T), ctg::feed<Tg>(tg, b, T));
+}
+
+// Every stored leaf's bytes, in order (parameters, frozen leaves, FP8 state).
+std::vector<unsigned char> all_values(store_t& s) {
+  std::vector<unsigned char> out;
+  ctg::dist::detail::for_each_stored_leaf<step_t>([&]<class L>() {
+    const auto p = s.template param<L>();
+    const auto* b = reinterpret_cast<const unsigned char*>(p.data());
+    out.insert(out.end(), b, b + p.size_bytes());
+  });
+  return out;
+}
+
+// One trainer: a store in a W-rank emulated world, with or without fsdp.
+struct trainer {
+  step_t step;
+  ctg::cpu::device dev{1};
+  store_t store = ctg::make_store(dev, step);
+  std::optional<dp_t> dp;
+  std::optional<ctg::dist::sharded_adamw<store_t>> opt;
+  trainer(int world, std::optional<ctg::dist::fsdp> f) {
+    store.seed(2026);
+    ctg::nn::init_params(store, 4, 0.3);
+    if (f) dp.emplace(store, ctg::dist::emulate{world}, *f);
+    else dp.emplace(store, ctg::dist::emulate{world});
+    opt.emplace(*dp, ctg::optim::adamw_config{.lr = 0.02f, .max_grad_norm = 1.0f});
+  }
+  // One step (every emulated rank's run), then the update: the loss and the norm.
+  std::pair<float, float> train(int s) {
+    for (int v = 0; v < dp->world(); ++v) run(step, store, s, v);
+    const float loss = dp->loss();
+    return {loss, opt->step()};
+  }
+};
+
+// The first of the stack's trainable leaves (its first layer norm's scales).
+constexpr std::size_t first_stacked = [] {
+  std::size_t k = 0;
+  while (dp_t::stack_of[k] == ctg::dist::detail::none) ++k;
+  return k;
+}();
+using Up = ctg::tl::at_t<first_stacked, step_t::wrt>;
+}  // namespace
+
+TEST_CASE("fsdp: W emulated ranks train bit for bit as the default data parallelism, resharding or keeping") {
+  for (const int world : {2, 3})
+    for (const bool reshard : {true, false}) {
+      CAPTURE(world);
+      CAPTURE(reshard);
+      trainer whole(world, std::nullopt), sharded(world, ctg::dist::fsdp{.reshard_after_forward = reshard});
+      for (int s = 0; s < 4; ++s) {
+        CAPTURE(s);
+        const auto a = whole.train(s), b = sharded.train(s);
+        CHECK(std::bit_cast<std::uint32_t>(a.first) == std::bit_cast<std::uint32_t>(b.first));
+        CHECK(std::bit_cast<std::uint32_t>(a.second) == std::bit_cast<std::uint32_t>(b.second));
+        for (int h = 0; h < world; ++h) {
+          const auto ga = whole.dp->grad_shard(h), gb = sharded.dp->grad_shard(h);
+          CHECK(std::memcmp(ga.data(), gb.data(), ga.size_bytes()) == 0);
+        }
+      }
+      // The stack's parameters are whole only when asked for.
+      CHECK_THROWS_WITH_AS(sharded.store.param<Up>(), doctest::Contains("is held in shards"), ctg::error);
+      sharded.opt->gather_whole_parameters();
+      CHECK(all_values(whole.store) == all_values(sharded.store));
+      // The next run takes them back into shards; it still trains the same.
+      CHECK(whole.train(4) == sharded.train(4));
+      CHECK_THROWS_AS(sharded.store.param<Up>(), ctg::error);
+    }
+}
+
+TEST_CASE("fsdp: the store keeps no copy of the stack's parameters; one layer is gathered at a time") {
+  trainer whole(2, std::nullopt);
+  trainer reshard(2, ctg::dist::fsdp{});
+  trainer keep(2, ctg::dist::fsdp{.reshard_after_forward = false});
+  // The stack's trainable leaves, by hand: per layer, attention q, k, v, o
+  // (2 heads of 8 x 4 each), the MLP's gate and up (8 x 12) and down (12 x
+  // 8), two norms' scales (8); bf16.
+  constexpr std::size_t per_layer = 4 * 64 + 3 * 96 + 2 * 8, layers = config::layers;
+  const std::size_t dropped = whole.store.stored_bytes() - reshard.store.stored_bytes();
+  CHECK(dropped >= layers * per_layer * 2);
+  CHECK(dropped < layers * per_layer * 2 + 9 * 64);  // (each leaf's bytes rounded up to 64)
+  CHECK(keep.store.stored_bytes() == reshard.store.stored_bytes());
+  CHECK(whole.dp->resident_bytes() == 0);
+  // Two emulated ranks hold both shards: each leaf's rows of every layer, padded to the shard size.
+  CHECK(reshard.dp->resident_bytes() >= layers * per_layer * 2);
+  CHECK(reshard.dp->resident_bytes() < layers * per_layer * 2 + 2 * 9 * 64);
+  // Gathered: one layer (resharding after forward) or every layer (keeping).
+  CHECK(reshard.dp->gathered_bytes() >= per_layer * 2);
+  CHECK(reshard.dp->gathered_bytes() < per_layer * 2 + 9 * 64);
+  CHECK(keep.dp->gathered_bytes() >= layers * per_layer * 2);
+  CHECK(keep.dp->gathered_bytes() < layers * per_layer * 2 + 9 * 64);
+}
+
+TEST_CASE("fsdp: a run fed another shape fails and counts for nothing; run again, the step is the default's") {
+  trainer whole(2, std::nullopt), sharded(2, ctg::dist::fsdp{});
+  run(sharded.step, sharded.store, 0, 0);
+  CHECK_THROWS_WITH_AS(run(sharded.step, sharded.store, 0, 1, 3), doctest::Contains("different sizes"), ctg::error);
+  CHECK_FALSE(sharded.dp->has_gradient());
+  run(sharded.step, sharded.store, 0, 1);  // (rank 1's run again, fed well: the step is complete)
+  REQUIRE(sharded.dp->has_gradient());
+  const std::pair<float, float> b{sharded.dp->loss(), sharded.opt->step()};
+  CHECK(whole.train(0) == b);
+}
+
+TEST_CASE("fsdp: checkpoints are the default run's file; they load at another world size") {
+  test_util::temp_dir dir("fsdp");
+  const auto fw = dir / "whole.ctg", fs = dir / "sharded.ctg";
+  trainer whole(2, std::nullopt), sharded(2, ctg::dist::fsdp{});
+  for (int s = 0; s < 2; ++s) {
+    whole.train(s);
+    sharded.train(s);
+  }
+  ctg::dist::save(fw.string(), *whole.dp, *whole.opt);
+  ctg::dist::save(fs.string(), *sharded.dp, *sharded.opt);
+  CHECK(test_util::read_all(fw) == test_util::read_all(fs));
+  CHECK_THROWS_AS(sharded.store.param<Up>(), ctg::error);  // (saving made them whole for a moment only)
+  // Loaded at 3 emulated ranks, with and without fsdp: the same next step.
+  trainer a(3, std::nullopt), b(3, ctg::dist::fsdp{});
+  ctg::dist::load(fs.string(), *a.dp, *a.opt);
+  ctg::dist::load(fs.string(), *b.dp, *b.opt);
+  CHECK(a.train(2) == b.train(2));
+  b.opt->gather_whole_parameters();
+  CHECK(all_values(a.store) == all_values(b.store));
+}
+
+TEST_CASE("fsdp: a parameter written while whole is caught by the next update, which changes nothing") {
+  trainer sharded(2, ctg::dist::fsdp{});
+  sharded.train(0);
+  sharded.opt->gather_whole_parameters();
+  sharded.store.param<Up>()[0] = ctg::bf16(1.5f);
+  for (int v = 0; v < 2; ++v) run(sharded.step, sharded.store, 1, v);
+  CHECK_THROWS_WITH_AS(sharded.opt->step(), doctest::Contains("was written after the optimizer last set it"), ctg::error);
+}
