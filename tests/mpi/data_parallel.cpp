@@ -158,22 +158,31 @@ void world_equals_emulation(ctg::dist::communicator& comm, const char* name, int
                 k > 1 ? "es" : "", static_cast<double>(losses.front()), static_cast<double>(losses.back()), W);
 }
 
-// dist::fsdp on real ranks: what its layer gathers add to a step, by hand,
-// against the default run (the tiny transformer, bf16, 2 layers). A rank's
-// part of one layer is its padded rows of each stacked leaf: the norms'
-// scales [8] (1 element a row), wq, wk, wv [2, 8, 4] and wo [2, 4, 8] (2
-// rows of 32), w1 and w3 [8, 12], w2 [12, 8]; 2 bytes each.
-void fsdp_bytes(ctg::dist::communicator& comm) {
+// dist::fsdp on real ranks: what its layer gathers change in a step's
+// all-gathers, by hand, against the default run (the tiny transformer, 2
+// layers). A rank's part of one layer is its padded rows of each stacked
+// leaf: the norms' scales [8] (1 element a row); wq, wk, wv [2, 8, 4] and wo
+// [2, 4, 8] (2 rows of 32); w1 and w3 [8, 12], w2 [12, 8]. In the
+// parameters' dtype (bf16; f32 under the fp8 policy), except that under
+// sharded<fp8<...>> every weight travels as fp8 bytes and its amax.
+template <class Policy>
+void fsdp_bytes(ctg::dist::communicator& comm, const char* name) {
   const int W = comm.size(), r = comm.rank();
+  constexpr bool fp8 = ctg::precision::shards_weights_v<Policy>;
+  constexpr std::size_t t = fp8 ? 4 : 2;
+  using step_t = decltype(train_step<Policy>());
+  static_assert(sizeof(typename ctg::tl::at_t<2, typename step_t::wrt>::dtype) == t);  // (layers.{i}.ln1.scale)
   auto ceil_div = [&](std::size_t rows) { return (rows + static_cast<std::size_t>(W) - 1) / static_cast<std::size_t>(W); };
-  const std::size_t layer_part = 2 * (2 * ceil_div(8) * 1 + 4 * ceil_div(2) * 32 + 2 * ceil_div(8) * 12 + ceil_div(12) * 8);
+  const std::size_t norms = 2 * ceil_div(8), weights = 4 * ceil_div(2) * 32 + 2 * ceil_div(8) * 12 + ceil_div(12) * 8;
+  const std::size_t layer_whole = t * (norms + weights);  // what the default run's update gathers of a layer
+  const std::size_t layer_gather = fp8 ? t * norms + weights + 7 * sizeof(float) : layer_whole;
   constexpr std::size_t layers = config::layers;
   struct tally {
     std::size_t calls = 0, bytes = 0;
     std::vector<unsigned char> values;
   };
   auto one_step = [&](std::optional<ctg::dist::fsdp> f) {
-    auto step = train_step<pr::full<ctg::bf16>>();
+    auto step = train_step<Policy>();
     ctg::cpu::device dev{1};
     auto s = ctg::make_store(dev, step);
     s.seed(3);
@@ -184,31 +193,36 @@ void fsdp_bytes(ctg::dist::communicator& comm) {
     if (f) dp.emplace(s, rec, *f);
     else dp.emplace(s, rec);
     ctg::dist::sharded_adamw opt(*dp, {.lr = 0.02f});
-    rec.reset();
-    run(step, s, batch_of(0, r));
-    opt.step();
+    for (int k = 0; k < 2; ++k) {  // (the second step: the fp8 states' scales are no longer 1)
+      rec.reset();
+      run(step, s, batch_of(k, r));
+      opt.step();
+    }
     const auto ag = rec.of(ctg::dist::collective::all_gather);
-    tally t{ag.calls, ag.bytes_sent, {}};
+    tally out{ag.calls, ag.bytes_sent, {}};
     opt.gather_whole_parameters();
-    t.values = all_values(s);
-    return t;
+    out.values = all_values(s);
+    return out;
   };
   const tally whole = one_step(std::nullopt), reshard = one_step(ctg::dist::fsdp{}),
               keep = one_step(ctg::dist::fsdp{.reshard_after_forward = false});
   const std::size_t report = sizeof(ctg::dist::detail::run_report), others = static_cast<std::size_t>(W - 1);
+  const std::string what = std::string("fsdp ") + name;
   // Resharding: every layer gathered for its forward and again for its
   // backward, the stack left out of the update's gather, and one more
   // agreement (on the feeds, before the run's gathers).
-  check(reshard.calls == whole.calls + 2 * layers + 1, "fsdp: gathers per step: " + std::to_string(reshard.calls));
-  check(reshard.bytes == whole.bytes + others * (layers * layer_part + report),
-        "fsdp: all-gather bytes per step: " + std::to_string(reshard.bytes));
+  check(reshard.calls == whole.calls + 2 * layers + 1, what + ": gathers per step: " + std::to_string(reshard.calls));
+  check(reshard.bytes + others * layers * layer_whole == whole.bytes + others * (2 * layers * layer_gather + report),
+        what + ": all-gather bytes per step: " + std::to_string(reshard.bytes));
   // Keeping the forward's gathers: each layer once.
-  check(keep.calls == whole.calls + layers + 1, "fsdp keep: gathers per step: " + std::to_string(keep.calls));
-  check(keep.bytes == whole.bytes + others * report, "fsdp keep: all-gather bytes: " + std::to_string(keep.bytes));
-  check(reshard.values == whole.values && keep.values == whole.values, "fsdp: the same parameters after the step");
+  check(keep.calls == whole.calls + layers + 1, what + " keep: gathers per step: " + std::to_string(keep.calls));
+  check(keep.bytes + others * layers * layer_whole == whole.bytes + others * (layers * layer_gather + report),
+        what + " keep: all-gather bytes: " + std::to_string(keep.bytes));
+  check(reshard.values == whole.values && keep.values == whole.values, what + ": the same parameters after the steps");
   if (r == 0)
-    std::printf("fsdp on %d ranks: all-gather bytes sent per rank per step %zu (default %zu, kept after forward %zu)\n",
-                W, reshard.bytes, whole.bytes, keep.bytes);
+    std::printf("fsdp %s on %d ranks: all-gather bytes sent per rank per step %zu (default %zu, kept after forward "
+                "%zu); a layer's gather %zu bytes per rank\n",
+                name, W, reshard.bytes, whole.bytes, keep.bytes, layer_gather);
 }
 
 // A frozen leaf and rows that do not divide.
@@ -515,7 +529,9 @@ int main(int argc, char** argv) {
     world_equals_emulation<pr::sharded<pr::fp8<pr::delayed<>>>>(comm, "sharded<fp8 delayed>");
     world_equals_emulation<pr::full<ctg::bf16>>(comm, "bf16", 1, ctg::dist::fsdp{});
     world_equals_emulation<pr::fp8<pr::delayed<>>>(comm, "fp8 delayed", 2, ctg::dist::fsdp{.reshard_after_forward = false});
-    fsdp_bytes(comm);
+    world_equals_emulation<pr::sharded<pr::fp8<pr::delayed<>>>>(comm, "sharded<fp8 delayed>", 1, ctg::dist::fsdp{});
+    fsdp_bytes<pr::full<ctg::bf16>>(comm, "bf16");
+    fsdp_bytes<pr::sharded<pr::fp8<pr::delayed<>>>>(comm, "sharded<fp8 delayed>");
     bytes_moved(comm);
     against_one_process(comm);
     if (comm.size() >= 2) fp8_all_gather(comm);

@@ -29,14 +29,21 @@ struct config {
 using Ids = ctg::input<"ids", i32, dyn, dyn>;
 using Pos = ctg::input<"pos", i32, dyn>;
 using Tg = ctg::input<"targets", i32, dyn, dyn>;
-using model = ctg::nn::transformer<config, ctg::precision::full<ctg::bf16>>;
-using step_t = decltype(ctg::value_and_grad(model::loss(Ids{}, Pos{}, Tg{})));
-using store_t = decltype(ctg::make_store(std::declval<ctg::cpu::device&>(), std::declval<step_t&>()));
+template <class Policy>
+using step_of = decltype(ctg::value_and_grad(ctg::nn::transformer<config, Policy>::loss(Ids{}, Pos{}, Tg{})));
+template <class Step>
+using store_of = decltype(ctg::make_store(std::declval<ctg::cpu::device&>(), std::declval<Step&>()));
+using step_t = step_of<ctg::precision::full<ctg::bf16>>;
+using store_t = store_of<step_t>;
 using dp_t = ctg::dist::data_parallel<store_t>;
+// Every weight product shard(quantize(w)): the layers' weights gather as fp8.
+using fp8_step_t = step_of<ctg::precision::sharded<ctg::precision::fp8<ctg::precision::delayed<>>>>;
+using fp8_dp_t = ctg::dist::data_parallel<store_of<fp8_step_t>>;
 
 constexpr int T = 5;
 // Run v of step s: `b` sequences of 5 tokens, a function of (s, v) only.
-void run(step_t& step, store_t& st, int s, int v, int b = 2) {
+template <class Step, class Store>
+void run(Step& step, Store& st, int s, int v, int b = 2) {
   std::vector<i32> ids(static_cast<std::size_t>(b * T)), tg(ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
     ids[i] = static_cast<i32>((7 * s + 5 * v + 3 * i) % 11);
@@ -47,9 +54,10 @@ void run(step_t& step, store_t& st, int s, int v, int b = 2) {
 }
 
 // Every stored leaf's bytes, in order (parameters, frozen leaves, FP8 state).
-std::vector<unsigned char> all_values(store_t& s) {
+template <class Store>
+std::vector<unsigned char> all_values(Store& s) {
   std::vector<unsigned char> out;
-  ctg::dist::detail::for_each_stored_leaf<step_t>([&]<class L>() {
+  ctg::dist::detail::for_each_stored_leaf<typename Store::step_type>([&]<class L>() {
     const auto p = s.template param<L>();
     const auto* b = reinterpret_cast<const unsigned char*>(p.data());
     out.insert(out.end(), b, b + p.size_bytes());
@@ -58,13 +66,14 @@ std::vector<unsigned char> all_values(store_t& s) {
 }
 
 // One trainer: a store in a W-rank emulated world, with or without fsdp.
-struct trainer {
-  step_t step;
+template <class Step>
+struct trainer_of {
+  Step step;
   ctg::cpu::device dev{1};
-  store_t store = ctg::make_store(dev, step);
-  std::optional<dp_t> dp;
-  std::optional<ctg::dist::sharded_adamw<store_t>> opt;
-  trainer(int world, std::optional<ctg::dist::fsdp> f) {
+  store_of<Step> store = ctg::make_store(dev, step);
+  std::optional<ctg::dist::data_parallel<store_of<Step>>> dp;
+  std::optional<ctg::dist::sharded_adamw<store_of<Step>>> opt;
+  trainer_of(int world, std::optional<ctg::dist::fsdp> f) {
     store.seed(2026);
     ctg::nn::init_params(store, 4, 0.3);
     if (f) dp.emplace(store, ctg::dist::emulate{world}, *f);
@@ -78,6 +87,7 @@ struct trainer {
     return {loss, opt->step()};
   }
 };
+using trainer = trainer_of<step_t>;
 
 // The first of the stack's trainable leaves (its first layer norm's scales).
 constexpr std::size_t first_stacked = [] {
@@ -176,4 +186,34 @@ TEST_CASE("fsdp: a parameter written while whole is caught by the next update, w
   sharded.store.param<Up>()[0] = ctg::bf16(1.5f);
   for (int v = 0; v < 2; ++v) run(sharded.step, sharded.store, 1, v);
   CHECK_THROWS_WITH_AS(sharded.opt->step(), doctest::Contains("was written after the optimizer last set it"), ctg::error);
+}
+
+TEST_CASE("fsdp: a layer's weight used as shard(quantize(w)) gathers as fp8 bytes, bit for bit the whole weight's cast") {
+  // Every weight of the block (attention's four, the MLP's three) is gathered
+  // as fp8; the norms' scales in bf16.
+  std::size_t fp8_gathered = 0;
+  for (std::size_t k = 0; k < fp8_step_t::wrt::size; ++k) fp8_gathered += fp8_dp_t::layer_quantizer[k] != ctg::dist::detail::none;
+  CHECK(fp8_gathered == 7);
+  for (const bool reshard : {true, false}) {
+    CAPTURE(reshard);
+    trainer_of<fp8_step_t> whole(2, std::nullopt), sharded(2, ctg::dist::fsdp{.reshard_after_forward = reshard});
+    for (int s = 0; s < 4; ++s) {
+      CAPTURE(s);
+      const auto a = whole.train(s), b = sharded.train(s);
+      CHECK(std::bit_cast<std::uint32_t>(a.first) == std::bit_cast<std::uint32_t>(b.first));
+      CHECK(std::bit_cast<std::uint32_t>(a.second) == std::bit_cast<std::uint32_t>(b.second));
+    }
+    whole.opt->gather_whole_parameters();
+    sharded.opt->gather_whole_parameters();
+    CHECK(all_values(whole.store) == all_values(sharded.store));  // (weights, FP8 scales and histories)
+    // The gathered slices of an fp8 weight are its payload, 1 byte an
+    // element; the norms' scales stay in their dtype (f32 under this policy).
+    // By hand, per slot of a layer (one slot resharding, 3 keeping), each
+    // leaf's slots rounded up to 64 bytes: scales 8 x 4 bytes (x2), wq..wo
+    // 64 bytes (x4), w1..w2 96 bytes (x3).
+    static_assert(std::is_same_v<ctg::tl::at_t<2, fp8_step_t::wrt>::dtype, ctg::f32>);  // (layers.{i}.ln1.scale)
+    auto up64 = [](std::size_t n) { return (n + 63) / 64 * 64; };
+    const std::size_t slots = reshard ? 1 : config::layers;
+    CHECK(sharded.dp->gathered_bytes() == 2 * up64(slots * 32) + 4 * up64(slots * 64) + 3 * up64(slots * 96));
+  }
 }

@@ -65,6 +65,7 @@
 // itself is then whole only in this rank's rows (sharded_adamw's
 // gather_whole_parameters() makes it whole, as dist::save does).
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <cstring>
@@ -244,6 +245,25 @@ class data_parallel final : public replica_group {
       }(std::make_index_sequence<trainable::size>{});
   template <std::size_t K>
   static constexpr bool stacked = stack_of[K] != detail::none;
+  // Stacked leaf K's quantize node in its stack's block when its one use
+  // there is shard(quantize<Fmt, S>(w)) with delayed scaling (then fsdp
+  // gathers its layers as fp8 bytes), else detail::none.
+  template <std::size_t K>
+  static consteval std::size_t layer_quantizer_of() {
+    if constexpr (!stacked<K>) {
+      return detail::none;
+    } else {
+      using S = tl::at_t<stack_of[K], typename step_type::nodes>;
+      using B = tl::at_t<tl::index_of<tl::at_t<K, trainable>, typename S::children>::value - 1, typename S::leaves>;
+      return detail::sole_sharded_quantizer<B>(typename S::backward_step::nodes{});
+    }
+  }
+  static constexpr std::array<std::size_t, trainable::size + 1> layer_quantizer =
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return std::array<std::size_t, trainable::size + 1>{layer_quantizer_of<K>()..., detail::none};
+      }(std::make_index_sequence<trainable::size>{});
+  template <std::size_t K>
+  static constexpr bool layer_fp8 = layer_quantizer[K] != detail::none;
   // Does this run hold the stacks' parameters in shards?
   bool holds_stacked_params() const override { return fsdp_.has_value() && resident_block_ > 0; }
   // The rows of stacked leaf K in held shard h (first_shard() + h), packed
@@ -359,7 +379,11 @@ class data_parallel final : public replica_group {
   void before_run() override { reshard(); }
 
   // Layer `layer` of stack node `stack`: each of its trainable leaves' slice,
-  // from every rank's rows of that layer (one all-gather for all of them).
+  // from every rank's rows of that layer (one all-gather for all of them); a
+  // weight whose one use in the block is shard(quantize<Fmt, S>(w)) with
+  // delayed scaling travels as its fp8 payload and amax, cast by each rank
+  // with the layer's scale, and the block takes the quantize node's value
+  // from here (layer_provided).
   void gather_layer(std::size_t stack, std::size_t layer, bool backward) override {
     const bool keep = !fsdp_->reshard_after_forward;
     const std::size_t slot = keep ? layer : 0;
@@ -367,57 +391,38 @@ class data_parallel final : public replica_group {
     for_each_trainable([&]<std::size_t K, class L>() {
       if constexpr (stacked<K>) {
         if (stack_of[K] != stack) return;
-        const auto& leaf = layout_.leaf[K];
-        current_[K] = gathered_.data() + gathered_offset_[K] + slot * leaf.piece_elements * sizeof(typename L::dtype);
-        block += static_cast<std::size_t>(leaf.shard.per_rank) * leaf.row_elements * sizeof(typename L::dtype);
+        current_[K] = gathered_.data() + gathered_offset_[K] + slot * this->template slice_bytes<K, L>();
+        if constexpr (layer_fp8<K>) current_value_[K] = &fp8_values_[fp8_value_index_[K] + slot];
+        block += this->template wire_bytes<K, L>();
       }
     });
     if (backward && keep) return;  // (the forward gathered it)
-    // Rank r's rows of this layer, from its packed shard, into the slice.
-    auto place = [&]<std::size_t K, class L>(int r, const std::byte* rows) {
-      const auto run = layout_.leaf[K].run_of(r, layer);
-      const std::size_t in_slice = run.whole - layer * layout_.leaf[K].piece_elements;
-      if (run.n) std::memcpy(current_[K] + in_slice * sizeof(typename L::dtype), rows, run.n * sizeof(typename L::dtype));
-    };
-    if (emulating()) {
-      for (int r = 0; r < world_; ++r)
-        for_each_trainable([&]<std::size_t K, class L>() {
-          if constexpr (stacked<K>)
-            if (stack_of[K] == stack)
-              place.template operator()<K, L>(r, reinterpret_cast<const std::byte*>(
-                                                     this->template resident_rows<K, L>(r) + layout_.leaf[K].run_of(r, layer).packed));
-        });
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if constexpr (layer_fp8<K>)
+        if (stack_of[K] == stack) *current_value_[K] = {current_[K], 0.0f, this->template layer_scale<K>(layer)};
+    });
+    if (emulating()) {  // (every rank's rows are here: packed and placed in rank order, as received)
+      layer_send_.resize(block);
+      for (int r = 0; r < world_; ++r) {
+        pack_layer(stack, layer, r, r, layer_send_.data());
+        unpack_layer(stack, layer, r, layer_send_.data());
+      }
       return;
     }
     layer_send_.resize(block);
     layer_recv_.resize(block * static_cast<std::size_t>(world_));
-    std::size_t at = 0;
-    for_each_trainable([&]<std::size_t K, class L>() {
-      if constexpr (stacked<K>) {
-        if (stack_of[K] != stack) return;
-        using T = typename L::dtype;
-        const auto& leaf = layout_.leaf[K];
-        const auto run = leaf.run_of(comm_.rank(), layer);
-        if (run.n) std::memcpy(layer_send_.data() + at, this->template resident_rows<K, L>(0) + run.packed, run.n * sizeof(T));
-        at += static_cast<std::size_t>(leaf.shard.per_rank) * leaf.row_elements * sizeof(T);
-      }
-    });
+    pack_layer(stack, layer, comm_.rank(), 0, layer_send_.data());
     comm_.all_gather(std::span<const std::byte>(layer_send_), std::span(layer_recv_));
-    for (int r = 0; r < world_; ++r) {
-      std::size_t from = static_cast<std::size_t>(r) * block;
-      for_each_trainable([&]<std::size_t K, class L>() {
-        if constexpr (stacked<K>) {
-          if (stack_of[K] != stack) return;
-          place.template operator()<K, L>(r, layer_recv_.data() + from);
-          from += static_cast<std::size_t>(layout_.leaf[K].shard.per_rank) * layout_.leaf[K].row_elements *
-                  sizeof(typename L::dtype);
-        }
-      });
-    }
+    for (int r = 0; r < world_; ++r) unpack_layer(stack, layer, r, layer_recv_.data() + static_cast<std::size_t>(r) * block);
   }
   const std::byte* layer_slice(std::size_t leaf) const override {
     for (std::size_t k = 0; k < trainable::size; ++k)
       if (leaf_node[k] == leaf && stack_of[k] != detail::none) return current_[k];
+    return nullptr;
+  }
+  const quantized* layer_provided(std::size_t stack, std::size_t node) const override {
+    for (std::size_t k = 0; k < trainable::size; ++k)
+      if (stack_of[k] == stack && layer_quantizer[k] == node) return current_value_[k];
     return nullptr;
   }
 
@@ -476,20 +481,100 @@ class data_parallel final : public replica_group {
   // this process's rows taken from the store, whose copy is freed.
   void place_stacked_params() {
     const bool keep = !fsdp_->reshard_after_forward;
-    std::size_t gathered = 0;
+    std::size_t gathered = 0, fp8_values = 0;
     for_each_trainable([&]<std::size_t K, class L>() {
       if constexpr (stacked<K>) {
         const auto& leaf = layout_.leaf[K];
-        constexpr std::size_t t = sizeof(typename L::dtype);
+        const std::size_t slots = keep ? leaf.pieces : 1;
         resident_offset_[K] = resident_block_;
-        resident_block_ += (leaf.part_elements() * t + 63) / 64 * 64;
+        resident_block_ += (leaf.part_elements() * sizeof(typename L::dtype) + 63) / 64 * 64;
         gathered_offset_[K] = gathered;
-        gathered += ((keep ? leaf.pieces : 1) * leaf.piece_elements * t + 63) / 64 * 64;
+        gathered += (slots * this->template slice_bytes<K, L>() + 63) / 64 * 64;
+        if constexpr (layer_fp8<K>) {
+          fp8_value_index_[K] = fp8_values;
+          fp8_values += slots;
+        }
       }
     });
     resident_.assign(resident_block_ * static_cast<std::size_t>(local_runs_), std::byte{0});
     gathered_.assign(gathered, std::byte{0});
+    fp8_values_.resize(fp8_values);
     reshard();
+  }
+
+  // A layer's slice of stacked leaf K as gathered: its values, or its fp8 payload.
+  template <std::size_t K, class L>
+  static constexpr std::size_t slice_bytes_of(std::size_t piece_elements) {
+    return piece_elements * (layer_fp8<K> ? 1 : sizeof(typename L::dtype));
+  }
+  template <std::size_t K, class L>
+  std::size_t slice_bytes() const {
+    return slice_bytes_of<K, L>(layout_.leaf[K].piece_elements);
+  }
+  // Leaf K's part of a rank's block in a layer's gather: its padded rows of
+  // the layer, in its dtype, or in fp8 followed by their amax.
+  template <std::size_t K, class L>
+  std::size_t wire_bytes() const {
+    const std::size_t rows = static_cast<std::size_t>(layout_.leaf[K].shard.per_rank) * layout_.leaf[K].row_elements;
+    if constexpr (layer_fp8<K>) return rows + sizeof(float);
+    else return rows * sizeof(typename L::dtype);
+  }
+  // The scale layer `layer`'s quantize node of leaf K casts with (its delayed
+  // scaling state's, one per layer in the stacked state leaf).
+  template <std::size_t K>
+  float layer_scale(std::size_t layer) {
+    using S = tl::at_t<stack_of[K], typename step_type::nodes>;
+    using Q = tl::at_t<layer_quantizer[K], typename S::backward_step::nodes>;
+    using scale = typename ctg::detail::stacked_leaf<S::layers, typename Q::scaling::scale_leaf>::type;
+    const auto all = store_.template param<scale>();
+    return all[layer * (all.size() / S::layers)];
+  }
+  // Rank r's block of a layer's gather of stack `stack`, from held shard h.
+  void pack_layer(std::size_t stack, std::size_t layer, int r, int h, std::byte* out) {
+    std::size_t at = 0;
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if constexpr (stacked<K>) {
+        if (stack_of[K] != stack) return;
+        using T = typename L::dtype;
+        const auto run = layout_.leaf[K].run_of(r, layer);
+        const T* rows = this->template resident_rows<K, L>(h) + run.packed;
+        if constexpr (layer_fp8<K>) {
+          using Q = tl::at_t<layer_quantizer[K], typename tl::at_t<stack_of[K], typename step_type::nodes>::backward_step::nodes>;
+          const float scale = current_value_[K]->scale;
+          float amax = 0.0f;
+          for (std::size_t i = 0; i < run.n; ++i) {
+            const float v = static_cast<float>(load_as<T>(rows[i]));
+            amax = fp8_scaling::amax_combine(amax, std::fabs(v));
+            const typename Q::dtype q = fp8_scaling::quantize<typename Q::dtype>(v, scale);
+            std::memcpy(out + at + i, &q, 1);
+          }
+          std::memcpy(out + at + this->template wire_bytes<K, L>() - sizeof(float), &amax, sizeof(float));
+        } else if (run.n) {
+          std::memcpy(out + at, rows, run.n * sizeof(T));
+        }
+        at += this->template wire_bytes<K, L>();
+      }
+    });
+  }
+  // Rank r's block of that gather, placed into the layer's slices (an fp8
+  // leaf's amax folded in rank order, from 0, as a store folds its runs).
+  void unpack_layer(std::size_t stack, std::size_t layer, int r, const std::byte* in) {
+    std::size_t at = 0;
+    for_each_trainable([&]<std::size_t K, class L>() {
+      if constexpr (stacked<K>) {
+        if (stack_of[K] != stack) return;
+        const auto run = layout_.leaf[K].run_of(r, layer);
+        const std::size_t in_slice = run.whole - layer * layout_.leaf[K].piece_elements;
+        constexpr std::size_t t = layer_fp8<K> ? 1 : sizeof(typename L::dtype);
+        if (run.n) std::memcpy(current_[K] + in_slice * t, in + at, run.n * t);
+        if constexpr (layer_fp8<K>) {
+          float a;
+          std::memcpy(&a, in + at + this->template wire_bytes<K, L>() - sizeof(float), sizeof(float));
+          current_value_[K]->amax = fp8_scaling::amax_combine(current_value_[K]->amax, a);
+        }
+        at += this->template wire_bytes<K, L>();
+      }
+    });
   }
 
   // f.template operator()<K, L>() for every trainable leaf L, K its index.
@@ -603,6 +688,9 @@ class data_parallel final : public replica_group {
   std::vector<std::byte> gathered_;   // [stacked leaf][slot]: the layers' gathered slices
   std::array<std::size_t, trainable::size + 1> gathered_offset_{};
   std::array<std::byte*, trainable::size + 1> current_{};  // each stacked leaf's slice of the layer running
+  std::vector<quantized> fp8_values_;  // [fp8 stacked leaf][slot]: a gathered layer's quantize value
+  std::array<std::size_t, trainable::size + 1> fp8_value_index_{};
+  std::array<quantized*, trainable::size + 1> current_value_{};  // (fp8 stacked leaves) the layer running
   std::vector<std::byte> layer_send_, layer_recv_;          // a layer's all-gather
   int runs_ = 0;    // runs of this step so far
   int micro_ = 1;   // micro-batches per rank and step

@@ -65,6 +65,9 @@ class replica_group {
   // null for a leaf the group does not hold (frozen, FP8 state).
   virtual void gather_layer(std::size_t stack, std::size_t layer, bool backward) = 0;
   virtual const std::byte* layer_slice(std::size_t leaf) const = 0;
+  // The value of quantize node `node` of that stack's block (a node index in
+  // the block's step) for the layer gathered last, or null: as provided().
+  virtual const quantized* layer_provided(std::size_t stack, std::size_t node) const = 0;
 
  protected:
   ~replica_group() = default;

@@ -176,12 +176,15 @@ class stack_runner {
   }(std::make_index_sequence<states>{});
 
   // The block's leaves at layer i's slice of every stacked leaf (read in
-  // place: the block's parts never write a leaf), or of the slices a
-  // replica group gathered for it (dist::fsdp), and the layer's random key.
+  // place: the block's parts never write a leaf), or at the slices a replica
+  // group gathered for it (dist::fsdp, which may also give the values of the
+  // block's quantize nodes), and the layer's random key.
   template <class Parent>
   void enter_layer(Parent& p, std::size_t layer, bool backward) {
     replica_group* group = p.group_ && p.group_->holds_stacked_params() ? p.group_ : nullptr;
     if (group) group->gather_layer(R, layer, backward);
+    block_.layer_group_ = group;
+    block_.layer_stack_ = R;
     for (const leaf_slice& l : leaf_slices) {
       const std::byte* gathered = group ? group->layer_slice(l.stacked) : nullptr;
       block_.mem_.share_leaf(l.block, gathered ? const_cast<std::byte*>(gathered)

@@ -447,8 +447,9 @@ class basic_store {
       } else {
         const bool records = k == node_kind::quantize && table.node[p.call.root].delayed;
         float* amax = records ? fp8_.amax_slot(p.call.fp8_slot, !recomputing_ && !prog.recompute[q]) : nullptr;
-        const replica_group::quantized* given =
-            k == node_kind::quantize && group_ ? group_->provided(p.call.root) : nullptr;
+        const replica_group::quantized* given = nullptr;
+        if (k == node_kind::quantize && group_) given = group_->provided(p.call.root);
+        else if (k == node_kind::quantize && layer_group_) given = layer_group_->layer_provided(layer_stack_, p.call.root);
         if (given) use_provided(p.call.root, *given, view, amax);
         else p.run(p.call, view, ws_, amax);
       }
@@ -601,6 +602,10 @@ class basic_store {
   bool on_shared_leaves_ = false;  // runs on another store's leaves (exec/shared_store.hpp)
   bool check_finite_ = false;
   replica_group* group_ = nullptr;  // data-parallel replicas (null: this store alone)
+  // A stack's block store: the parent's group when it gathers the layers
+  // (their quantize values may come from it), and the parent's stack node.
+  const replica_group* layer_group_ = nullptr;
+  std::size_t layer_stack_ = 0;
   std::vector<float> replica_amax_;  // every amax of a step, as its group maxes them
   std::vector<i32> ids_copy_;        // fed ids copied to the host for their check (host_ids)
 };
