@@ -92,7 +92,7 @@ using trainer = trainer_of<step_t>;
 // The first of the stack's trainable leaves (its first layer norm's scales).
 constexpr std::size_t first_stacked = [] {
   std::size_t k = 0;
-  while (dp_t::stack_of[k] == ctg::dist::detail::none) ++k;
+  while (dp_t::shards_type::stack_of[k] == ctg::dist::detail::none) ++k;
   return k;
 }();
 using Up = ctg::tl::at_t<first_stacked, step_t::wrt>;
@@ -192,7 +192,7 @@ TEST_CASE("fsdp: a layer's weight used as shard(quantize(w)) gathers as fp8 byte
   // Every weight of the block (attention's four, the MLP's three) is gathered
   // as fp8; the norms' scales in bf16.
   std::size_t fp8_gathered = 0;
-  for (std::size_t k = 0; k < fp8_step_t::wrt::size; ++k) fp8_gathered += fp8_dp_t::layer_quantizer[k] != ctg::dist::detail::none;
+  for (std::size_t k = 0; k < fp8_step_t::wrt::size; ++k) fp8_gathered += fp8_dp_t::shards_type::layer_quantizer[k] != ctg::dist::detail::none;
   CHECK(fp8_gathered == 7);
   for (const bool reshard : {true, false}) {
     CAPTURE(reshard);

@@ -65,10 +65,9 @@
 // itself is then whole only in this rank's rows (sharded_adamw's
 // gather_whole_parameters() makes it whole, as dist::save does).
 #include <array>
-#include <cmath>
 #include <cstdint>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -77,6 +76,7 @@
 #include <ctg/core/hash.hpp>
 #include <ctg/dist/communicator.hpp>
 #include <ctg/dist/shard_layout.hpp>
+#include <ctg/dist/stack_shards.hpp>
 #include <ctg/exec/replica_group.hpp>
 #include <ctg/graph/step.hpp>
 
@@ -85,13 +85,6 @@ namespace ctg::dist {
 // How many ranks one process plays (data_parallel(store, emulate{W})).
 struct emulate {
   int world = 1;
-};
-
-// Parameters sharded as FSDP2 shards them (see above).
-struct fsdp {
-  // Drop a layer's gathered slices after its forward and gather them again
-  // for its backward (FSDP2's default); false: keep them until the backward.
-  bool reshard_after_forward = true;
 };
 
 namespace detail {
@@ -110,37 +103,6 @@ struct join_report {
   std::int32_t world = 0;
   std::uint32_t steps_run = 0;
 };
-// The node index of leaf L's one use when that use is shard(quantize<Fmt,
-// S>(L)) with delayed scaling, else `none` (then L travels in its dtype).
-inline constexpr std::size_t none = ~std::size_t(0);
-template <class L, class... Ns>
-consteval std::size_t sole_sharded_quantizer(tl::list<Ns...>) {
-  std::size_t found = none, uses = 0, i = 0;
-  auto one = [&]<class N>(std::type_identity<N>) {
-    if (tl::contains<L, typename N::children>::value) {
-      ++uses;
-      if constexpr (N::kind == node_kind::quantize)
-        if constexpr (is_sharded_v<N> && N::scaling::is_delayed) found = i;
-    }
-    ++i;
-  };
-  (one(std::type_identity<Ns>{}), ...);
-  (void)one;
-  return uses == 1 ? found : none;
-}
-// The node index of the stack whose stacked leaf L is, else `none`.
-template <class L, class... Ns>
-consteval std::size_t stack_of_leaf(tl::list<Ns...>) {
-  std::size_t found = none, i = 0;
-  auto one = [&]<class N>(std::type_identity<N>) {
-    if constexpr (N::kind == node_kind::stack)
-      if (tl::contains<L, typename N::children>::value) found = i;
-    ++i;
-  };
-  (one(std::type_identity<Ns>{}), ...);
-  (void)one;
-  return found;
-}
 // f.template operator()<L>() for every stored leaf of the step (parameters,
 // frozen leaves, FP8 state).
 template <class Step, class F>
@@ -237,92 +199,32 @@ class data_parallel final : public replica_group {
   }
 
   // ---------------------------------------------------------- fsdp ----
-  // Is trainable leaf K a stack's (held in shards under fsdp)?
-  static constexpr std::array<std::size_t, trainable::size + 1> stack_of =
-      []<std::size_t... K>(std::index_sequence<K...>) {
-        return std::array<std::size_t, trainable::size + 1>{
-            detail::stack_of_leaf<tl::at_t<K, trainable>>(typename step_type::nodes{})..., detail::none};
-      }(std::make_index_sequence<trainable::size>{});
+  using shards_type = stack_shards<Store>;
   template <std::size_t K>
-  static constexpr bool stacked = stack_of[K] != detail::none;
-  // Stacked leaf K's quantize node in its stack's block when its one use
-  // there is shard(quantize<Fmt, S>(w)) with delayed scaling (then fsdp
-  // gathers its layers as fp8 bytes), else detail::none.
-  template <std::size_t K>
-  static consteval std::size_t layer_quantizer_of() {
-    if constexpr (!stacked<K>) {
-      return detail::none;
-    } else {
-      using S = tl::at_t<stack_of[K], typename step_type::nodes>;
-      using B = tl::at_t<tl::index_of<tl::at_t<K, trainable>, typename S::children>::value - 1, typename S::leaves>;
-      return detail::sole_sharded_quantizer<B>(typename S::backward_step::nodes{});
-    }
-  }
-  static constexpr std::array<std::size_t, trainable::size + 1> layer_quantizer =
-      []<std::size_t... K>(std::index_sequence<K...>) {
-        return std::array<std::size_t, trainable::size + 1>{layer_quantizer_of<K>()..., detail::none};
-      }(std::make_index_sequence<trainable::size>{});
-  template <std::size_t K>
-  static constexpr bool layer_fp8 = layer_quantizer[K] != detail::none;
-  // Does this run hold the stacks' parameters in shards?
-  bool holds_stacked_params() const override { return fsdp_.has_value() && resident_block_ > 0; }
+  static constexpr bool stacked = shards_type::template stacked<K>;
+  // Does this run hold the stacks' parameters in shards (dist::fsdp)?
+  bool holds_stacked_params() const override { return shards_.has_value() && shards_->holds(); }
   // The rows of stacked leaf K in held shard h (first_shard() + h), packed
   // as the shard's runs (shard_layout.hpp), in the leaf's dtype.
   template <std::size_t K, class L>
   typename L::dtype* resident_rows(int h) {
-    return reinterpret_cast<typename L::dtype*>(resident_.data() + static_cast<std::size_t>(h) * resident_block_ +
-                                                resident_offset_[K]);
+    return shards_->template resident_rows<K, L>(h);
   }
   // Bytes of the stacks' parameters this process holds (its shards), and of
   // the slices gathered for the layers that run (one layer of each stack,
   // or every layer when the forward's gathers are kept).
-  std::size_t resident_bytes() const { return resident_.size(); }
-  std::size_t gathered_bytes() const { return gathered_.size(); }
-
+  std::size_t resident_bytes() const { return shards_ ? shards_->resident_bytes() : 0; }
+  std::size_t gathered_bytes() const { return shards_ ? shards_->gathered_bytes() : 0; }
   // Every rank: the stacks' parameters whole in the store again, gathered
   // from every rank's shards (a checkpoint reads them), until the next run
   // or reshard().
   void make_whole() {
-    if (!holds_stacked_params()) return;
-    store_.hold_stacked_params();
-    for_each_trainable([&]<std::size_t K, class L>() {
-      if constexpr (stacked<K>) {
-        using T = typename L::dtype;
-        const auto& leaf = layout_.leaf[K];
-        T* whole = store_.template param<L>().data();
-        auto place = [&](int r, const T* packed) {
-          leaf.for_each_run(r, [&](const auto& run) {
-            if (run.n) std::memcpy(whole + run.whole, packed + run.packed, run.n * sizeof(T));
-          });
-        };
-        if (emulating()) {
-          for (int r = 0; r < world_; ++r) place(r, this->template resident_rows<K, L>(r));
-          return;
-        }
-        const std::size_t part = leaf.part_elements();
-        std::vector<T> every(part * static_cast<std::size_t>(world_));
-        comm_.all_gather(std::span<const T>(this->template resident_rows<K, L>(0), part), std::span(every));
-        for (int r = 0; r < world_; ++r) place(r, every.data() + static_cast<std::size_t>(r) * part);
-      }
-    });
+    if (shards_) shards_->make_whole(emulating() ? nullptr : &comm_);
   }
   // This process's rows of the stacks' parameters taken from the store's
   // whole copy (a load, or a write after make_whole()), and the copy freed.
   void reshard() {
-    if (!holds_stacked_params() || !store_.holds_stacked_params()) return;
-    for_each_trainable([&]<std::size_t K, class L>() {
-      if constexpr (stacked<K>) {
-        using T = typename L::dtype;
-        const T* whole = store_.template param<L>().data();
-        for (int h = 0; h < local_runs_; ++h) {
-          T* packed = this->template resident_rows<K, L>(h);
-          layout_.leaf[K].for_each_run(first_shard() + h, [&](const auto& run) {
-            if (run.n) std::memcpy(packed + run.packed, whole + run.whole, run.n * sizeof(T));
-          });
-        }
-      }
-    });
-    store_.release_stacked_params();
+    if (shards_) shards_->reshard();
   }
 
   // ------------------------------------------------- replica_group ----
@@ -378,52 +280,12 @@ class data_parallel final : public replica_group {
 
   void before_run() override { reshard(); }
 
-  // Layer `layer` of stack node `stack`: each of its trainable leaves' slice,
-  // from every rank's rows of that layer (one all-gather for all of them); a
-  // weight whose one use in the block is shard(quantize<Fmt, S>(w)) with
-  // delayed scaling travels as its fp8 payload and amax, cast by each rank
-  // with the layer's scale, and the block takes the quantize node's value
-  // from here (layer_provided).
   void gather_layer(std::size_t stack, std::size_t layer, bool backward) override {
-    const bool keep = !fsdp_->reshard_after_forward;
-    const std::size_t slot = keep ? layer : 0;
-    std::size_t block = 0;  // this stack's part of a rank's block, in bytes
-    for_each_trainable([&]<std::size_t K, class L>() {
-      if constexpr (stacked<K>) {
-        if (stack_of[K] != stack) return;
-        current_[K] = gathered_.data() + gathered_offset_[K] + slot * this->template slice_bytes<K, L>();
-        if constexpr (layer_fp8<K>) current_value_[K] = &fp8_values_[fp8_value_index_[K] + slot];
-        block += this->template wire_bytes<K, L>();
-      }
-    });
-    if (backward && keep) return;  // (the forward gathered it)
-    for_each_trainable([&]<std::size_t K, class L>() {
-      if constexpr (layer_fp8<K>)
-        if (stack_of[K] == stack) *current_value_[K] = {current_[K], 0.0f, this->template layer_scale<K>(layer)};
-    });
-    if (emulating()) {  // (every rank's rows are here: packed and placed in rank order, as received)
-      layer_send_.resize(block);
-      for (int r = 0; r < world_; ++r) {
-        pack_layer(stack, layer, r, r, layer_send_.data());
-        unpack_layer(stack, layer, r, layer_send_.data());
-      }
-      return;
-    }
-    layer_send_.resize(block);
-    layer_recv_.resize(block * static_cast<std::size_t>(world_));
-    pack_layer(stack, layer, comm_.rank(), 0, layer_send_.data());
-    comm_.all_gather(std::span<const std::byte>(layer_send_), std::span(layer_recv_));
-    for (int r = 0; r < world_; ++r) unpack_layer(stack, layer, r, layer_recv_.data() + static_cast<std::size_t>(r) * block);
+    shards_->gather_layer(stack, layer, backward, emulating() ? nullptr : &comm_);
   }
-  const std::byte* layer_slice(std::size_t leaf) const override {
-    for (std::size_t k = 0; k < trainable::size; ++k)
-      if (leaf_node[k] == leaf && stack_of[k] != detail::none) return current_[k];
-    return nullptr;
-  }
+  const std::byte* layer_slice(std::size_t leaf) const override { return shards_->layer_slice(leaf); }
   const quantized* layer_provided(std::size_t stack, std::size_t node) const override {
-    for (std::size_t k = 0; k < trainable::size; ++k)
-      if (stack_of[k] == stack && layer_quantizer[k] == node) return current_value_[k];
-    return nullptr;
+    return shards_->layer_value(stack, node);
   }
 
   const quantized* provided(std::size_t node) const override {
@@ -448,7 +310,7 @@ class data_parallel final : public replica_group {
 
  private:
   data_parallel(Store& s, communicator& c, int world, int local_runs, std::optional<fsdp> f)
-      : store_(s), comm_(c), world_(world), local_runs_(local_runs), layout_(layout_type::of(world)), fsdp_(f) {
+      : store_(s), comm_(c), world_(world), local_runs_(local_runs), layout_(layout_type::of(world)) {
     if (world < 1) throw error("ctg: data parallel: emulate{" + std::to_string(world) + "}: a world has at least 1 rank");
     const std::size_t b = layout_.elements, w = static_cast<std::size_t>(world);
     contributions_.assign(static_cast<std::size_t>(local_runs) * w * b, 0.0f);
@@ -461,121 +323,13 @@ class data_parallel final : public replica_group {
       if (fp8_quantizer[K] != detail::none) payloads_[K].bytes.assign(L::dims::static_numel, std::byte{0});
     });
     check_ranks_agree();
-    if (fsdp_) place_stacked_params();
+    if (f) shards_.emplace(store_, layout_, *f, world_, first_shard(), local_runs_);
     store_.accumulate(static_cast<std::uint32_t>(local_runs));  // (FP8: one update per step, from all its runs)
     store_.join(this);
     if (!emulating()) store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world) + comm_.rank());
     else store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world));
   }
   bool emulating() const { return &comm_ == &own_; }
-
-  // Each trainable leaf's node index in the step.
-  static constexpr std::array<std::size_t, trainable::size + 1> leaf_node =
-      []<std::size_t... K>(std::index_sequence<K...>) {
-        return std::array<std::size_t, trainable::size + 1>{
-            tl::index_of<tl::at_t<K, trainable>, typename step_type::nodes>::value..., detail::none};
-      }(std::make_index_sequence<trainable::size>{});
-
-  // fsdp: the held shards of the stacks' parameters (packed, each leaf's part
-  // padded to its size on every rank) and the gathered slices, laid out;
-  // this process's rows taken from the store, whose copy is freed.
-  void place_stacked_params() {
-    const bool keep = !fsdp_->reshard_after_forward;
-    std::size_t gathered = 0, fp8_values = 0;
-    for_each_trainable([&]<std::size_t K, class L>() {
-      if constexpr (stacked<K>) {
-        const auto& leaf = layout_.leaf[K];
-        const std::size_t slots = keep ? leaf.pieces : 1;
-        resident_offset_[K] = resident_block_;
-        resident_block_ += (leaf.part_elements() * sizeof(typename L::dtype) + 63) / 64 * 64;
-        gathered_offset_[K] = gathered;
-        gathered += (slots * this->template slice_bytes<K, L>() + 63) / 64 * 64;
-        if constexpr (layer_fp8<K>) {
-          fp8_value_index_[K] = fp8_values;
-          fp8_values += slots;
-        }
-      }
-    });
-    resident_.assign(resident_block_ * static_cast<std::size_t>(local_runs_), std::byte{0});
-    gathered_.assign(gathered, std::byte{0});
-    fp8_values_.resize(fp8_values);
-    reshard();
-  }
-
-  // A layer's slice of stacked leaf K as gathered: its values, or its fp8 payload.
-  template <std::size_t K, class L>
-  static constexpr std::size_t slice_bytes_of(std::size_t piece_elements) {
-    return piece_elements * (layer_fp8<K> ? 1 : sizeof(typename L::dtype));
-  }
-  template <std::size_t K, class L>
-  std::size_t slice_bytes() const {
-    return slice_bytes_of<K, L>(layout_.leaf[K].piece_elements);
-  }
-  // Leaf K's part of a rank's block in a layer's gather: its padded rows of
-  // the layer, in its dtype, or in fp8 followed by their amax.
-  template <std::size_t K, class L>
-  std::size_t wire_bytes() const {
-    const std::size_t rows = static_cast<std::size_t>(layout_.leaf[K].shard.per_rank) * layout_.leaf[K].row_elements;
-    if constexpr (layer_fp8<K>) return rows + sizeof(float);
-    else return rows * sizeof(typename L::dtype);
-  }
-  // The scale layer `layer`'s quantize node of leaf K casts with (its delayed
-  // scaling state's, one per layer in the stacked state leaf).
-  template <std::size_t K>
-  float layer_scale(std::size_t layer) {
-    using S = tl::at_t<stack_of[K], typename step_type::nodes>;
-    using Q = tl::at_t<layer_quantizer[K], typename S::backward_step::nodes>;
-    using scale = typename ctg::detail::stacked_leaf<S::layers, typename Q::scaling::scale_leaf>::type;
-    const auto all = store_.template param<scale>();
-    return all[layer * (all.size() / S::layers)];
-  }
-  // Rank r's block of a layer's gather of stack `stack`, from held shard h.
-  void pack_layer(std::size_t stack, std::size_t layer, int r, int h, std::byte* out) {
-    std::size_t at = 0;
-    for_each_trainable([&]<std::size_t K, class L>() {
-      if constexpr (stacked<K>) {
-        if (stack_of[K] != stack) return;
-        using T = typename L::dtype;
-        const auto run = layout_.leaf[K].run_of(r, layer);
-        const T* rows = this->template resident_rows<K, L>(h) + run.packed;
-        if constexpr (layer_fp8<K>) {
-          using Q = tl::at_t<layer_quantizer[K], typename tl::at_t<stack_of[K], typename step_type::nodes>::backward_step::nodes>;
-          const float scale = current_value_[K]->scale;
-          float amax = 0.0f;
-          for (std::size_t i = 0; i < run.n; ++i) {
-            const float v = static_cast<float>(load_as<T>(rows[i]));
-            amax = fp8_scaling::amax_combine(amax, std::fabs(v));
-            const typename Q::dtype q = fp8_scaling::quantize<typename Q::dtype>(v, scale);
-            std::memcpy(out + at + i, &q, 1);
-          }
-          std::memcpy(out + at + this->template wire_bytes<K, L>() - sizeof(float), &amax, sizeof(float));
-        } else if (run.n) {
-          std::memcpy(out + at, rows, run.n * sizeof(T));
-        }
-        at += this->template wire_bytes<K, L>();
-      }
-    });
-  }
-  // Rank r's block of that gather, placed into the layer's slices (an fp8
-  // leaf's amax folded in rank order, from 0, as a store folds its runs).
-  void unpack_layer(std::size_t stack, std::size_t layer, int r, const std::byte* in) {
-    std::size_t at = 0;
-    for_each_trainable([&]<std::size_t K, class L>() {
-      if constexpr (stacked<K>) {
-        if (stack_of[K] != stack) return;
-        const auto run = layout_.leaf[K].run_of(r, layer);
-        const std::size_t in_slice = run.whole - layer * layout_.leaf[K].piece_elements;
-        constexpr std::size_t t = layer_fp8<K> ? 1 : sizeof(typename L::dtype);
-        if (run.n) std::memcpy(current_[K] + in_slice * t, in + at, run.n * t);
-        if constexpr (layer_fp8<K>) {
-          float a;
-          std::memcpy(&a, in + at + this->template wire_bytes<K, L>() - sizeof(float), sizeof(float));
-          current_value_[K]->amax = fp8_scaling::amax_combine(current_value_[K]->amax, a);
-        }
-        at += this->template wire_bytes<K, L>();
-      }
-    });
-  }
 
   // f.template operator()<K, L>() for every trainable leaf L, K its index.
   template <class F>
@@ -681,17 +435,7 @@ class data_parallel final : public replica_group {
     bool valid = false;  // false: the weight is whole, the store quantizes it
   };
   std::array<fp8_value, trainable::size + 1> payloads_{};  // by trainable leaf (those gathered as fp8)
-  std::optional<fsdp> fsdp_;  // (none: every parameter whole on every rank between steps)
-  std::vector<std::byte> resident_;   // [held shard][stacked leaf]: this process's rows of the stacks' parameters
-  std::size_t resident_block_ = 0;    // bytes of one held shard's block
-  std::array<std::size_t, trainable::size + 1> resident_offset_{};  // by trainable leaf, in a block
-  std::vector<std::byte> gathered_;   // [stacked leaf][slot]: the layers' gathered slices
-  std::array<std::size_t, trainable::size + 1> gathered_offset_{};
-  std::array<std::byte*, trainable::size + 1> current_{};  // each stacked leaf's slice of the layer running
-  std::vector<quantized> fp8_values_;  // [fp8 stacked leaf][slot]: a gathered layer's quantize value
-  std::array<std::size_t, trainable::size + 1> fp8_value_index_{};
-  std::array<quantized*, trainable::size + 1> current_value_{};  // (fp8 stacked leaves) the layer running
-  std::vector<std::byte> layer_send_, layer_recv_;          // a layer's all-gather
+  std::optional<stack_shards<Store>> shards_;  // dist::fsdp (none: every parameter whole between steps)
   int runs_ = 0;    // runs of this step so far
   int micro_ = 1;   // micro-batches per rank and step
   bool complete_ = false;

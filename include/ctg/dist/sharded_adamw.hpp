@@ -336,18 +336,10 @@ class sharded_adamw {
       if constexpr (as_fp8<K>) {
         if (!whole) {  // (a weight outside any stack: its shard is one run)
           const auto run = dp_.layout().leaf[K].run_of(dp_.first_shard(), 0);
-          const std::size_t n = run.n;
-          const T* p = this->template params_of<K, L>(0, run);
           using Q = quantizer_of<K>;
-          using Fmt = typename Q::dtype;
           const float scale = dp_.store().template param<typename Q::scaling::scale_leaf>()[0];
-          float amax = 0.0f;
-          for (std::size_t i = 0; i < n; ++i) {
-            const float v = static_cast<float>(load_as<T>(p[i]));
-            amax = fp8_scaling::amax_combine(amax, std::fabs(v));
-            const Fmt q = fp8_scaling::quantize<Fmt>(v, scale);
-            std::memcpy(send.data() + at + i, &q, 1);
-          }
+          const float amax = detail::quantize_rows<typename Q::dtype>(this->template params_of<K, L>(0, run), run.n, scale,
+                                                                      send.data() + at);
           std::memcpy(send.data() + at + this->template part_bytes<K, L>(whole) - sizeof(float), &amax, sizeof(float));
           at += this->template part_bytes<K, L>(whole);
           return;
