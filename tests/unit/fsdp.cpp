@@ -217,3 +217,34 @@ TEST_CASE("fsdp: a layer's weight used as shard(quantize(w)) gathers as fp8 byte
     CHECK(sharded.dp->gathered_bytes() == 2 * up64(slots * 32) + 4 * up64(slots * 64) + 3 * up64(slots * 96));
   }
 }
+
+TEST_CASE("fsdp: a store's evaluation step reads the stack's parameters only while they are whole") {
+  using model = ctg::nn::transformer<config, ctg::precision::full<ctg::bf16>>;
+  auto train = ctg::value_and_grad(model::loss(Ids{}, Pos{}, Tg{}));
+  auto sample = ctg::forward(model::evaluation::logits(Ids{}, Pos{}));
+  ctg::cpu::device dev{1};
+  auto whole = ctg::make_store(dev, train, sample), sharded = ctg::make_store(dev, train, sample);
+  for (auto* s : {&whole, &sharded}) ctg::nn::init_params(*s, 4, 0.3);
+  using dp_type = ctg::dist::data_parallel<decltype(whole)>;
+  dp_type dw(whole, ctg::dist::emulate{2}), ds(sharded, ctg::dist::emulate{2}, ctg::dist::fsdp{});
+  ctg::dist::sharded_adamw ow(dw), os(ds);
+  for (int v = 0; v < 2; ++v) {
+    run(train, whole, 0, v);
+    run(train, sharded, 0, v);
+  }
+  ow.step();
+  os.step();
+  const std::vector<i32> ids{1, 2, 3, 4, 5}, pos{0, 1, 2, 3, 4};
+  auto logits = [&](auto& store) {
+    sample(store, ctg::feed<Ids>(ids, 1, T), ctg::feed<Pos>(pos, T));
+    const auto v = store.value(sample);
+    return std::vector<float>(v.begin(), v.end());
+  };
+  CHECK_THROWS_WITH_AS(logits(sharded), doctest::Contains("is held in shards"), ctg::error);
+  os.gather_whole_parameters();
+  CHECK(logits(sharded) == logits(whole));
+  // Training again takes them back into shards; the last value stays readable.
+  for (int v = 0; v < 2; ++v) run(train, sharded, 1, v);
+  CHECK(sharded.value(sample).size() == config::vocab * T);
+  CHECK_THROWS_AS(logits(sharded), ctg::error);
+}

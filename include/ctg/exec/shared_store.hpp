@@ -109,15 +109,19 @@ class shared_store : public basic_store<Backend, MainKey> {
   }
 
   // The store that runs Step: this one, or the runner of another step
-  // (with the training step's seed and step count).
+  // (with the training step's seed and step count, and its leaves bound
+  // again: a data-parallel group under dist::fsdp frees and remakes the
+  // training step's copy of a stack's parameters; while they are held in
+  // shards only, running another step that reads them is a ctg::error).
   template <class Step>
   auto& runner() {
     if constexpr (std::is_same_v<Step, step_of<MainKey>>) {
       return static_cast<main_store&>(*this);
     } else {
-      auto& r = std::get<basic_store<Backend, step_key_t<Step>>>(others_);
+      auto& r = other<Step>();
       r.key_ = this->key_;
       if constexpr (requires { r.ws_.follow(this->ws_); }) r.ws_.follow(this->ws_);  // (the CPU's threads)
+      bind(r);
       return r;
     }
   }
@@ -127,22 +131,33 @@ class shared_store : public basic_store<Backend, MainKey> {
   template <class Step>
     requires tl::contains<Step, steps>::value
   auto value(const Step&) {
-    return runner<Step>().value();
+    return store_of<Step>().value();
   }
   using main_store::download_value;
   using main_store::value_count;
   template <class Step, class T>
     requires tl::contains<Step, steps>::value
   void download_value(const Step&, std::span<T> host) {
-    runner<Step>().download_value(host);
+    store_of<Step>().download_value(host);
   }
   template <class Step>
     requires tl::contains<Step, steps>::value
   std::size_t value_count(const Step&) {
-    return runner<Step>().value_count();
+    return store_of<Step>().value_count();
   }
 
  private:
+  template <class Step>
+  auto& other() {
+    return std::get<basic_store<Backend, step_key_t<Step>>>(others_);
+  }
+  // The store that ran Step last (this one, or another step's runner).
+  template <class Step>
+  auto& store_of() {
+    if constexpr (std::is_same_v<Step, step_of<MainKey>>) return static_cast<main_store&>(*this);
+    else return other<Step>();
+  }
+
   // Every leaf the other step stores is the training step's (checked above;
   // after a reported mistake, those that are).
   template <class OtherKey>
@@ -156,8 +171,7 @@ class shared_store : public basic_store<Backend, MainKey> {
   template <class L, class OtherKey>
   void bind_leaf(basic_store<Backend, OtherKey>& other) {
     if constexpr (detail::stored_leaf<L>() && tl::contains<L, typename main_store::nodes>::value)
-      other.mem_.share_leaf(tl::index_of<L, typename step_of<OtherKey>::nodes>::value,
-                            this->mem_.param_bytes(tl::index_of<L, typename main_store::nodes>::value));
+      other.mem_.share_leaf(tl::index_of<L, typename step_of<OtherKey>::nodes>::value, this->template leaf_bytes<L>());
   }
 
   std::tuple<basic_store<Backend, OtherKeys>...> others_;
