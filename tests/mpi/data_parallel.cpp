@@ -25,6 +25,8 @@
 #include <ctg/dist/mpi_comm.hpp>
 #include <ctg/optim/optim.hpp>
 
+#include "../common/stored_values.hpp"
+
 namespace {
 using ctg::dyn;
 using ctg::i32;
@@ -82,17 +84,7 @@ void run(Step& step, Store& st, const tokens& t, int b = batch) {
        ctg::feed<Tg>(std::span(t.tg).first(n), b, T));
 }
 
-// Every stored leaf's bytes, in order (parameters, frozen leaves, FP8 state).
-template <class Store>
-std::vector<unsigned char> all_values(Store& s) {
-  std::vector<unsigned char> out;
-  ctg::dist::detail::for_each_stored_leaf<typename Store::step_type>([&]<class L>() {
-    const auto p = s.template param<L>();
-    const auto* b = reinterpret_cast<const unsigned char*>(p.data());
-    out.insert(out.end(), b, b + p.size_bytes());
-  });
-  return out;
-}
+using test_util::all_values;
 
 // k micro-batches per rank and step (dp.accumulate(k)): rank r's micro-batch
 // m of step s is batch_of(k * s + m, r); emulating, run m * W + v is rank v's.

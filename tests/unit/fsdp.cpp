@@ -16,6 +16,8 @@
 
 #include "temp_files.hpp"
 
+#include "../common/stored_values.hpp"
+
 namespace {
 using ctg::dyn;
 using ctg::i32;
@@ -53,17 +55,7 @@ void run(Step& step, Store& st, int s, int v, int b = 2) {
   step(st, ctg::feed<Ids>(ids, b, T), ctg::feed<Pos>(pos, T), ctg::feed<Tg>(tg, b, T));
 }
 
-// Every stored leaf's bytes, in order (parameters, frozen leaves, FP8 state).
-template <class Store>
-std::vector<unsigned char> all_values(Store& s) {
-  std::vector<unsigned char> out;
-  ctg::dist::detail::for_each_stored_leaf<typename Store::step_type>([&]<class L>() {
-    const auto p = s.template param<L>();
-    const auto* b = reinterpret_cast<const unsigned char*>(p.data());
-    out.insert(out.end(), b, b + p.size_bytes());
-  });
-  return out;
-}
+using test_util::all_values;
 
 // One trainer: a store in a W-rank emulated world, with or without fsdp.
 template <class Step>
