@@ -26,6 +26,7 @@
 #include <ctg/optim/optim.hpp>
 
 #include "../common/stored_values.hpp"
+#include "../common/tiny_transformer.hpp"
 
 namespace {
 using ctg::dyn;
@@ -49,15 +50,8 @@ std::string message_of(F&& f) {
   return "<no ctg::error>";
 }
 
-struct config {
-  static constexpr ctg::dim_t vocab = 11, max_seq = 6, dim = 8, heads = 2, head_dim = 4, hidden = 12;
-  static constexpr std::size_t layers = 2;
-  static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::every_layer;
-  static constexpr double dropout = 0.2;
-};
-using Ids = ctg::input<"ids", i32, dyn, dyn>;
-using Pos = ctg::input<"pos", i32, dyn>;
-using Tg = ctg::input<"targets", i32, dyn, dyn>;
+using config = test_util::tiny_transformer_config<2>;
+using test_util::Ids, test_util::Pos, test_util::Tg;
 template <class Policy>
 auto train_step() {
   return ctg::value_and_grad(ctg::nn::transformer<config, Policy>::loss(Ids{}, Pos{}, Tg{}));

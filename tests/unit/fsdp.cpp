@@ -17,20 +17,14 @@
 #include "temp_files.hpp"
 
 #include "../common/stored_values.hpp"
+#include "../common/tiny_transformer.hpp"
 
 namespace {
 using ctg::dyn;
 using ctg::i32;
 
-struct config {
-  static constexpr ctg::dim_t vocab = 11, max_seq = 6, dim = 8, heads = 2, head_dim = 4, hidden = 12;
-  static constexpr std::size_t layers = 3;
-  static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::every_layer;
-  static constexpr double dropout = 0.2;
-};
-using Ids = ctg::input<"ids", i32, dyn, dyn>;
-using Pos = ctg::input<"pos", i32, dyn>;
-using Tg = ctg::input<"targets", i32, dyn, dyn>;
+using config = test_util::tiny_transformer_config<3>;
+using test_util::Ids, test_util::Pos, test_util::Tg;
 template <class Policy>
 using step_of = decltype(ctg::value_and_grad(ctg::nn::transformer<config, Policy>::loss(Ids{}, Pos{}, Tg{})));
 template <class Step>
