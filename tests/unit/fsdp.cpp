@@ -234,3 +234,52 @@ TEST_CASE("fsdp: a store's evaluation step reads the stack's parameters only whi
   CHECK(sharded.value(sample).size() == config::vocab * T);
   CHECK_THROWS_AS(logits(sharded), ctg::error);
 }
+
+namespace {
+// A residual block over a frozen weight (as a fine-tuned model's base) and a trainable one.
+template <ctg::fixed_string Prefix>
+struct frozen_base_block {
+  template <ctg::expr X>
+  constexpr auto operator()(X x) const {
+    using Base = ctg::frozen<Prefix + ".base", ctg::f32, 5, 5>;
+    using Up = ctg::param<Prefix + ".up", ctg::f32, 5, 5>;
+    return x + ctg::tanh(ctg::matmul(x, Base{})) * ctg::matmul(x, Up{});
+  }
+};
+using FX = ctg::input<"x", ctg::f32, dyn, 5>;
+using FBase = ctg::frozen<"layers.{i}.base", ctg::f32, 3, 5, 5>;
+}  // namespace
+
+TEST_CASE("fsdp: a stack's frozen leaves live in shards too, gathered with each layer, never reduced") {
+  auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::nn::stack<3, frozen_base_block>(FX{}))));
+  using step_type = decltype(step);
+  static_assert(!ctg::tl::contains<FBase, step_type::wrt>::value && ctg::tl::contains<FBase, step_type::nodes>::value);
+  ctg::cpu::device dev{1};
+  auto whole = ctg::make_store(dev, step), sharded = ctg::make_store(dev, step);
+  for (auto* s : {&whole, &sharded}) {
+    ctg::nn::init_params(*s, 6, 0.4);
+    auto b = s->param<FBase>();
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = 0.1f * static_cast<float>(static_cast<int>(i % 7) - 3);
+  }
+  const std::size_t before = sharded.stored_bytes();
+  using dp_type = ctg::dist::data_parallel<decltype(whole)>;
+  dp_type dw(whole, ctg::dist::emulate{2}), ds(sharded, ctg::dist::emulate{2}, ctg::dist::fsdp{});
+  // The frozen base (3 x 5 x 5 f32) left the store with the trainable stack
+  // (3 x 5 x 5 f32), each rounded up to 64 bytes.
+  CHECK(before - sharded.stored_bytes() == 2 * ((3 * 5 * 5 * 4 + 63) / 64 * 64));
+  CHECK_THROWS_WITH_AS(sharded.param<FBase>(), doctest::Contains("is held in shards"), ctg::error);
+  ctg::dist::sharded_adamw ow(dw, {.lr = 0.05f}), os(ds, {.lr = 0.05f});
+  CHECK(ow.state_elements() == os.state_elements());  // (no state for the frozen base)
+  std::vector<float> x(4 * 5);
+  for (int s = 0; s < 3; ++s) {
+    for (int v = 0; v < 2; ++v) {
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.3f * static_cast<float>(i + 5 * v + 11 * s));
+      step(whole, ctg::feed<FX>(x, 4));
+      step(sharded, ctg::feed<FX>(x, 4));
+    }
+    CHECK(std::bit_cast<std::uint32_t>(dw.loss()) == std::bit_cast<std::uint32_t>(ds.loss()));
+    CHECK(ow.step() == os.step());
+  }
+  os.gather_whole_parameters();
+  CHECK(all_values(whole) == all_values(sharded));  // (the frozen base unchanged, gathered whole again)
+}

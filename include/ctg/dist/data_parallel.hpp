@@ -43,7 +43,7 @@
 // masters live in shards, and each rank holds every parameter whole between
 // steps (gathered after each update). With dist::fsdp, as FSDP2: the
 // parameters of every nn::stack (a transformer's layers: nearly all of its
-// weights) live in shards only, each layer's rows on each rank (shard
+// weights; frozen ones too) live in shards only, each layer's rows on each rank (shard
 // layout); a layer's slices are all-gathered just before it runs, its
 // forward and again its backward (with its recompute), and dropped after,
 // so one layer of a stack is whole at a time. fsdp{.reshard_after_forward =
@@ -323,7 +323,7 @@ class data_parallel final : public replica_group {
       if (fp8_quantizer[K] != detail::none) payloads_[K].bytes.assign(L::dims::static_numel, std::byte{0});
     });
     check_ranks_agree();
-    if (f) shards_.emplace(store_, layout_, *f, world_, first_shard(), local_runs_);
+    if (f) shards_.emplace(store_, *f, world_, first_shard(), local_runs_);
     store_.accumulate(static_cast<std::uint32_t>(local_runs));  // (FP8: one update per step, from all its runs)
     store_.join(this);
     if (!emulating()) store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world) + comm_.rank());

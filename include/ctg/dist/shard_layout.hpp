@@ -49,11 +49,11 @@ consteval std::size_t stacked_layers(tl::list<Ns...>) {
 }
 }  // namespace detail
 
-// Where each trainable leaf of Step (in Step::wrt order) sits in a rank's
-// block, for a world of W ranks.
-template <class Step>
+// Where each trainable leaf of Step (in Step::wrt order; or each of Leaves)
+// sits in a rank's block, for a world of W ranks.
+template <class Step, class Leaves = typename Step::wrt>
 struct block_layout {
-  using trainable = typename Step::wrt;
+  using trainable = Leaves;
   static constexpr std::size_t leaves = trainable::size;
   // One contiguous piece of a rank's shard: `n` elements at `whole` in the
   // leaf, at `packed` in the rank's part of the block (and of any state kept

@@ -6,7 +6,7 @@
 // layer_provided).
 //
 // A layer's gather is one all-gather: each rank sends its rows of that layer
-// of every trainable leaf of the stack, padded to the shard size. A weight
+// of every trainable and frozen leaf of the stack, padded to the shard size. A weight
 // whose one use in the block is shard(quantize<Fmt, S>(w)) with delayed
 // scaling travels as fp8 bytes instead, cast by each rank with the layer's
 // scale, followed by its rows' amax: the block's quantize node takes the
@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <ctg/core/fp8_scaling.hpp>
@@ -68,6 +69,27 @@ consteval std::size_t stack_of_leaf(tl::list<Ns...>) {
   (void)one;
   return found;
 }
+// The frozen leaves of a stack node N (none for another node).
+template <class L>
+consteval bool frozen_leaf() {
+  if constexpr (ctg::detail::stored_leaf<L>()) return L::role == leaf_role::frozen;
+  else return false;
+}
+template <class N>
+struct frozen_children {
+  using type = tl::list<>;
+};
+template <class N>
+  requires(N::kind == node_kind::stack)
+struct frozen_children<N> {
+  using type = decltype([]<class... Cs>(tl::list<Cs...>) {
+    return tl::concat_t<std::conditional_t<frozen_leaf<Cs>(), tl::list<Cs>, tl::list<>>...>{};
+  }(typename N::children{}));
+};
+// Every stack's frozen leaves, in the step's node order.
+template <class... Ns>
+auto frozen_of_stacks(tl::list<Ns...>) -> tl::concat_t<typename frozen_children<Ns>::type...>;
+
 // n values cast to Fmt with `scale` into `out` (1 byte each); returns their
 // amax (folded from 0 in order).
 template <class Fmt, class T>
@@ -87,16 +109,18 @@ template <step_store Store>
 class stack_shards {
  public:
   using step_type = typename Store::step_type;
-  using trainable = typename step_type::wrt;
-  using layout_type = block_layout<step_type>;
+  // The leaves it may hold: the step's trainable leaves (in wrt order, so a
+  // trainable leaf's index K is the same here), then the stacks' frozen ones.
+  using leaves = tl::concat_t<typename step_type::wrt, decltype(detail::frozen_of_stacks(typename step_type::nodes{}))>;
+  using layout_type = block_layout<step_type, leaves>;
   using quantized = replica_group::quantized;
 
-  // Trainable leaf K's stack node, or detail::none outside any stack.
-  static constexpr std::array<std::size_t, trainable::size + 1> stack_of =
+  // Leaf K's stack node, or detail::none outside any stack.
+  static constexpr std::array<std::size_t, leaves::size + 1> stack_of =
       []<std::size_t... K>(std::index_sequence<K...>) {
-        return std::array<std::size_t, trainable::size + 1>{
-            detail::stack_of_leaf<tl::at_t<K, trainable>>(typename step_type::nodes{})..., detail::none};
-      }(std::make_index_sequence<trainable::size>{});
+        return std::array<std::size_t, leaves::size + 1>{
+            detail::stack_of_leaf<tl::at_t<K, leaves>>(typename step_type::nodes{})..., detail::none};
+      }(std::make_index_sequence<leaves::size>{});
   template <std::size_t K>
   static constexpr bool stacked = stack_of[K] != detail::none;
   // Stacked leaf K's quantize node in its stack's block when its one use
@@ -108,21 +132,21 @@ class stack_shards {
       return detail::none;
     } else {
       using S = tl::at_t<stack_of[K], typename step_type::nodes>;
-      using B = tl::at_t<tl::index_of<tl::at_t<K, trainable>, typename S::children>::value - 1, typename S::leaves>;
+      using B = tl::at_t<tl::index_of<tl::at_t<K, leaves>, typename S::children>::value - 1, typename S::leaves>;
       return detail::sole_sharded_quantizer<B>(typename S::backward_step::nodes{});
     }
   }
-  static constexpr std::array<std::size_t, trainable::size + 1> layer_quantizer =
+  static constexpr std::array<std::size_t, leaves::size + 1> layer_quantizer =
       []<std::size_t... K>(std::index_sequence<K...>) {
-        return std::array<std::size_t, trainable::size + 1>{layer_quantizer_of<K>()..., detail::none};
-      }(std::make_index_sequence<trainable::size>{});
+        return std::array<std::size_t, leaves::size + 1>{layer_quantizer_of<K>()..., detail::none};
+      }(std::make_index_sequence<leaves::size>{});
   template <std::size_t K>
   static constexpr bool layer_fp8 = layer_quantizer[K] != detail::none;
 
   // Shards [first, first + held) of a world of `world` ranks, taken from the
   // store's whole copy, which is then freed.
-  stack_shards(Store& s, const layout_type& layout, fsdp options, int world, int first, int held)
-      : store_(s), layout_(layout), options_(options), world_(world), first_(first), held_(held) {
+  stack_shards(Store& s, fsdp options, int world, int first, int held)
+      : store_(s), layout_(layout_type::of(world)), options_(options), world_(world), first_(first), held_(held) {
     const bool keep = !options_.reshard_after_forward;
     std::size_t gathered = 0, fp8_values = 0;
     for_each_stacked([&]<std::size_t K, class L>() {
@@ -196,7 +220,7 @@ class stack_shards {
     });
   }
 
-  // Layer `layer` of stack node `stack`: every trainable leaf's slice (comm:
+  // Layer `layer` of stack node `stack`: every leaf's slice (comm:
   // null when this process holds every shard). Kept from the forward when
   // the options say so.
   void gather_layer(std::size_t stack, std::size_t layer, bool backward, communicator* comm) {
@@ -230,28 +254,28 @@ class stack_shards {
   // The gathered layer's slice of stacked leaf node `leaf` (an fp8 weight's:
   // its payload, which only its quantize node reads, through layer_value), or null.
   const std::byte* layer_slice(std::size_t leaf) const {
-    for (std::size_t k = 0; k < trainable::size; ++k)
+    for (std::size_t k = 0; k < leaves::size; ++k)
       if (leaf_node[k] == leaf && stack_of[k] != detail::none) return current_[k];
     return nullptr;
   }
   // The gathered layer's value of quantize node `node` of stack `stack`'s block, or null.
   const quantized* layer_value(std::size_t stack, std::size_t node) const {
-    for (std::size_t k = 0; k < trainable::size; ++k)
+    for (std::size_t k = 0; k < leaves::size; ++k)
       if (stack_of[k] == stack && layer_quantizer[k] == node) return current_value_[k];
     return nullptr;
   }
 
  private:
-  static constexpr std::array<std::size_t, trainable::size + 1> leaf_node =
+  static constexpr std::array<std::size_t, leaves::size + 1> leaf_node =
       []<std::size_t... K>(std::index_sequence<K...>) {
-        return std::array<std::size_t, trainable::size + 1>{
-            tl::index_of<tl::at_t<K, trainable>, typename step_type::nodes>::value..., detail::none};
-      }(std::make_index_sequence<trainable::size>{});
+        return std::array<std::size_t, leaves::size + 1>{
+            tl::index_of<tl::at_t<K, leaves>, typename step_type::nodes>::value..., detail::none};
+      }(std::make_index_sequence<leaves::size>{});
 
-  // f.template operator()<K, L>() for every stacked trainable leaf L, K its index.
+  // f.template operator()<K, L>() for every stacked leaf L it holds, K its index.
   template <class F>
   static void for_each_stacked(F&& f) {
-    tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
+    tl::for_each_indexed<leaves>([&]<std::size_t K, class L>() {
       if constexpr (stacked<K>) f.template operator()<K, L>();
     });
   }
@@ -321,18 +345,18 @@ class stack_shards {
   }
 
   Store& store_;
-  const layout_type& layout_;
+  layout_type layout_;
   fsdp options_;
   int world_ = 1, first_ = 0, held_ = 1;
   std::vector<std::byte> resident_;  // [held shard][stacked leaf]: this process's rows
   std::size_t resident_block_ = 0;   // bytes of one held shard's block
-  std::array<std::size_t, trainable::size + 1> resident_offset_{};  // by trainable leaf, in a block
+  std::array<std::size_t, leaves::size + 1> resident_offset_{};  // by trainable leaf, in a block
   std::vector<std::byte> gathered_;  // [stacked leaf][slot]: the layers' gathered slices
-  std::array<std::size_t, trainable::size + 1> gathered_offset_{};
-  std::array<std::byte*, trainable::size + 1> current_{};  // each stacked leaf's slice of the layer running
+  std::array<std::size_t, leaves::size + 1> gathered_offset_{};
+  std::array<std::byte*, leaves::size + 1> current_{};  // each stacked leaf's slice of the layer running
   std::vector<quantized> fp8_values_;                      // [fp8 stacked leaf][slot]: a gathered layer's quantize value
-  std::array<std::size_t, trainable::size + 1> fp8_value_index_{};
-  std::array<quantized*, trainable::size + 1> current_value_{};  // (fp8 stacked leaves) the layer running
+  std::array<std::size_t, leaves::size + 1> fp8_value_index_{};
+  std::array<quantized*, leaves::size + 1> current_value_{};  // (fp8 stacked leaves) the layer running
   std::vector<std::byte> send_, recv_;                           // a layer's all-gather
 };
 

@@ -109,16 +109,16 @@ class step_buffers {
   using arena = typename Backend::arena;
   using inputs = decltype(detail::fed_leaves(nodes{}));  // what a run is fed
 
-  // The trainable leaves of a stack (its stacked leaves): in an arena of
-  // their own, which the store frees while a data-parallel group holds them
-  // in shards (dist::fsdp).
+  // The trainable and frozen leaves of a stack (its stacked parameters, not
+  // its FP8 state): in an arena of their own, which the store frees while a
+  // data-parallel group holds them in shards (dist::fsdp).
   static constexpr std::array<bool, N + 1> stacked_param = [] {
     std::array<bool, N + 1> s{};
     for (std::size_t i = 0; i < N; ++i)
       if (table.node[i].kind == node_kind::stack)
         for (std::size_t k = 1; k < table.node[i].nchild; ++k) {
-          const std::size_t c = table.child(i, k);
-          s[c] = table.node[c].stored && table.node[c].grad;
+          const detail::node_desc& c = table.node[table.child(i, k)];
+          s[table.child(i, k)] = c.stored && (c.grad || c.frozen);
         }
     return s;
   }();

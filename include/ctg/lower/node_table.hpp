@@ -85,6 +85,7 @@ struct node_desc {
   bool stored = false;            // a leaf the store keeps: trainable, frozen or state
   bool fed = false;               // a leaf bound from a feed (an input, a stack's carry)
   bool grad = false;              // a leaf the step differentiates (in wrt): it has a gradient buffer
+  bool frozen = false;            // a frozen leaf (never trained)
   bool has_initial = false;       // a state leaf starting at initial_bits in every element
   unsigned long long initial_bits = 0;
   const char* name = nullptr;     // a leaf's name
@@ -185,6 +186,7 @@ consteval node_desc node_facts() {
   if constexpr (N::kind == node_kind::leaf) {
     d.stored = !N::fed;
     d.fed = N::fed;
+    d.frozen = N::role == leaf_role::frozen;
     d.name = N::name.c_str();
     if constexpr (requires { N::initial_value; }) {
       d.has_initial = true;
