@@ -15,8 +15,8 @@
 //   * takes a quantize node's value from the group when it has one
 //     (provided()): a weight's fp8 payload gathered from its shards, so
 //     only fp8 bytes travel (dist::data_parallel for shard(quantize(w)));
-//   * when the group holds every stack's trainable leaves in shards
-//     (holds_stacked_params(): dist::fsdp), keeps no copy of them and runs
+//   * when the group holds every stack's parameters (trainable and frozen)
+//     in shards (holds_stacked_params(): dist::fsdp), keeps no copy of them and runs
 //     each layer on that layer's slices as the group gathers them, for its
 //     forward and again for its backward. Those gathers are collectives, so
 //     every replica first agrees that its feeds are good (agree() before the
@@ -56,13 +56,13 @@ class replica_group {
 
   // Called as every run starts, before anything else.
   virtual void before_run() = 0;
-  // Does the group hold the values of every stack's trainable leaves (in
-  // shards), so that the store keeps none?
+  // Does the group hold the values of every stack's trainable and frozen
+  // leaves (in shards), so that the store keeps none?
   virtual bool holds_stacked_params() const = 0;
   // Layer `layer` of stack node `stack` is about to run (its forward part,
   // or its backward part with any recompute): gather its slices. Then
   // layer_slice(leaf) is that layer's slice of stacked leaf node `leaf`, or
-  // null for a leaf the group does not hold (frozen, FP8 state).
+  // null for a leaf the group does not hold (FP8 state).
   virtual void gather_layer(std::size_t stack, std::size_t layer, bool backward) = 0;
   virtual const std::byte* layer_slice(std::size_t leaf) const = 0;
   // The value of quantize node `node` of that stack's block (a node index in

@@ -229,7 +229,7 @@ class basic_store {
   // FP8 state): without a stack's parameters while dist::fsdp holds them.
   std::size_t stored_bytes() const { return mem_.stored_bytes(); }
 
-  // For a replica group that holds every stack's trainable leaves in shards
+  // For a replica group that holds every stack's parameters in shards
   // (exec/replica_group.hpp): the store frees its copy of them, or makes
   // one again (zero-filled; the group fills it) to be read whole.
   bool holds_stacked_params() const { return mem_.holds_stacked_params(); }
