@@ -342,6 +342,15 @@ void mistakes(ctg::dist::communicator& comm) {
   check(fsdp_sizes.find("batches of different sizes") != std::string::npos, "fsdp: different sizes: " + fsdp_sizes);
   run(step, s2, batch_of(1, r));
   fopt.step();
+
+  // When an fsdp data_parallel of real ranks ends, its store holds its own
+  // rows only: running it alone is an error, not a run on missing values.
+  auto s3 = ctg::make_store(dev, step);
+  ctg::nn::init_params(s3, 4, 0.3);
+  { ctg::dist::data_parallel<decltype(s3)> ended(s3, comm, ctg::dist::fsdp{}); }
+  const std::string alone = message_of([&] { run(step, s3, batch_of(0, r)); });
+  check(alone.find("is held in shards by dist::data_parallel with dist::fsdp") != std::string::npos,
+        "fsdp: the store alone after its data_parallel ended: " + alone);
 }
 // FP8 all-gather: a weight used as shard(quantize(w)) travels as fp8 bytes.
 using Xq = ctg::input<"xq", ctg::f32, dyn, 32>;

@@ -283,3 +283,13 @@ TEST_CASE("fsdp: a stack's frozen leaves live in shards too, gathered with each 
   os.gather_whole_parameters();
   CHECK(all_values(whole) == all_values(sharded));  // (the frozen base unchanged, gathered whole again)
 }
+
+TEST_CASE("fsdp: when the data_parallel ends, a store that held every shard has its parameters whole again") {
+  trainer whole(2, std::nullopt), sharded(2, ctg::dist::fsdp{});
+  for (int s = 0; s < 2; ++s) CHECK(whole.train(s) == sharded.train(s));
+  sharded.opt.reset();
+  sharded.dp.reset();  // (emulating: every shard is here)
+  whole.opt->gather_whole_parameters();
+  CHECK(all_values(whole.store) == all_values(sharded.store));
+  run(sharded.step, sharded.store, 2, 0);  // alone again
+}

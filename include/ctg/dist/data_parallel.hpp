@@ -130,6 +130,9 @@ class data_parallel final : public replica_group {
   using step_type = typename Store::step_type;
   using trainable = typename step_type::wrt;
   using layout_type = block_layout<step_type>;
+  // What gradients are reduce-scattered in: each rank's piece travels and
+  // is summed in this type, whatever the parameters' dtypes (f32 only).
+  using reduce_dtype = f32;
 
   // This store as rank comm.rank() of comm.size() ranks. Throws ctg::error,
   // on every rank, if the ranks run different steps or hold different
@@ -143,7 +146,14 @@ class data_parallel final : public replica_group {
 
   data_parallel(const data_parallel&) = delete;
   data_parallel& operator=(const data_parallel&) = delete;
-  ~data_parallel() { store_.join(nullptr); }
+  // The store runs alone again. It keeps the stacks' parameters whole only
+  // where this process held every shard (emulating, or one rank); on real
+  // ranks, dist::save before this ends: the store then holds its rows only,
+  // and running it alone is a ctg::error.
+  ~data_parallel() {
+    if (every_shard_here()) make_whole();
+    store_.join(nullptr);
+  }
 
   Store& store() { return store_; }
   communicator& comm() { return comm_; }
@@ -158,8 +168,8 @@ class data_parallel final : public replica_group {
   float loss() const { return loss_; }
   // Is there a reduced gradient no optimizer has applied yet?
   bool has_gradient() const { return complete_; }
-  // Shard `first_shard() + h` of the global gradient, f32, in block layout.
-  std::span<const float> grad_shard(int h) const {
+  // Shard `first_shard() + h` of the global gradient, in block layout.
+  std::span<const reduce_dtype> grad_shard(int h) const {
     return {grads_.data() + static_cast<std::size_t>(h) * layout_.elements, layout_.elements};
   }
   // The next steps are k micro-batches per rank (1 by default). Throws
@@ -219,7 +229,7 @@ class data_parallel final : public replica_group {
   // from every rank's shards (a checkpoint reads them), until the next run
   // or reshard().
   void make_whole() {
-    if (shards_) shards_->make_whole(emulating() ? nullptr : &comm_);
+    if (shards_) shards_->make_whole(every_shard_here() ? nullptr : &comm_);
   }
   // This process's rows of the stacks' parameters taken from the store's
   // whole copy (a load, or a write after make_whole()), and the copy freed.
@@ -281,7 +291,7 @@ class data_parallel final : public replica_group {
   void before_run() override { reshard(); }
 
   void gather_layer(std::size_t stack, std::size_t layer, bool backward) override {
-    shards_->gather_layer(stack, layer, backward, emulating() ? nullptr : &comm_);
+    shards_->gather_layer(stack, layer, backward, every_shard_here() ? nullptr : &comm_);
   }
   const std::byte* layer_slice(std::size_t leaf) const override { return shards_->layer_slice(leaf); }
   const quantized* layer_provided(std::size_t stack, std::size_t node) const override {
@@ -330,6 +340,8 @@ class data_parallel final : public replica_group {
     else store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world));
   }
   bool emulating() const { return &comm_ == &own_; }
+  // Does this process hold every rank's shards (emulating, or a world of one)?
+  bool every_shard_here() const { return local_runs_ == world_; }
 
   // f.template operator()<K, L>() for every trainable leaf L, K its index.
   template <class F>
@@ -337,19 +349,21 @@ class data_parallel final : public replica_group {
     tl::for_each_indexed<trainable>(f);
   }
 
-  // This run's gradient, in f32, as `world` blocks: block j holds shard j of
-  // every leaf; written, or (a later micro-batch) added.
-  void cut_into_shards(float* blocks, bool add) {
+  // This run's gradient, in the reduce dtype, as `world` blocks: block j
+  // holds shard j of every leaf; written, or (a later micro-batch) added.
+  void cut_into_shards(reduce_dtype* blocks, bool add) {
     for_each_trainable([&]<std::size_t K, class L>() {
       const auto g = store_.template grad<L>();
       const auto& slot = layout_.leaf[K];
       for (int j = 0; j < world_; ++j) {
-        float* dst = blocks + static_cast<std::size_t>(j) * layout_.elements + slot.offset;
+        reduce_dtype* dst = blocks + static_cast<std::size_t>(j) * layout_.elements + slot.offset;
         slot.for_each_run(j, [&](const auto& run) {
           if (add)
-            for (std::size_t i = 0; i < run.n; ++i) dst[run.packed + i] += static_cast<float>(load_as(g[run.whole + i]));
+            for (std::size_t i = 0; i < run.n; ++i)
+              dst[run.packed + i] += static_cast<reduce_dtype>(load_as(g[run.whole + i]));
           else
-            for (std::size_t i = 0; i < run.n; ++i) dst[run.packed + i] = static_cast<float>(load_as(g[run.whole + i]));
+            for (std::size_t i = 0; i < run.n; ++i)
+              dst[run.packed + i] = static_cast<reduce_dtype>(load_as(g[run.whole + i]));
         });
       }
     });
@@ -362,7 +376,7 @@ class data_parallel final : public replica_group {
     // Each rank's sum over its micro-batches (emulating: this process's, one per rank).
     std::span<const double> losses = losses_;
     if (!emulating()) {
-      comm_.all_to_all(std::span<const float>(contributions_), std::span(received_), b);
+      comm_.all_to_all(std::span<const reduce_dtype>(contributions_), std::span(received_), b);
       comm_.all_gather(std::span<const double>(losses_), std::span(rank_losses_));
       losses = rank_losses_;
     }
@@ -372,10 +386,10 @@ class data_parallel final : public replica_group {
         return emulating() ? contributions_.data() + (v * w + static_cast<std::size_t>(h)) * b
                            : received_.data() + v * b;
       };
-      float* out = grads_.data() + static_cast<std::size_t>(h) * b;
+      reduce_dtype* out = grads_.data() + static_cast<std::size_t>(h) * b;
       std::memcpy(out, piece(0), b * sizeof(float));
       for (std::size_t v = 1; v < w; ++v) {
-        const float* p = piece(v);
+        const reduce_dtype* p = piece(v);
         for (std::size_t i = 0; i < b; ++i) out[i] += p[i];
       }
     }
@@ -421,9 +435,9 @@ class data_parallel final : public replica_group {
   int world_ = 1;
   int local_runs_ = 1;  // runs of one step this process makes: world_ when emulating, else 1
   layout_type layout_;
-  std::vector<float> contributions_;  // [run][shard][block]: each run's gradient, cut into shards
-  std::vector<float> received_;       // [rank][block]: every rank's piece of this rank's shard
-  std::vector<float> grads_;          // [held shard][block]: the global gradient's shards
+  std::vector<reduce_dtype> contributions_;  // [run][shard][block]: each run's gradient, cut into shards
+  std::vector<reduce_dtype> received_;       // [rank][block]: every rank's piece of this rank's shard
+  std::vector<reduce_dtype> grads_;          // [held shard][block]: the global gradient's shards
   std::vector<double> losses_;        // [rank this process plays]: the sum of its micro-batches' losses
   std::vector<double> rank_losses_;   // [rank]: every rank's, gathered
   std::vector<detail::run_report> reports_;  // [rank]: every rank's report of the last run

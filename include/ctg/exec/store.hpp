@@ -154,11 +154,7 @@ class basic_store {
     static_assert(!tl::contains<L, nodes>::value || detail::stored_leaf<L>(),
                   "ctg: inputs are fed, not stored: use ctg::feed<X>");
     std::byte* at = mem_.param_bytes(tl::index_of<L, nodes>::value);
-    if (!at)
-      throw error(std::string("ctg: parameter '") + L::name.c_str() +
-                  "' is held in shards by dist::data_parallel with dist::fsdp (this rank has its own rows only): "
-                  "make every parameter whole with sharded_adamw's gather_whole_parameters(), or save a "
-                  "checkpoint (dist::save)");
+    if (!at) throw_held_in_shards(L::name.c_str());
     return at;
   }
   template <class L>
@@ -259,6 +255,7 @@ class basic_store {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     if (group_) return run_as_replica(feeds...);
+    if (!mem_.holds_stacked_params()) throw_held_in_shards(first_stacked_param_name());
     detail::check_ids<Key>(host_ids(), feeds...);
     prepare(nullptr, feeds...);
     run_positions(0, prog.len);
@@ -389,6 +386,19 @@ class basic_store {
       }
       return ids;
     };
+  }
+
+  // A stack's parameter is not in this store: dist::fsdp holds it in shards.
+  [[noreturn]] static void throw_held_in_shards(const char* name) {
+    throw error(std::string("ctg: parameter '") + name +
+                "' is held in shards by dist::data_parallel with dist::fsdp (this rank has its own rows only): "
+                "make every parameter whole with sharded_adamw's gather_whole_parameters() while the "
+                "data_parallel lasts, or save a checkpoint (dist::save)");
+  }
+  static const char* first_stacked_param_name() {
+    for (std::size_t i = 0; i < N; ++i)
+      if (step_buffers<Backend, Key>::stacked_param[i]) return table.node[i].name;
+    return "";
   }
 
   template <class L>
