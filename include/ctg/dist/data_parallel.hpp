@@ -387,7 +387,7 @@ class data_parallel final : public replica_group {
                            : received_.data() + v * b;
       };
       reduce_dtype* out = grads_.data() + static_cast<std::size_t>(h) * b;
-      std::memcpy(out, piece(0), b * sizeof(float));
+      std::memcpy(out, piece(0), b * sizeof(reduce_dtype));
       for (std::size_t v = 1; v < w; ++v) {
         const reduce_dtype* p = piece(v);
         for (std::size_t i = 0; i < b; ++i) out[i] += p[i];

@@ -34,18 +34,27 @@ struct shard_rows {
 };
 
 namespace detail {
-// The layer count of the stack whose stacked leaf L is (a child of a stack
-// node of Step), else 0.
+inline constexpr std::size_t none = ~std::size_t(0);
+// The node index of the stack whose stacked leaf L is (a child of a stack
+// node of the step with nodes Ns...), else `none`.
 template <class L, class... Ns>
-consteval std::size_t stacked_layers(tl::list<Ns...>) {
-  std::size_t layers = 0;
+consteval std::size_t stack_of_leaf(tl::list<Ns...>) {
+  std::size_t found = none, i = 0;
   auto one = [&]<class N>(std::type_identity<N>) {
     if constexpr (N::kind == node_kind::stack)
-      if (tl::contains<L, typename N::children>::value) layers = N::layers;
+      if (tl::contains<L, typename N::children>::value) found = i;
+    ++i;
   };
   (one(std::type_identity<Ns>{}), ...);
   (void)one;
-  return layers;
+  return found;
+}
+// The layer count of the stack whose stacked leaf L is, else 0.
+template <class L, class Nodes>
+consteval std::size_t stacked_layers() {
+  constexpr std::size_t stack = stack_of_leaf<L>(Nodes{});
+  if constexpr (stack == none) return 0;
+  else return tl::at_t<stack, Nodes>::layers;
 }
 }  // namespace detail
 
@@ -90,7 +99,7 @@ struct block_layout {
     [&]<class... Ls>(tl::list<Ls...>) {
       std::size_t k = 0;
       auto one = [&]<class L>(std::type_identity<L>) {
-        constexpr std::size_t layers = detail::stacked_layers<L>(typename Step::nodes{});
+        constexpr std::size_t layers = detail::stacked_layers<L, typename Step::nodes>();
         constexpr std::int64_t pieces = layers ? static_cast<std::int64_t>(layers) : 1;
         constexpr std::int64_t rows = [] {
           constexpr std::size_t row_dim = layers ? 1 : 0;

@@ -38,7 +38,6 @@ struct fsdp {
 };
 
 namespace detail {
-inline constexpr std::size_t none = ~std::size_t(0);
 // The node index of leaf L's one use when that use is shard(quantize<Fmt,
 // S>(L)) with delayed scaling, else `none` (then L travels in its dtype).
 template <class L, class... Ns>
@@ -55,19 +54,6 @@ consteval std::size_t sole_sharded_quantizer(tl::list<Ns...>) {
   (one(std::type_identity<Ns>{}), ...);
   (void)one;
   return uses == 1 ? found : none;
-}
-// The node index of the stack whose stacked leaf L is, else `none`.
-template <class L, class... Ns>
-consteval std::size_t stack_of_leaf(tl::list<Ns...>) {
-  std::size_t found = none, i = 0;
-  auto one = [&]<class N>(std::type_identity<N>) {
-    if constexpr (N::kind == node_kind::stack)
-      if (tl::contains<L, typename N::children>::value) found = i;
-    ++i;
-  };
-  (one(std::type_identity<Ns>{}), ...);
-  (void)one;
-  return found;
 }
 // The frozen leaves of a stack node N (none for another node).
 template <class L>
