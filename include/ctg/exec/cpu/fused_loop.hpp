@@ -137,11 +137,14 @@ struct is_bare_load<kernel::load<0, T, true>> : std::true_type {};
 // shape, when the reduced axes are one run: x is [O, R, I] (I contiguous),
 // and out[o, i] = Op over r of x[o, r, i]. Each accumulator sees r in order,
 // as in the row loop of run_axis_reduce (so the same bits), without its
-// per-row bookkeeping; threads take blocks of o and of i. Returns false,
-// doing nothing, for any other pattern.
+// per-row bookkeeping. Columns are reduced a chunk at a time in f64
+// accumulators that stay in L1, each finalized and rounded right after its
+// last r (a sum over heads of [B, H, T, D] would otherwise sweep B x T x D
+// accumulators through memory once per head); threads take blocks of o and
+// of i. Returns false, doing nothing, for any other pattern.
 template <class Op, class T, class TOut>
 bool axis_reduce_blocks(const rt_shape& it, const rt_shape& xs, const rt_shape& os, const T* x, TOut* out,
-                        cpu::workspace& ws) {
+                        cpu::thread_pool* pool) {
   if (xs.rank != it.rank || os.rank > it.rank || it.numel() == 0) return false;
   dim_t O = 1, R = 1, I = 1;
   int phase = 0;  // 0: kept axes before the reduced run, 1: in it, 2: kept axes after it
@@ -161,33 +164,33 @@ bool axis_reduce_blocks(const rt_shape& it, const rt_shape& xs, const rt_shape& 
       I *= it.d[d];
     }
   }
-  const dim_t outputs = O * I;
-  ws.reserve_for(static_cast<std::size_t>(outputs));
-  double* acc = ws.axis_acc.data();
-  std::fill(acc, acc + outputs, Op::template identity<double>());
   // Tasks: blocks of o, and of 16-multiple columns of i when there are few o.
-  cpu::thread_pool* pool = ws.pool();
   const dim_t threads = pool ? static_cast<dim_t>(pool->size()) : 1;
   const bool parallel = threads > 1 && O * R * I >= 2 * cpu_task_elements;
   const dim_t i_per = parallel && O < 2 * threads ? std::max<dim_t>(16, (I / (2 * threads) + 15) / 16 * 16) : I;
   const dim_t i_tasks = (I + i_per - 1) / i_per;
   const dim_t o_per = parallel ? std::max<dim_t>(1, cpu_task_elements / std::max<dim_t>(R * i_per, 1)) : O;
   const dim_t o_tasks = (O + o_per - 1) / o_per;
+  const double count = static_cast<double>(R);
   auto task = [&](std::size_t t, unsigned) {
+    constexpr dim_t chunk = 1024;  // 8 KB of accumulators
+    double a[chunk];
     const dim_t o0 = static_cast<dim_t>(t) / i_tasks * o_per, i0 = static_cast<dim_t>(t) % i_tasks * i_per;
     const dim_t o1 = std::min(O, o0 + o_per), i1 = std::min(I, i0 + i_per);
-    for (dim_t o = o0; o < o1; ++o) {
-      double* a = acc + o * I;
-      for (dim_t r = 0; r < R; ++r) {
-        const T* xr = x + (o * R + r) * I;
+    for (dim_t o = o0; o < o1; ++o)
+      for (dim_t c0 = i0; c0 < i1; c0 += chunk) {
+        const dim_t n = std::min(chunk, i1 - c0);
+        std::fill(a, a + n, Op::template identity<double>());
+        for (dim_t r = 0; r < R; ++r) {
+          const T* xr = x + (o * R + r) * I + c0;
 #pragma GCC ivdep
-        for (dim_t i = i0; i < i1; ++i) a[i] = Op::combine(a[i], static_cast<double>(load_as<T>(xr[i])));
+          for (dim_t i = 0; i < n; ++i) a[i] = Op::combine(a[i], static_cast<double>(load_as<T>(xr[i])));
+        }
+        TOut* oc = out + o * I + c0;
+        for (dim_t i = 0; i < n; ++i) oc[i] = store_as<TOut>(Op::finalize(a[i], count));
       }
-    }
   };
   cpu::run_tasks(parallel ? pool : nullptr, static_cast<std::size_t>(o_tasks * i_tasks), task);
-  const double count = static_cast<double>(R);
-  for (dim_t e = 0; e < outputs; ++e) out[e] = store_as<TOut>(Op::finalize(acc[e], count));
   return true;
 }
 }  // namespace ctg::detail
@@ -265,7 +268,7 @@ void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws)
   if constexpr (detail::is_bare_load<typename Plan::body>::value && Plan::root_advances)  // (the last axis kept)
     if (detail::axis_reduce_blocks<Op>(b.shape[g.iteration], b.shape[g.input[0]], b.shape[g.root],
                                        b.template as<const typename Plan::body::dtype>(g.input[0]),
-                                       b.template as<typename F::T>(g.root), ws))
+                                       b.template as<typename F::T>(g.root), ws.pool()))
       return;
   typename F::ctx c0;
   const auto layout = F::layout(g, b, c0);

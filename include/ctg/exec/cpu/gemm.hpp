@@ -8,6 +8,7 @@
 //   ctg::cpu::gemm(M, N, K, a, b, c, ws);       // a: TA*, b: TB*, c: TC*
 //   ctg::cpu::gemm(M, N, K, a, b, c, ws, pool); // the same bits, on a thread_pool
 //   ctg::cpu::gemm(M, N, K, a, b, c, ws, pool, {.transpose_a = true});  // A^T B
+//   ctg::cpu::gemm_sharing_b(M, N, K, a, b, c, {a_offsets, c_offsets, n}, ws);  // n products, one B
 //
 // Numerics. Every output is one f32 fused multiply-add chain in k order,
 //   acc = +0; for k = 0..K-1: acc = fma(A[i,k], B[k,j], acc); C[i,j] = TC(acc),
@@ -52,6 +53,10 @@
 // AVX512-BF16 / AVX2+FMA with target attributes and selected once per process
 // with __builtin_cpu_supports, so the default (non -march=native) build gets
 // them too; other compilers and nvcc's host pass see the portable kernel.
+// Products that share B (a batched matmul whose B broadcasts over some batch
+// dims: x @ W over a batch, or one head's weight over the batch) pack it
+// once for all of them (gemm_sharing_b); each output is still the chain
+// above.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -81,6 +86,16 @@ namespace ctg::cpu {
 // Which operands a gemm reads transposed (A stored [K,M], B stored [N,K]).
 struct gemm_layout {
   bool transpose_a = false, transpose_b = false;
+};
+
+// Products that read one B: product p reads op(A) at A + a_offset[p] and
+// writes C + c_offset[p] (offsets in elements). The default: one, at A and C.
+struct gemm_products {
+  const dim_t* a_offset = nullptr;
+  const dim_t* c_offset = nullptr;
+  dim_t count = 1;
+  dim_t a_at(dim_t p) const { return a_offset ? a_offset[p] : 0; }
+  dim_t c_at(dim_t p) const { return c_offset ? c_offset[p] : 0; }
 };
 
 // Reusable scratch of gemm: packed B panels, and per thread A's rows
@@ -343,20 +358,25 @@ inline dim_t gemm_panels(int nr_wide, int nr_narrow, dim_t N) {
   return panels;
 }
 
-// How a product is cut for threads: blocks of rows (a multiple of mr) times
-// groups of panels. Tasks never split k, so they change no result.
+// How products are cut for threads: each product, blocks of rows (a
+// multiple of mr) times groups of panels. Tasks never split k, so they change
+// no result.
 struct gemm_split {
-  dim_t row_block = 0, row_blocks = 1, panel_group = 0, panel_groups = 1;
-  std::size_t tasks() const { return static_cast<std::size_t>(row_blocks * panel_groups); }
+  dim_t row_block = 0, row_blocks = 1, panel_group = 0, panel_groups = 1, products = 1;
+  std::size_t per_product() const { return static_cast<std::size_t>(row_blocks * panel_groups); }
+  std::size_t tasks() const { return static_cast<std::size_t>(products) * per_product(); }
 };
-inline gemm_split gemm_split_for(dim_t M, dim_t N, dim_t K, int mr, dim_t panels, const cpu::thread_pool* pool) {
+inline gemm_split gemm_split_for(dim_t M, dim_t N, dim_t K, int mr, dim_t panels, dim_t products,
+                                 const cpu::thread_pool* pool) {
   gemm_split s;
   s.row_block = M;
   s.panel_group = panels;
+  s.products = products;
   const unsigned threads = pool ? pool->size() : 1;
   // Below ~a million multiply-adds, waking threads costs more than it saves.
-  if (threads <= 1 || M * N * K < (dim_t(1) << 20)) return s;
-  const dim_t want = 4 * static_cast<dim_t>(threads);  // a few tasks per thread: the shared machine balances them
+  if (threads <= 1 || M * N * K * products < (dim_t(1) << 20)) return s;
+  // A few tasks per thread (the shared machine balances them), counting the products'.
+  const dim_t want = (4 * static_cast<dim_t>(threads) + products - 1) / products;
   const dim_t tiles_m = (M + mr - 1) / mr;
   const dim_t rb = std::min(tiles_m, want);
   s.row_block = (tiles_m + rb - 1) / rb * mr;
@@ -533,11 +553,11 @@ void gemm_for_tasks(cpu::thread_pool* pool, std::size_t tasks, F&& f) {
 
 // The f32 FMA chains (every kernel set).
 template <class TA, class TB, class TC>
-void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, cpu::gemm_workspace& ws,
-                     cpu::thread_pool* pool, cpu::gemm_layout layout) {
+void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A0, const TB* B, TC* C, cpu::gemm_products ps,
+                     cpu::gemm_workspace& ws, cpu::thread_pool* pool, cpu::gemm_layout layout) {
   const gemm_kernels ks = gemm_kernels_for(isa);
   const dim_t panels = gemm_panels(ks.nr_wide, ks.nr_narrow, N);
-  const gemm_split s = gemm_split_for(M, N, K, ks.mr, panels, pool);
+  const gemm_split s = gemm_split_for(M, N, K, ks.mr, panels, ps.count, pool);
   if (s.tasks() == 1) pool = nullptr;
   ws.workers(pool ? pool->size() : 1);
   float* bp = ws.packed_b(static_cast<std::size_t>((N + ks.nr_wide) * K));
@@ -547,10 +567,12 @@ void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const
     const dim_t p0 = static_cast<dim_t>(t) * per_pack;
     gemm_pack_b(ks, N, K, B, layout.transpose_b, bp, p0, std::min(panels, p0 + per_pack));
   });
-  gemm_for_tasks(pool, s.tasks(), [&](std::size_t t, unsigned worker) {
-    const dim_t rb = static_cast<dim_t>(t) / s.panel_groups, pg = static_cast<dim_t>(t) % s.panel_groups;
+  gemm_for_tasks(pool, s.tasks(), [&](std::size_t task, unsigned worker) {
+    const dim_t product = static_cast<dim_t>(task / s.per_product()), t = static_cast<dim_t>(task % s.per_product());
+    const dim_t rb = t / s.panel_groups, pg = t % s.panel_groups;
     const dim_t i0 = rb * s.row_block, i1 = std::min(M, i0 + s.row_block);
     const dim_t p0 = pg * s.panel_group, p1 = std::min(panels, p0 + s.panel_group);
+    const TA* A = A0 + ps.a_at(product);
     // Rows i0.. of op(A): A's rows, or a transposed A's columns (value k
     // M apart); another dtype converted first, in the same layout.
     gemm_rows<float> a{nullptr, layout.transpose_a ? 1 : K, layout.transpose_a ? M : 1};
@@ -569,18 +591,18 @@ void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const
       }
       a.base = a32;
     }
-    gemm_tiles(ks, N, K, a, bp, C, i0, i1, p0, p1);
+    gemm_tiles(ks, N, K, a, bp, C + ps.c_at(product), i0, i1, p0, p1);
   });
 }
 
 // The vdpbf16ps chains (bf16 x bf16 on a CPU with AVX512-BF16).
 template <class TC>
-void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC* C, cpu::gemm_workspace& ws,
-                     cpu::thread_pool* pool, cpu::gemm_layout layout) {
+void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A0, const bf16* B, TC* C, cpu::gemm_products ps,
+                     cpu::gemm_workspace& ws, cpu::thread_pool* pool, cpu::gemm_layout layout) {
   const gemm_bf16_kernels<TC> ks = gemm_bf16_kernels_for<TC>();
   const dim_t K2 = (K + 1) / 2, lda = 2 * K2;
   const dim_t panels = gemm_panels(ks.nr_wide, ks.nr_narrow, N);
-  const gemm_split s = gemm_split_for(M, N, K, ks.mr, panels, pool);
+  const gemm_split s = gemm_split_for(M, N, K, ks.mr, panels, ps.count, pool);
   if (s.tasks() == 1) pool = nullptr;
   ws.workers(pool ? pool->size() : 1);
   auto* bp = reinterpret_cast<std::uint32_t*>(ws.packed_b(static_cast<std::size_t>((N + ks.nr_wide) * K2)));
@@ -590,10 +612,12 @@ void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC
     const dim_t p0 = static_cast<dim_t>(t) * per_pack;
     gemm_pack_b_pairs(ks, N, K, B, layout.transpose_b, bp, p0, std::min(panels, p0 + per_pack));
   });
-  gemm_for_tasks(pool, s.tasks(), [&](std::size_t t, unsigned worker) {
-    const dim_t rb = static_cast<dim_t>(t) / s.panel_groups, pg = static_cast<dim_t>(t) % s.panel_groups;
+  gemm_for_tasks(pool, s.tasks(), [&](std::size_t task, unsigned worker) {
+    const dim_t product = static_cast<dim_t>(task / s.per_product()), t = static_cast<dim_t>(task % s.per_product());
+    const dim_t rb = t / s.panel_groups, pg = t % s.panel_groups;
     const dim_t i0 = rb * s.row_block, i1 = std::min(M, i0 + s.row_block);
     const dim_t p0 = pg * s.panel_group, p1 = std::min(panels, p0 + s.panel_group);
+    const bf16* A = A0 + ps.a_at(product);
     // A's rows hold their pairs side by side (an odd K padded with a zero);
     // a transposed A's pairs are brought together first.
     gemm_rows<std::uint16_t> a{reinterpret_cast<const std::uint16_t*>(A) + i0 * K, K, 2};
@@ -609,7 +633,7 @@ void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A, const bf16* B, TC
       }
       a = {pad, lda, 2};
     }
-    gemm_tiles_bf16(ks, N, K2, a, bp, C, i0, i1, p0, p1);
+    gemm_tiles_bf16(ks, N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1);
   });
 }
 
@@ -640,17 +664,17 @@ void gemm_bf16_pairs_reference(dim_t M, dim_t N, dim_t K, const bf16* A, const b
 // gemm with a given kernel set (tests compare the sets; gemm picks the best).
 template <class TA, class TB, class TC>
 void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, cpu::gemm_workspace& ws,
-               cpu::thread_pool* pool = nullptr, cpu::gemm_layout layout = {}) {
+               cpu::thread_pool* pool = nullptr, cpu::gemm_layout layout = {}, cpu::gemm_products ps = {}) {
   if constexpr (std::is_same_v<TC, f64>) {
-    gemm_f64(M, N, K, A, B, C, layout);
+    for (dim_t p = 0; p < ps.count; ++p) gemm_f64(M, N, K, A + ps.a_at(p), B, C + ps.c_at(p), layout);
   } else {
     static_assert(std::is_same_v<compute_t<TC>, f32>);
-    if (M <= 0 || N <= 0) return;
+    if (M <= 0 || N <= 0 || ps.count <= 0) return;
     if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16> &&
                   (std::is_same_v<TC, f32> || std::is_same_v<TC, bf16>)) {
-      if (isa == gemm_isa::avx512_bf16 && K > 0) return gemm_bf16_pairs(M, N, K, A, B, C, ws, pool, layout);
+      if (isa == gemm_isa::avx512_bf16 && K > 0) return gemm_bf16_pairs(M, N, K, A, B, C, ps, ws, pool, layout);
     }
-    gemm_f32_chains(isa, M, N, K, A, B, C, ws, pool, layout);
+    gemm_f32_chains(isa, M, N, K, A, B, C, ps, ws, pool, layout);
   }
 }
 
@@ -665,6 +689,14 @@ template <class TA, class TB, class TC>
 void gemm(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, gemm_workspace& ws,
           thread_pool* pool = nullptr, gemm_layout layout = {}) {
   detail::gemm_with(detail::gemm_best_isa(), M, N, K, A, B, C, ws, pool, layout);
+}
+
+// The products of gemm_products, each C + c_offset[p] = op(A + a_offset[p])
+// op(B): B packed once for all of them, each output the bits gemm gives it.
+template <class TA, class TB, class TC>
+void gemm_sharing_b(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, gemm_products products,
+                    gemm_workspace& ws, thread_pool* pool = nullptr, gemm_layout layout = {}) {
+  detail::gemm_with(detail::gemm_best_isa(), M, N, K, A, B, C, ws, pool, layout, products);
 }
 
 }  // namespace ctg::cpu

@@ -1,70 +1,30 @@
 #pragma once
 // Matrix products on the CPU, batched over leading dims that broadcast
-// (numpy's rule), each batch through cpu::gemm (one FMA chain per output, in
-// k order, accumulated in f32; f64 for f64):
+// (numpy's rule), the batches that read one B through one cpu::gemm_sharing_b
+// (one FMA chain per output, in k order, accumulated in f32; f64 for f64):
 //
 //   ctg::cpu::run_matmul<TA, TB, TC>(call, bindings, workspace, nullptr);  // C = A B
 //   ctg::cpu::run_fp8_matmul<QA, QB, TC, TransposeA, TransposeB>(...);   // op(A) op(B) of fp8 payloads, scaled once
 // (call.child: A and B; call.root: C.)
-#include <algorithm>
-
 #include <ctg/core/config.hpp>
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/buffers.hpp>
+#include <ctg/exec/cpu/matmul_batches.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/lower/loop_layout.hpp>
 #include <ctg/lower/group.hpp>
 
 CTG_HOT_BEGIN
 
-namespace ctg::detail {
-// The batches of a product C[batch..., M, N] of A[batch_a..., ., .] and
-// B[batch_b..., ., .]: batch b of C reads A's and B's matrices at offsets(b)
-// (counted in matrices).
-struct matmul_batches {
-  rt_shape batch;
-  dim_t stride_a[max_rank]{}, stride_b[max_rank]{};
-  dim_t count = 1;
-
-  matmul_batches(const rt_shape& sa, const rt_shape& sb, const rt_shape& sc) : batch(sc) {
-    rt_shape ba = sa, bb = sb;
-    batch.rank -= 2;
-    ba.rank -= 2;
-    bb.rank -= 2;
-    kernel::broadcast_strides(ba.rank, ba.d, batch.rank, stride_a);
-    kernel::broadcast_strides(bb.rank, bb.d, batch.rank, stride_b);
-    count = batch.numel();
-  }
-  void offsets(dim_t b, dim_t& oa, dim_t& ob) const {
-    oa = 0;
-    ob = 0;
-    for (std::size_t d = batch.rank; d-- > 0;) {
-      const dim_t idx = b % batch.d[d];
-      b /= batch.d[d];
-      oa += idx * stride_a[d];
-      ob += idx * stride_b[d];
-    }
-  }
-};
-
-// Calls f(b, batch offset of A, batch offset of B) for each batch b of C, in order.
-template <class F>
-void for_each_batch(const rt_shape& sa, const rt_shape& sb, const rt_shape& sc, F&& f) {
-  const matmul_batches mb(sa, sb, sc);
-  for (dim_t b = 0; b < mb.count; ++b) {
-    dim_t oa, ob;
-    mb.offsets(b, oa, ob);
-    f(b, oa, ob);
-  }
-}
-}  // namespace ctg::detail
-
 namespace ctg::cpu {
 // Batched C[M,N] = op(A) op(B), op the transpose where TransposeA /
-// TransposeB (the operand is read where it lies: cpu::gemm_layout). With
-// threads, several batches run side by side (each on one thread), or one
-// batch's tiles are shared; either way every output is the same chain
-// (exec/cpu/gemm.hpp), so the bits do not depend on the thread count.
+// TransposeB (the operand is read where it lies: cpu::gemm_layout). Batches
+// that read the same B (B broadcast over a batch dim: x @ W, or a head's
+// weight over the batch) are one group, B packed once for it
+// (gemm_sharing_b). With threads, several groups run side by side (each on
+// one thread), or one group's tiles are shared; either way every output is
+// the same chain (exec/cpu/gemm.hpp), so the bits depend neither on the
+// thread count nor on the grouping.
 template <class TA, class TB, class TC, bool TransposeA, bool TransposeB>
 void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ia = g.child[0], ib = g.child[1], R = g.root;
@@ -75,24 +35,19 @@ void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, floa
   const TA* A = b.template as<const TA>(ia);
   const TB* B = b.template as<const TB>(ib);
   TC* C = b.template as<TC>(R);
-  const detail::matmul_batches mb(sa, b.shape[ib], sc);
+  const detail::matmul_groups& mg = ws.matmul_groups.group(detail::matmul_batches(sa, b.shape[ib], sc), M, N, K);
+  const dim_t groups = mg.count();
+  auto run_group = [&](dim_t k, gemm_workspace& gws, thread_pool* pool) {
+    gemm_sharing_b(M, N, K, A, B + mg.b_offset(k), C, mg.products(k), gws, pool, layout);
+  };
   thread_pool* pool = ws.pool();
-  if (pool && mb.count >= 2 * static_cast<dim_t>(pool->size()) && M * N * K * mb.count >= (dim_t(1) << 20)) {
+  if (pool && groups >= 2 * static_cast<dim_t>(pool->size()) && M * N * K * mg.batches() >= (dim_t(1) << 20)) {
     if (ws.batch_gemm.size() < pool->size()) ws.batch_gemm.resize(pool->size());
-    auto one = [&](std::size_t batch, unsigned worker) {
-      dim_t oa, ob;
-      mb.offsets(static_cast<dim_t>(batch), oa, ob);
-      gemm(M, N, K, A + oa * M * K, B + ob * K * N, C + static_cast<dim_t>(batch) * M * N, ws.batch_gemm[worker],
-           nullptr, layout);
-    };
-    pool->for_each(static_cast<std::size_t>(mb.count), one);
+    auto one = [&](std::size_t k, unsigned worker) { run_group(static_cast<dim_t>(k), ws.batch_gemm[worker], nullptr); };
+    pool->for_each(static_cast<std::size_t>(groups), one);
     return;
   }
-  for (dim_t batch = 0; batch < mb.count; ++batch) {
-    dim_t oa, ob;
-    mb.offsets(batch, oa, ob);
-    gemm(M, N, K, A + oa * M * K, B + ob * K * N, C + batch * M * N, ws.gemm, pool, layout);
-  }
+  for (dim_t k = 0; k < groups; ++k) run_group(k, ws.gemm, pool);
 }
 
 // Each batch: the payloads widened to f32 (exactly), multiplied by cpu::gemm,

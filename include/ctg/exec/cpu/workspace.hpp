@@ -2,11 +2,13 @@
 // Scratch the CPU group runners reuse from step to step (grown, never shrunk):
 // the f64 accumulators of reductions over other axes, the f32 operands and
 // result of an fp8 matmul, the GEMMs' packing buffers (one set per thread
-// that runs a batch of its own), and the store's threads.
+// that runs a group of batches of its own), the batches' grouping, and the
+// store's threads.
 #include <cstddef>
 #include <vector>
 
 #include <ctg/exec/cpu/gemm.hpp>
+#include <ctg/exec/cpu/matmul_batches.hpp>
 #include <ctg/exec/cpu/thread_pool.hpp>
 
 namespace ctg::cpu {
@@ -16,7 +18,8 @@ struct workspace {
   std::vector<dim_t> axis_rows, axis_start;  // its input rows grouped by output row (run_axis_reduce)
   std::vector<float> fp8_a, fp8_b, fp8_c;  // an fp8 matmul's widened operands and its f32 product
   gemm_workspace gemm;
-  std::vector<gemm_workspace> batch_gemm;  // [worker]: a batched matmul's batches, one per thread at a time
+  std::vector<gemm_workspace> batch_gemm;  // [worker]: a batched matmul's groups, one per thread at a time
+  detail::matmul_groups matmul_groups;     // a batched matmul's batches, grouped by the B they read
   cpu::threads threads;                    // (cpu::device{n}; default: the hardware's)
 
   // Before a run (the store calls it with the run's shapes), so the step
