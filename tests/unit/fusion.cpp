@@ -144,3 +144,38 @@ TEST_CASE("bf16 chains round once per node output, fused or not") {
     CHECK(st.value()[i] == want);
   }
 }
+
+// A row sum combines in the documented order (kernel::row_reduction): element
+// j into lane j % 16, then the lanes pairwise. Values where the order shows in
+// f64: lane 0 sees 2^60, 1, -2^60 (the 1 is lost: 0), lane 1 a lone 1, so the
+// sum is 1; added in row order the second 1 meets 2^60 and is lost too (0).
+// Rows of 35 (two blocks of 16 and a tail of 3), on the CPU's row reduction
+// and on the portable definition (the GPU's host model uses it).
+TEST_CASE("a row sum adds in 16 lanes, then pairwise") {
+  using R35 = ctg::input<"r", ctg::f32, ctg::dyn, 35>;
+  std::vector<float> row(35, 0.0f);
+  row[0] = 0x1p60f;
+  row[1] = 1.0f;
+  row[16] = 1.0f;
+  row[32] = -0x1p60f;
+  std::vector<float> rows = row;
+  rows.insert(rows.end(), row.rbegin(), row.rend());  // and reversed (below)
+  auto total = ctg::forward(ctg::sum<-1>(R35{}));
+  auto store = ctg::make_store(ctg::cpu::device{1}, total);
+  total(store, ctg::feed<R35>(rows, 2));
+  // Reversed: j' = 34 - j: 2^60 at 34 (lane 2), 1 at 33 (lane 1), 1 at 18 (lane 2), -2^60 at 2 (lane 2):
+  // lane 2 = ((0 + -2^60) + 1) + 2^60 = 0, lane 1 = 1: the sum is 1 again.
+  CHECK(store.value()[0] == 1.0f);
+  CHECK(store.value()[1] == 1.0f);
+  // The portable definition the GPU's host model uses, on the same row.
+  struct ctx {
+    const float* x;
+  };
+  struct at {
+    using dtype = float;
+    static float value(const ctx& c, ctg::dim_t j) { return c.x[j]; }
+  };
+  using red = ctg::kernel::row_reduction<0, ctg::op::sum_r, float, at>;
+  CHECK(red::combine_row(ctx{row.data()}, 35) == 1.0);
+  CHECK(red::combine_row(ctx{rows.data() + 35}, 35) == 1.0);
+}

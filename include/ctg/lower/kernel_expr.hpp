@@ -108,20 +108,48 @@ struct apply {
 };
 
 // Reduction Slot of a row: Op over X's values along the row, combined in
-// f64, finalized, rounded once to T. (The CPU combines in row order,
-// combine_in_order; a GPU block combines in a tree, then both take value_of.)
+// f64, finalized, rounded once to T. The row's order (combine_row): a sum or
+// mean in 16 lanes, element j into lane j % 16 in row order, then the lanes
+// added pairwise (lane u + lane u + 8, then + 4, + 2, + 1); 16 independent
+// chains, which the CPU runs in SIMD registers (one chain in row order waits
+// on each add). Any other op (a max) in row order. The CPU and the host-side
+// model of the GPU's axis reductions use it; a GPU row block combines in a
+// tree; all then take value_of.
 template <std::size_t Slot, class Op, class T, class X>
 struct row_reduction {
   using op = Op;
   using dtype = T;
   using child = X;
   static constexpr std::size_t slot = Slot;
+  static constexpr bool in_lanes = std::is_same_v<Op, ctg::op::sum_r> || std::is_same_v<Op, ctg::op::mean_r>;
+  static constexpr dim_t lanes = 16;
 
+  // The lanes' combination, pairwise, into lane[0].
+  CTG_HD static CTG_FORCEINLINE double fold_lanes(double (&lane)[lanes]) {
+    CTG_UNROLL
+    for (dim_t w = lanes / 2; w >= 1; w /= 2) {
+      CTG_UNROLL
+      for (dim_t u = 0; u < w; ++u) lane[u] = Op::combine(lane[u], lane[u + w]);
+    }
+    return lane[0];
+  }
   template <class Ctx>
-  CTG_HD static CTG_FORCEINLINE double combine_in_order(const Ctx& c, dim_t L) {
-    double acc = Op::template identity<double>();
-    for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
-    return acc;
+  CTG_HD static CTG_FORCEINLINE double combine_row(const Ctx& c, dim_t L) {
+    if constexpr (in_lanes) {
+      double lane[lanes];
+      CTG_UNROLL
+      for (dim_t u = 0; u < lanes; ++u) lane[u] = Op::template identity<double>();
+      for (dim_t j0 = 0; j0 < L; j0 += lanes) {
+        CTG_UNROLL
+        for (dim_t u = 0; u < lanes; ++u)
+          if (j0 + u < L) lane[u] = Op::combine(lane[u], static_cast<double>(X::value(c, j0 + u)));
+      }
+      return fold_lanes(lane);
+    } else {
+      double acc = Op::template identity<double>();
+      for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
+      return acc;
+    }
   }
   // The row's value (what local<Slot, T> reads) from the combination of its L elements.
   CTG_HD static CTG_FORCEINLINE double value_of(double combined, dim_t L) {

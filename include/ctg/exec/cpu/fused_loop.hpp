@@ -40,52 +40,68 @@ struct cpu_fused_group {
     return group_layout<Plan>(g, b, c);
   }
 
-  // Row reduction R's combination of the row's L elements, in order (as
-  // R::combine_in_order): the elements are evaluated 16 at a time into a
-  // buffer (that loop vectorizes: exp, tanh, ... run in SIMD registers), then
-  // combined one by one in f64 in the same order, so the result is the same
-  // (a max, whose value does not depend on the order, runs in SIMD lanes).
+  // Row reduction R's combination of the row's L elements, in its order
+  // (R::combine_row): the elements are evaluated 16 at a time into a buffer
+  // (that loop vectorizes: exp, tanh, ... run in SIMD registers), then
+  // combined in f64: a sum's 16 lanes side by side, other ops one by one in
+  // row order (a max, whose value does not depend on the order, runs in
+  // SIMD lanes too).
   template <class R>
   static CTG_FORCEINLINE double combine_row(const ctx& c, dim_t L) {
     using Op = typename R::op;
     using X = typename R::child;
     using V = decltype(X::value(c, dim_t(0)));
-    if constexpr (std::is_same_v<Op, ctg::op::max_r> && std::is_floating_point_v<V>) {
-      // A max is exact, and the same in any order unless it is a zero (the
-      // first of -0, +0 wins) or a NaN is seen (the last one wins): so it
-      // runs in 16 lanes, and only those cases run again in order below.
-      V lane[16];
-      int nan = 0;
-      for (dim_t u = 0; u < 16; ++u) lane[u] = Op::template identity<V>();
+    if constexpr (R::in_lanes) {
+      static_assert(R::lanes == 16);
+      double lane[16];
+      for (dim_t u = 0; u < 16; ++u) lane[u] = Op::template identity<double>();
       dim_t j = 0;
       for (; j + 16 <= L; j += 16) {
         V v[16];
 #pragma GCC ivdep
         for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
-        for (dim_t u = 0; u < 16; ++u) {
-          nan |= v[u] != v[u];
-          lane[u] = v[u] > lane[u] ? v[u] : lane[u];
-        }
+        for (dim_t u = 0; u < 16; ++u) lane[u] = Op::combine(lane[u], static_cast<double>(v[u]));
       }
-      V m = Op::template identity<V>();
-      for (; j < L; ++j) {
-        const V v = X::value(c, j);
-        nan |= v != v;
-        m = v > m ? v : m;
-      }
-      for (dim_t u = 0; u < 16; ++u) m = lane[u] > m ? lane[u] : m;
-      if (!nan && m != V(0)) return static_cast<double>(m);
-    }
-    double acc = Op::template identity<double>();
-    dim_t j = 0;
-    for (; j + 16 <= L; j += 16) {
-      V v[16];
+      for (dim_t u = 0; j + u < L; ++u) lane[u] = Op::combine(lane[u], static_cast<double>(X::value(c, j + u)));
+      return R::fold_lanes(lane);
+    } else {
+      if constexpr (std::is_same_v<Op, ctg::op::max_r> && std::is_floating_point_v<V>) {
+        // A max is exact, and the same in any order unless it is a zero (the
+        // first of -0, +0 wins) or a NaN is seen (the last one wins): so it
+        // runs in 16 lanes, and only those cases run again in order below.
+        V lane[16];
+        int nan = 0;
+        for (dim_t u = 0; u < 16; ++u) lane[u] = Op::template identity<V>();
+        dim_t j = 0;
+        for (; j + 16 <= L; j += 16) {
+          V v[16];
 #pragma GCC ivdep
-      for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
-      for (dim_t u = 0; u < 16; ++u) acc = Op::combine(acc, static_cast<double>(v[u]));
+          for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
+          for (dim_t u = 0; u < 16; ++u) {
+            nan |= v[u] != v[u];
+            lane[u] = v[u] > lane[u] ? v[u] : lane[u];
+          }
+        }
+        V m = Op::template identity<V>();
+        for (; j < L; ++j) {
+          const V v = X::value(c, j);
+          nan |= v != v;
+          m = v > m ? v : m;
+        }
+        for (dim_t u = 0; u < 16; ++u) m = lane[u] > m ? lane[u] : m;
+        if (!nan && m != V(0)) return static_cast<double>(m);
+      }
+      double acc = Op::template identity<double>();
+      dim_t j = 0;
+      for (; j + 16 <= L; j += 16) {
+        V v[16];
+#pragma GCC ivdep
+        for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
+        for (dim_t u = 0; u < 16; ++u) acc = Op::combine(acc, static_cast<double>(v[u]));
+      }
+      for (; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
+      return acc;
     }
-    for (; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
-    return acc;
   }
 
   // The row's inlined reductions, in slot order (a later one may read an earlier one).

@@ -159,14 +159,14 @@ CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_r
   }
   for (dim_t r = first; r < end; ++r) {
     [&]<class... Rs>(tl::list<Rs...>) {
-      ((t.local[Rs::slot] = Rs::value_of(Rs::combine_in_order(t, L), L)), ...);
+      ((t.local[Rs::slot] = Rs::value_of(Rs::combine_row(t, L), L)), ...);
     }(typename Plan::reductions{});
     if constexpr (Plan::root_advances) {
       CTG_UNROLL
       for (unsigned k = 0; k < N; ++k)
         if (k < n) acc[k] = Op::combine(acc[k], static_cast<double>(Body::value(t, j + k * stride)));
     } else {
-      acc[0] = Op::combine(acc[0], kernel::row_reduction<0, Op, typename Plan::dtype, Body>::combine_in_order(t, L));
+      acc[0] = Op::combine(acc[0], kernel::row_reduction<0, Op, typename Plan::dtype, Body>::combine_row(t, L));
     }
     CTG_UNROLL
     for (std::size_t i = 0; i < max_rank; ++i) {  // the next visit: the last walked dim first, carrying
