@@ -1,11 +1,18 @@
-// CPU backend: fused vs materialized-per-op vs Eigen, and softmax fwd+bwd.
+// CPU backend: fused vs materialized-per-op vs Eigen (and what Eigen's
+// element functions give up in accuracy), and softmax fwd+bwd.
 // The argument of the ctg runs is the thread count (cpu::device{threads});
 // Eigen's expressions run on one thread.
 //   build/default/bench/bench_graph_cpu
 #include <benchmark/benchmark.h>
 
 #include <ctg/ctg.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #if CTG_BENCH_HAVE_EIGEN
@@ -63,6 +70,60 @@ void BM_chain_eigen(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * chain_n * 8);
 }
 BENCHMARK(BM_chain_eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// What Eigen's speed buys: the max error (ulps of the exact double result)
+// of Eigen's and ctg's exp and tanh over every 97th float of a range, as
+// counters (one iteration; the time is the sweep's, not a figure).
+// [from, to]: floats of one sign, |from| <= |to|, every 97th by their bits.
+std::vector<float> every_97th(float from, float to) {
+  std::uint32_t b0, b1;
+  std::memcpy(&b0, &from, 4);
+  std::memcpy(&b1, &to, 4);
+  std::vector<float> xs;
+  for (std::uint64_t b = b0; b <= b1; b += 97) {
+    const auto bits = static_cast<std::uint32_t>(b);
+    float x;
+    std::memcpy(&x, &bits, 4);
+    xs.push_back(x);
+  }
+  return xs;
+}
+template <class F>
+double max_ulp(std::vector<float> xs, F f, double (*exact)(double)) {
+  const Eigen::ArrayXf got = f(Eigen::Map<const Eigen::ArrayXf>(xs.data(), static_cast<Eigen::Index>(xs.size())));
+  double worst = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double want = exact(static_cast<double>(xs[i]));
+    int e = 0;
+    std::frexp(want, &e);
+    const double ulp = want == 0 ? 0x1p-149 : std::ldexp(1.0, std::max(e - 24, -149));
+    worst = std::max(worst, std::fabs(static_cast<double>(got[static_cast<Eigen::Index>(i)]) - want) / ulp);
+  }
+  return worst;
+}
+void BM_element_function_accuracy(benchmark::State& state) {
+  auto ctg_exp = [](const auto& x) { return x.unaryExpr([](float v) { return ctg::math::exp(v); }).eval(); };
+  auto ctg_tanh = [](const auto& x) { return x.unaryExpr([](float v) { return ctg::math::tanh(v); }).eval(); };
+  auto eigen_exp = [](const auto& x) { return x.exp().eval(); };
+  auto eigen_tanh = [](const auto& x) { return x.tanh().eval(); };
+  double (*exp_d)(double) = std::exp;
+  double (*tanh_d)(double) = std::tanh;
+  for (auto _ : state) {
+    // exp where it is normal (its result from -87.3 on) and below; tanh on one side (it is odd).
+    for (auto [name, xs] : {std::pair{"", every_97th(0.0f, 88.0f)}, std::pair{"", every_97th(-0.0f, -87.0f)},
+                            std::pair{"_below_-87", every_97th(-87.0f, -103.0f)}}) {
+      const std::string below = name;
+      state.counters["eigen_exp_ulp" + below] =
+          std::max(state.counters["eigen_exp_ulp" + below].value, max_ulp(xs, eigen_exp, exp_d));
+      state.counters["ctg_exp_ulp" + below] =
+          std::max(state.counters["ctg_exp_ulp" + below].value, max_ulp(xs, ctg_exp, exp_d));
+    }
+    const auto ts = every_97th(0.0f, 10.0f);
+    state.counters["eigen_tanh_ulp"] = max_ulp(ts, eigen_tanh, tanh_d);
+    state.counters["ctg_tanh_ulp"] = max_ulp(ts, ctg_tanh, tanh_d);
+  }
+}
+BENCHMARK(BM_element_function_accuracy)->Iterations(1)->Unit(benchmark::kMillisecond);
 #endif
 
 // Row-wise softmax forward + backward on a 4096 x 4096 matrix: loss = sum(softmax(W) * R).
