@@ -172,7 +172,6 @@ TEST_CASE("a row sum adds in 16 lanes, then pairwise") {
     const float* x;
   };
   struct at {
-    using dtype = float;
     static float value(const ctx& c, ctg::dim_t j) { return c.x[j]; }
   };
   using red = ctg::kernel::row_reduction<0, ctg::op::sum_r, float, at>;

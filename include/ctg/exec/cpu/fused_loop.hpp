@@ -40,12 +40,26 @@ struct cpu_fused_group {
     return group_layout<Plan>(g, b, c);
   }
 
+  // X's values along the row in whole blocks of 16, evaluated side by side
+  // into a buffer (that loop vectorizes: exp, tanh, ... run in SIMD
+  // registers), each block passed to block(v); returns where the tail starts.
+  template <class X, class F>
+  static CTG_FORCEINLINE dim_t for_each_block(const ctx& c, dim_t L, F&& block) {
+    using V = decltype(X::value(c, dim_t(0)));
+    dim_t j = 0;
+    for (; j + 16 <= L; j += 16) {
+      V v[16];
+#pragma GCC ivdep
+      for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
+      block(v);
+    }
+    return j;
+  }
+
   // Row reduction R's combination of the row's L elements, in its order
-  // (R::combine_row): the elements are evaluated 16 at a time into a buffer
-  // (that loop vectorizes: exp, tanh, ... run in SIMD registers), then
-  // combined in f64: a sum's 16 lanes side by side, other ops one by one in
-  // row order (a max, whose value does not depend on the order, runs in
-  // SIMD lanes too).
+  // (R::combine_row), in f64: a sum's 16 lanes side by side, other ops one by
+  // one in row order (a max, whose value does not depend on the order, runs
+  // in SIMD lanes too).
   template <class R>
   static CTG_FORCEINLINE double combine_row(const ctx& c, dim_t L) {
     using Op = typename R::op;
@@ -55,13 +69,9 @@ struct cpu_fused_group {
       static_assert(R::lanes == 16);
       double lane[16];
       for (dim_t u = 0; u < 16; ++u) lane[u] = Op::template identity<double>();
-      dim_t j = 0;
-      for (; j + 16 <= L; j += 16) {
-        V v[16];
-#pragma GCC ivdep
-        for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
+      const dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16]) {
         for (dim_t u = 0; u < 16; ++u) lane[u] = Op::combine(lane[u], static_cast<double>(v[u]));
-      }
+      });
       for (dim_t u = 0; j + u < L; ++u) lane[u] = Op::combine(lane[u], static_cast<double>(X::value(c, j + u)));
       return R::fold_lanes(lane);
     } else {
@@ -72,16 +82,12 @@ struct cpu_fused_group {
         V lane[16];
         int nan = 0;
         for (dim_t u = 0; u < 16; ++u) lane[u] = Op::template identity<V>();
-        dim_t j = 0;
-        for (; j + 16 <= L; j += 16) {
-          V v[16];
-#pragma GCC ivdep
-          for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
+        dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16]) {
           for (dim_t u = 0; u < 16; ++u) {
             nan |= v[u] != v[u];
             lane[u] = v[u] > lane[u] ? v[u] : lane[u];
           }
-        }
+        });
         V m = Op::template identity<V>();
         for (; j < L; ++j) {
           const V v = X::value(c, j);
@@ -92,13 +98,9 @@ struct cpu_fused_group {
         if (!nan && m != V(0)) return static_cast<double>(m);
       }
       double acc = Op::template identity<double>();
-      dim_t j = 0;
-      for (; j + 16 <= L; j += 16) {
-        V v[16];
-#pragma GCC ivdep
-        for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
+      dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16]) {
         for (dim_t u = 0; u < 16; ++u) acc = Op::combine(acc, static_cast<double>(v[u]));
-      }
+      });
       for (; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
       return acc;
     }
