@@ -58,6 +58,15 @@ TEST_CASE("row-wise sum(exp(x - max(x))) is one group, as are softmax and log_so
   static_assert(ctg::count_groups<rowsum>(ctg::group_kind::reduction) == 1);
   static_assert(ctg::group_count_v<decltype(ctg::forward(ctg::softmax(x)))> == 1);
   static_assert(ctg::group_count_v<decltype(ctg::forward(ctg::log_softmax(x)))> == 1);
+  // softmax's exp(x - max) is summed and read by its body: the sum keeps the
+  // values (the CPU's row cache); log_softmax's body reads no summed value.
+  auto cached = []<class Step>(Step) {
+    constexpr std::size_t root = Step::nodes::size - 1;
+    return !std::is_void_v<typename ctg::detail::cpu_fused_group<ctg::kernel::fused_plan_t<Step, root>>::cached>;
+  };
+  CHECK(cached(ctg::forward(ctg::softmax(x))));
+  CHECK(!cached(ctg::forward(ctg::log_softmax(x))));
+  CHECK(!cached(rowsum{}));
   const auto xs = random_floats(7 * 64, 2, -20.0f, 20.0f);
   check_fused_equals_unfused(rowsum{}, ctg::feed<X>(xs, 7));
   check_fused_equals_unfused(ctg::forward(ctg::softmax(x)), ctg::feed<X>(xs, 7));

@@ -14,6 +14,7 @@
 // by the same operations in the same order whatever the thread count.
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include <ctg/core/config.hpp>
 #include <ctg/exec/bindings.hpp>
@@ -24,7 +25,48 @@
 
 CTG_HOT_BEGIN
 
+namespace ctg::kernel {
+// Element j of the row as an inlined sum kept it (the CPU's row cache).
+template <class X>
+struct kept_value {
+  using dtype = typename X::dtype;
+  template <class Ctx>
+  static CTG_FORCEINLINE compute_t<dtype> value(const Ctx& c, dim_t j) {
+    return c.kept[j];
+  }
+};
+}  // namespace ctg::kernel
+
 namespace ctg::detail {
+// Does expression E read X (as E or inside an apply)?
+template <class E, class X>
+struct reads_expr : std::is_same<E, X> {};
+template <class Op, class T, class... Xs, class X>
+struct reads_expr<kernel::apply<Op, T, Xs...>, X>
+    : std::bool_constant<std::is_same_v<kernel::apply<Op, T, Xs...>, X> || (reads_expr<Xs, X>::value || ...)> {};
+// E with X replaced by By.
+template <class E, class X, class By>
+struct replace_expr {
+  using type = std::conditional_t<std::is_same_v<E, X>, By, E>;
+};
+template <class Op, class T, class... Xs, class X, class By>
+struct replace_expr<kernel::apply<Op, T, Xs...>, X, By> {
+  using type = std::conditional_t<std::is_same_v<kernel::apply<Op, T, Xs...>, X>, By,
+                                  kernel::apply<Op, T, typename replace_expr<Xs, X, By>::type...>>;
+};
+// The last of the reductions Rs that is a sum of values the body reads too (else void).
+template <class Body, class Rs>
+struct row_cache_of {
+  using type = void;
+};
+template <class Body, class R, class... Rs>
+struct row_cache_of<Body, tl::list<R, Rs...>> {
+  using later = typename row_cache_of<Body, tl::list<Rs...>>::type;
+  using type = std::conditional_t<!std::is_void_v<later>, later,
+                                  std::conditional_t<R::in_lanes && reads_expr<Body, typename R::child>::value &&
+                                                         !std::is_same_v<Body, typename R::child>,
+                                                     R, void>>;
+};
 
 template <class Plan>
 struct cpu_fused_group {
@@ -42,7 +84,8 @@ struct cpu_fused_group {
 
   // X's values along the row in whole blocks of 16, evaluated side by side
   // into a buffer (that loop vectorizes: exp, tanh, ... run in SIMD
-  // registers), each block passed to block(v); returns where the tail starts.
+  // registers), each block passed to block(v, j) (j: its first element);
+  // returns where the tail starts.
   template <class X, class F>
   static CTG_FORCEINLINE dim_t for_each_block(const ctx& c, dim_t L, F&& block) {
     using V = decltype(X::value(c, dim_t(0)));
@@ -51,7 +94,7 @@ struct cpu_fused_group {
       V v[16];
 #pragma GCC ivdep
       for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
-      block(v);
+      block(v, j);
     }
     return j;
   }
@@ -60,8 +103,10 @@ struct cpu_fused_group {
   // (R::combine_row), in f64: a sum's 16 lanes side by side, other ops one by
   // one in row order (a max, whose value does not depend on the order, runs
   // in SIMD lanes too).
+  // A sum can keep the values it combines (keep[j], for the row cache below).
   template <class R>
-  static CTG_FORCEINLINE double combine_row(const ctx& c, dim_t L) {
+  static CTG_FORCEINLINE double combine_row(const ctx& c, dim_t L,
+                                            [[maybe_unused]] decltype(R::child::value(c, 0))* keep = nullptr) {
     using Op = typename R::op;
     using X = typename R::child;
     using V = decltype(X::value(c, dim_t(0)));
@@ -69,10 +114,16 @@ struct cpu_fused_group {
       static_assert(R::lanes == 16);
       double lane[16];
       for (dim_t u = 0; u < 16; ++u) lane[u] = Op::template identity<double>();
-      const dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16]) {
+      const dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16], dim_t at) {
+        if (keep)
+          for (dim_t u = 0; u < 16; ++u) keep[at + u] = v[u];
         for (dim_t u = 0; u < 16; ++u) lane[u] = Op::combine(lane[u], static_cast<double>(v[u]));
       });
-      for (dim_t u = 0; j + u < L; ++u) lane[u] = Op::combine(lane[u], static_cast<double>(X::value(c, j + u)));
+      for (dim_t u = 0; j + u < L; ++u) {
+        const V v = X::value(c, j + u);
+        if (keep) keep[j + u] = v;
+        lane[u] = Op::combine(lane[u], static_cast<double>(v));
+      }
       return R::fold_lanes(lane);
     } else {
       if constexpr (std::is_same_v<Op, ctg::op::max_r> && std::is_floating_point_v<V>) {
@@ -82,7 +133,7 @@ struct cpu_fused_group {
         V lane[16];
         int nan = 0;
         for (dim_t u = 0; u < 16; ++u) lane[u] = Op::template identity<V>();
-        dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16]) {
+        dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16], dim_t) {
           for (dim_t u = 0; u < 16; ++u) {
             nan |= v[u] != v[u];
             lane[u] = v[u] > lane[u] ? v[u] : lane[u];
@@ -98,7 +149,7 @@ struct cpu_fused_group {
         if (!nan && m != V(0)) return static_cast<double>(m);
       }
       double acc = Op::template identity<double>();
-      dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16]) {
+      dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16], dim_t) {
         for (dim_t u = 0; u < 16; ++u) acc = Op::combine(acc, static_cast<double>(v[u]));
       });
       for (; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
@@ -115,15 +166,37 @@ struct cpu_fused_group {
   // Outputs j0 .. j1-1 of the body (j0 a multiple of 16), in blocks of 16
   // with no loop-carried dependence: the inlined expression vectorizes
   // (outputs never alias the group's inputs).
-  static CTG_FORCEINLINE void write_range(const ctx& c, T* o, dim_t j0, dim_t j1) {
+  template <class Body = body, class Ctx = ctx>
+  static CTG_FORCEINLINE void write_range(const Ctx& c, T* o, dim_t j0, dim_t j1) {
     dim_t j = j0;
     for (; j + 16 <= j1; j += 16) {
 #pragma GCC ivdep
-      for (dim_t u = 0; u < 16; ++u) o[j + u] = store_as<T>(body::value(c, j + u));
+      for (dim_t u = 0; u < 16; ++u) o[j + u] = store_as<T>(Body::value(c, j + u));
     }
-    for (; j < j1; ++j) o[j] = store_as<T>(body::value(c, j));
+    for (; j < j1; ++j) o[j] = store_as<T>(Body::value(c, j));
   }
   static CTG_FORCEINLINE void write_row(const ctx& c, T* o, dim_t L) { write_range(c, o, 0, L); }
+
+  // The row cache: the last inlined sum whose values the body reads too
+  // (softmax: exp(x - max) is summed, then divided by the sum), or void.
+  // That sum keeps its values in a row buffer, and the body reads them back
+  // (kernel::kept_value) instead of computing them again: the same values,
+  // so the same bits.
+  using cached = typename row_cache_of<body, typename Plan::reductions>::type;
+  static constexpr dim_t cache_limit = 4096;  // longer rows compute again (the buffer lives on the stack)
+  template <class R>
+  struct kept_ctx : ctx {
+    const decltype(R::child::value(std::declval<const ctx&>(), 0))* kept = nullptr;
+  };
+  // The row's inlined reductions with R keeping its values in keep.
+  template <class R, class... Rs>
+  static CTG_FORCEINLINE void inline_reductions_keeping(ctx& c, dim_t L, auto* keep, tl::list<Rs...>) {
+    auto combined = [&]<class Q>(std::type_identity<Q>) {
+      if constexpr (std::is_same_v<Q, R>) return combine_row<Q>(c, L, keep);
+      else return combine_row<Q>(c, L);
+    };
+    ((c.local[Rs::slot] = Rs::value_of(combined(std::type_identity<Rs>{}), L)), ...);
+  }
 };
 
 // Elements per thread task (a multiple of 16): below two of them, one thread.
@@ -239,6 +312,24 @@ void run_rows(const group_call& g, const bindings_view& b, thread_pool* pool = n
   const auto layout = F::layout(g, b, c0);
   const dim_t L = layout.row_length(), rows = L ? layout.rows() : 0;
   typename F::T* out = b.template as<typename F::T>(g.root);
+  if constexpr (!std::is_void_v<typename F::cached>) {
+    using R = typename F::cached;
+    if (L <= F::cache_limit) {
+      using kept_body = typename detail::replace_expr<typename Plan::body, typename R::child, kernel::kept_value<typename R::child>>::type;
+      detail::cpu_row_tasks(pool, rows, L, [&](dim_t r0, dim_t r1) {
+        typename F::template kept_ctx<R> c;
+        static_cast<typename F::ctx&>(c) = c0;
+        std::remove_const_t<std::remove_pointer_t<decltype(c.kept)>> kept[F::cache_limit];
+        c.kept = kept;
+        for (dim_t row = r0; row < r1; ++row) {
+          layout.enter_row(c, row);
+          F::template inline_reductions_keeping<R>(c, L, kept, typename Plan::reductions{});
+          F::template write_range<kept_body>(c, out + row * L, 0, L);
+        }
+      });
+      return;
+    }
+  }
   detail::cpu_row_tasks(pool, rows, L, [&](dim_t r0, dim_t r1) {
     typename F::ctx c = c0;
     for (dim_t row = r0; row < r1; ++row) {
