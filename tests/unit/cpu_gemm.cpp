@@ -60,6 +60,14 @@ double unit_roundoff() {
   return static_cast<double>(ctg::dtype_traits<T>::epsilon) / 2;
 }
 
+// Every kernel set this CPU has.
+std::vector<gemm_isa> available_isas() {
+  std::vector<gemm_isa> isas;
+  for (gemm_isa isa : {gemm_isa::portable, gemm_isa::avx2, gemm_isa::avx512, gemm_isa::avx512_bf16})
+    if (ctg::detail::gemm_isa_available(isa)) isas.push_back(isa);
+  return isas;
+}
+
 // The documented operations, written out: one f32 FMA chain per output.
 template <class TA, class TB, class TC>
 std::vector<TC> fma_chain(mnk s, const std::vector<TA>& a, const std::vector<TB>& b) {
@@ -263,8 +271,7 @@ TEST_CASE("gemm: the same bits on a thread pool, every kernel set and dtype comb
   };
   const std::size_t before = pool.shared_runs();
   for (mnk s : {mnk{513, 172, 64}, mnk{64, 700, 129}, mnk{1000, 17, 300}, mnk{33, 65, 1025}}) {
-    for (gemm_isa isa : {gemm_isa::portable, gemm_isa::avx2, gemm_isa::avx512, gemm_isa::avx512_bf16}) {
-      if (!ctg::detail::gemm_isa_available(isa)) continue;
+    for (gemm_isa isa : available_isas()) {
       same(s, isa, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});
       same(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{});
       same(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::f32>{});
@@ -309,8 +316,7 @@ TEST_CASE("gemm: transposed operands give the bits of transposing first") {
   };
   for (mnk s : {mnk{1, 1, 1}, mnk{17, 33, 17}, mnk{9, 172, 65}, mnk{65, 31, 8}, mnk{257, 70, 129}, mnk{3, 17, 0}}) {
     check(s, gemm_isa::portable, std::type_identity<double>{}, std::type_identity<double>{}, std::type_identity<double>{});
-    for (gemm_isa isa : {gemm_isa::portable, gemm_isa::avx2, gemm_isa::avx512, gemm_isa::avx512_bf16}) {
-      if (!ctg::detail::gemm_isa_available(isa)) continue;
+    for (gemm_isa isa : available_isas()) {
       check(s, isa, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});
       check(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{});
       check(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::f32>{});
@@ -362,8 +368,7 @@ TEST_CASE("gemm_sharing_b: each product the bits of its own gemm") {
   };
   for (mnk s : {mnk{1, 1, 1}, mnk{17, 33, 17}, mnk{128, 32, 256}, mnk{65, 172, 65}, mnk{3, 17, 0}}) {
     check(s, gemm_isa::portable, std::type_identity<double>{}, std::type_identity<double>{}, std::type_identity<double>{});
-    for (gemm_isa isa : {gemm_isa::portable, gemm_isa::avx2, gemm_isa::avx512, gemm_isa::avx512_bf16}) {
-      if (!ctg::detail::gemm_isa_available(isa)) continue;
+    for (gemm_isa isa : available_isas()) {
       check(s, isa, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});
       check(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{});
       check(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});

@@ -82,13 +82,17 @@ struct cpu_fused_group {
     return group_layout<Plan>(g, b, c);
   }
 
+  // The compute type of expression X's values.
+  template <class X>
+  using value_t = decltype(X::value(std::declval<const ctx&>(), dim_t(0)));
+
   // X's values along the row in whole blocks of 16, evaluated side by side
   // into a buffer (that loop vectorizes: exp, tanh, ... run in SIMD
   // registers), each block passed to block(v, j) (j: its first element);
   // returns where the tail starts.
   template <class X, class F>
   static CTG_FORCEINLINE dim_t for_each_block(const ctx& c, dim_t L, F&& block) {
-    using V = decltype(X::value(c, dim_t(0)));
+    using V = value_t<X>;
     dim_t j = 0;
     for (; j + 16 <= L; j += 16) {
       V v[16];
@@ -106,10 +110,10 @@ struct cpu_fused_group {
   // A sum can keep the values it combines (keep[j], for the row cache below).
   template <class R>
   static CTG_FORCEINLINE double combine_row(const ctx& c, dim_t L,
-                                            [[maybe_unused]] decltype(R::child::value(c, 0))* keep = nullptr) {
+                                            [[maybe_unused]] value_t<typename R::child>* keep = nullptr) {
     using Op = typename R::op;
     using X = typename R::child;
-    using V = decltype(X::value(c, dim_t(0)));
+    using V = value_t<X>;
     if constexpr (R::in_lanes) {
       static_assert(R::lanes == 16);
       double lane[16];
@@ -186,7 +190,7 @@ struct cpu_fused_group {
   static constexpr dim_t cache_limit = 4096;  // longer rows compute again (the buffer lives on the stack)
   template <class R>
   struct kept_ctx : ctx {
-    const decltype(R::child::value(std::declval<const ctx&>(), 0))* kept = nullptr;
+    const value_t<typename R::child>* kept = nullptr;
   };
   // The row's inlined reductions with R keeping its values in keep.
   template <class R, class... Rs>
@@ -319,7 +323,7 @@ void run_rows(const group_call& g, const bindings_view& b, thread_pool* pool = n
       detail::cpu_row_tasks(pool, rows, L, [&](dim_t r0, dim_t r1) {
         typename F::template kept_ctx<R> c;
         static_cast<typename F::ctx&>(c) = c0;
-        std::remove_const_t<std::remove_pointer_t<decltype(c.kept)>> kept[F::cache_limit];
+        typename F::template value_t<typename R::child> kept[F::cache_limit];
         c.kept = kept;
         for (dim_t row = r0; row < r1; ++row) {
           layout.enter_row(c, row);
