@@ -4,8 +4,10 @@
 // in backward (checkpointing::every_layer, the default) or kept (ckpt_none).
 // Two warm-up steps, then each step timed to its end (the step waits for its
 // loss, AdamW for its norm): prints one line per case,
-//   <size>/<policy>[/ckpt_none] ms <median> tokens/s <t> kept_MiB <k>
-// and a markdown table. bench/vs_pytorch_gpu.py runs this beside PyTorch.
+//   <size>/<policy>[/ckpt_none][/no_graphs] ms <median> tokens/s <t> kept_MiB <k> loss <l> graph_replays <r>
+// bench/vs_pytorch_gpu.py runs this beside PyTorch. Steps replay as CUDA
+// graphs (exec/cuda/step_graphs.cuh); each bf16 case runs again with them
+// off (/no_graphs) in the same process, to measure what they gain.
 //   build/default/bench/bench_cuda_step [--size realistic|gpt2] [--steps N]
 // Sizes (keep in sync with bench/torch_transformer.py):
 //   realistic: vocab 256, 4 layers of width 256 (8 heads of 32, SwiGLU 688), batch 8 x 128
@@ -43,10 +45,11 @@ struct gpt2 {
 };
 
 template <class Policy, class Cfg>
-void measure(const ctg::cuda::device& gpu, const char* name, int steps) {
+void measure(const ctg::cuda::device& gpu, const char* name, int steps, bool graphs = true) {
   using M = ctg::nn::transformer<Cfg, Policy>;
   auto step = ctg::value_and_grad(M::loss(Ids{}, Pos{}, Tg{}));
   auto store = ctg::make_store(gpu, step);
+  store.workspace().graphs().enable(graphs);
   ctg::nn::init_params(store, 1);
   ctg::optim::adamw opt(store, {.lr = 1e-3f, .weight_decay = 0.1f, .max_grad_norm = 1.0f});
   const int B = Cfg::batch, T = Cfg::seq;
@@ -71,8 +74,10 @@ void measure(const ctg::cuda::device& gpu, const char* name, int steps) {
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
-  std::printf("%s ms %.3f tokens/s %.0f kept_MiB %.1f loss %.4f\n", name, median, B * T / (median * 1e-3),
-              static_cast<double>(store.kept_bytes()) / (1 << 20), loss);
+  std::printf("%s%s ms %.3f tokens/s %.0f kept_MiB %.1f loss %.4f graph_replays %llu\n", name,
+              graphs ? "" : "/no_graphs", median, B * T / (median * 1e-3),
+              static_cast<double>(store.kept_bytes()) / (1 << 20), loss,
+              static_cast<unsigned long long>(store.workspace().graphs().replays()));
   std::fflush(stdout);
 }
 }  // namespace
@@ -99,10 +104,13 @@ int main(int argc, char** argv) {
       measure<f32, realistic<every>>(gpu, "realistic/f32", steps);
       measure<bf16, realistic<every>>(gpu, "realistic/bf16", steps);
       measure<bf16, realistic<none>>(gpu, "realistic/bf16/ckpt_none", steps);
+      measure<bf16, realistic<every>>(gpu, "realistic/bf16", steps, false);
+      measure<bf16, realistic<none>>(gpu, "realistic/bf16/ckpt_none", steps, false);
     }
     if (size == "all" || size == "gpt2") {
       measure<bf16, gpt2<every>>(gpu, "gpt2/bf16", steps);
       measure<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps);
+      measure<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps, false);
     }
     return 0;
   } catch (const ctg::error& e) {

@@ -4,7 +4,9 @@
 // each step are used by the next), in f32 (with dropout), bf16 autocast,
 // FP8 delayed and FP8 current scaling. Then on the GPU alone: two stores
 // give the same bits, and checkpointing every layer gives the bits of
-// keeping every value. And a product of a bf16 input and an f32 weight
+// keeping every value, and steps replayed as CUDA graphs give the bits of
+// steps launched one by one; a checkpoint saved on the GPU loads on the CPU
+// and back. And a product of a bf16 input and an f32 weight
 // (cuBLASLt multiplies one type: the store widens the input first) against
 // the CPU. Training: five AdamW steps on each device (optim/cuda/adamw.cuh
 // on the GPU), the losses compared step by step; AdamW's errors on the GPU
@@ -24,8 +26,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <ctg/ctg.hpp>
 #include <ctg/exec/cuda/store.cuh>
+#include <ctg/io/checkpoint.hpp>
 #include <ctg/optim/cuda/adamw.cuh>
 #include <type_traits>
 #include <utility>
@@ -302,6 +306,93 @@ bool gpu_bitwise(const ctg::cuda::device& gpu, const char* name, StepA a, StepB 
   }
   return ok;
 }
+
+// A checkpoint moves between devices (the same file): three AdamW steps on
+// the GPU, saved with the optimizer, loaded into a CPU store and optimizer:
+// every leaf bitwise the GPU's, and the next step's loss and gradient norm
+// within the AdamW tolerance of the GPU's next step; the CPU's file then
+// loads on the GPU, every leaf bitwise.
+template <class Policy, class Cfg>
+bool checkpoint_across_devices(const ctg::cuda::device& gpu, const char* name, double tol) {
+  auto step = ctg::value_and_grad(ctg::nn::transformer<Cfg, Policy>::loss(Ids{}, Pos{}, Tg{}));
+  cpu_and_gpu<decltype(step)> stores(gpu, step, 11);
+  auto& cs = stores.cpu;
+  auto& gs = stores.gpu;
+  const ctg::optim::adamw_config cfg{.lr = 1e-2f, .max_grad_norm = 1.0f};
+  ctg::optim::adamw copt(cs, {.lr = 0.5f});  // (another configuration: the load restores the file's)
+  ctg::optim::adamw gopt(gs, cfg);
+  const batch d;
+  for (int s = 0; s < 3; ++s) {
+    run(step, gs, d);
+    gopt.step(gs);
+  }
+  const auto path = std::filesystem::temp_directory_path() / "ctg_cuda_store_step.ctg";
+  ctg::io::save(path, gs, gopt);
+  ctg::io::load(path, cs, copt);
+  auto leaves_equal = [&] {
+    bool same = true;
+    [&]<class... Ls>(ctg::tl::list<Ls...>) {
+      auto one = [&]<class L>(std::type_identity<L>) {
+        if constexpr (!L::fed) {
+          std::vector<typename L::dtype> g(L::dims::static_numel);
+          gs.download(L{}, std::span<typename L::dtype>(g));
+          const auto c = cs.template param<L>();
+          same &= std::memcmp(g.data(), c.data(), c.size_bytes()) == 0;
+        }
+      };
+      (one(std::type_identity<Ls>{}), ...);
+    }(ctg::leaves_t<typename decltype(step)::nodes>{});
+    return same;
+  };
+  bool ok = leaves_equal() && cs.steps_run() == gs.steps_run() && copt.steps() == gopt.steps() &&
+            copt.config().lr == cfg.lr;
+  const float lc = run(step, cs, d), lg = run(step, gs, d);
+  const float nc = copt.step(cs), ng = gopt.step(gs);
+  const double loss_err = std::fabs(double(lg) - double(lc)) / std::fabs(double(lc));
+  const double norm_err = std::fabs(double(ng) - double(nc)) / double(nc);
+  ok &= loss_err <= tol && norm_err <= tol;
+  ctg::io::save(path, cs, copt);
+  ctg::io::load(path, gs, gopt);
+  ok &= leaves_equal();
+  std::filesystem::remove(path);
+  std::printf("%-28s GPU file on the CPU: leaves bitwise, next loss rel %.1e, norm rel %.1e (<= %.0e); CPU file on "
+              "the GPU: leaves bitwise: %s\n", name, loss_err, norm_err, tol, ok ? "ok" : "FAILED");
+  return ok;
+}
+
+// The same steps with CUDA graphs (a step's launches captured once, then
+// replayed: exec/cuda/step_graphs.cuh) and without: the same loss and
+// gradient bits at every step while AdamW changes the parameters, with
+// graphs captured and replayed (no capture failed).
+template <class Policy, class Cfg>
+bool graphs_bitwise(const ctg::cuda::device& gpu, const char* name) {
+  auto step = ctg::value_and_grad(ctg::nn::transformer<Cfg, Policy>::loss(Ids{}, Pos{}, Tg{}));
+  auto sa = ctg::make_store(gpu, step);
+  auto sb = ctg::make_store(gpu, step);
+  sb.workspace().graphs().enable(false);
+  ctg::nn::init_params(sa, 5);
+  ctg::nn::init_params(sb, 5);
+  ctg::optim::adamw oa(sa, {.lr = 1e-2f});
+  ctg::optim::adamw ob(sb, {.lr = 1e-2f});
+  const batch d;
+  bool ok = true;
+  for (int s = 0; s < 6; ++s) {
+    const float la = run(step, sa, d), lb = run(step, sb, d);
+    const bool pass = std::memcmp(&la, &lb, sizeof la) == 0 && same_bits(grads_of(sa), grads_of(sb));
+    std::printf("%-28s step %d: loss %.9g and %.9g, gradients %s\n", name, s, la, lb,
+                pass ? "bitwise equal: ok" : "differ: FAILED");
+    ok &= pass;
+    oa.step(sa);
+    ob.step(sb);
+  }
+  const auto& g = sa.workspace().graphs();
+  // Steps 0-1 run (two keys: the loss alternates between two buffers), 2-3 are captured, 4-5 replay.
+  const bool used = g.captures() == 2 && g.replays() == 2 && g.failed_captures() == 0 && sb.workspace().graphs().replays() == 0;
+  std::printf("%-28s graphs: %llu captured, %llu replayed, %llu captures failed (2, 2, 0 expected): %s\n", name,
+              static_cast<unsigned long long>(g.captures()), static_cast<unsigned long long>(g.replays()),
+              static_cast<unsigned long long>(g.failed_captures()), used ? "ok" : "FAILED");
+  return ok && used;
+}
 }  // namespace
 
 // One check; a ctg::error it throws fails it (and the others still run).
@@ -358,6 +449,17 @@ int main() {
     ok &= attempt("two stores", [&] { return gpu_bitwise(gpu, "bf16: two stores", with_ckpt, with_ckpt); });
     ok &= attempt("checkpointing",
                   [&] { return gpu_bitwise(gpu, "bf16: checkpointing every layer vs none", with_ckpt, without); });
+    ok &= attempt("checkpoint bf16", [&] { return checkpoint_across_devices<bf16, every>(gpu, "bf16 checkpoint", 2e-2); });
+    if (gpu.has_fp8_gemm())
+      ok &= attempt("checkpoint fp8", [&] {
+        return checkpoint_across_devices<ctg::precision::fp8<ctg::precision::delayed<>>, every>(gpu, "fp8 checkpoint",
+                                                                                               5e-2);
+      });
+    ok &= attempt("graphs bf16", [&] { return graphs_bitwise<bf16, every>(gpu, "bf16: graphs vs none"); });
+    if (gpu.has_fp8_gemm())
+      ok &= attempt("graphs fp8", [&] {
+        return graphs_bitwise<ctg::precision::fp8<ctg::precision::delayed<>>, every>(gpu, "fp8 delayed: graphs vs none");
+      });
     return ok;
   });
 }

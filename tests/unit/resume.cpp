@@ -136,3 +136,70 @@ TEST_CASE("a store-only save and load keeps the seed and the step count too") {
   CHECK(std::memcmp(&la, &lb, sizeof la) == 0);
   check_same_state(a.store, b.store);
 }
+
+namespace {
+// A store whose memory the host may not read (a GPU store's contract: only
+// upload and download), here on the CPU backend: what the state file does
+// for a device store, without a device.
+struct opaque_backend : ctg::cpu::backend {
+  static constexpr bool host_memory = false;
+};
+using opaque_store_t = ctg::basic_store<opaque_backend, ctg::step_key_t<step_t>>;
+
+// Every stored leaf of an opaque store, downloaded, as one byte string.
+std::vector<std::byte> downloaded_leaves(opaque_store_t& s) {
+  std::vector<std::byte> all;
+  [&]<class... Ls>(ctg::tl::list<Ls...>) {
+    auto one = [&]<class L>(std::type_identity<L>) {
+      if constexpr (!L::fed) {
+        std::vector<typename L::dtype> v(L::dims::static_numel);
+        s.download(L{}, std::span<typename L::dtype>(v));
+        const auto* b = reinterpret_cast<const std::byte*>(v.data());
+        all.insert(all.end(), b, b + v.size() * sizeof(typename L::dtype));
+      }
+    };
+    (one(std::type_identity<Ls>{}), ...);
+  }(ctg::leaves_t<step_t::nodes>{});
+  return all;
+}
+}  // namespace
+
+TEST_CASE("a store the host cannot read (a GPU's contract) saves and loads the CPU store's file") {
+  temp_dir dir;
+  const fs::path from_cpu = dir.path / "cpu.ctg", from_opaque = dir.path / "opaque.ctg", other = dir.path / "other.ctg";
+  run a;
+  a.store.seed(77);
+  ctg::nn::init_params(a.store, 5, 0.4);
+  a.go(0);
+  a.go(1);
+  ctg::io::save(from_cpu, a.store);
+
+  // The CPU's file into the opaque store: a step there gives the CPU's loss bits.
+  step_t step;
+  opaque_store_t o;
+  ctg::io::load(from_cpu, o);
+  CHECK(o.seed() == 77);
+  CHECK(o.steps_run() == 2);
+  const batch b2(2);
+  const float lo = step(o, ctg::feed<X>(b2.x, 5), ctg::feed<R>(b2.r, 5)), la = a.go(2);
+  CHECK(std::memcmp(&lo, &la, sizeof lo) == 0);
+
+  // Its file (values copied through the host) loads into a CPU store: the same leaves, FP8 state included.
+  ctg::io::save(from_opaque, o);
+  run c;
+  ctg::io::load(from_opaque, c.store);
+  check_same_leaves(a.store, c.store);
+  CHECK(c.store.param<GScale>()[0] != 1.0f);  // (moved: the comparison is not of starting values)
+
+  // A file of another model: an error naming the record, and the opaque store unchanged.
+  {
+    using V = ctg::param<"v", ctg::f32, 3>;
+    auto other_step = ctg::value_and_grad(ctg::sum(ctg::square(V{})));
+    ctg::cpu::device dev;
+    auto os = ctg::make_store(dev, other_step);
+    ctg::io::save(other, os);
+  }
+  const std::vector<std::byte> before = downloaded_leaves(o);
+  CHECK_THROWS_WITH_AS(ctg::io::load(other, o), doctest::Contains("found no such record"), ctg::error);
+  CHECK(downloaded_leaves(o) == before);
+}

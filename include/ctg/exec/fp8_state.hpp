@@ -12,11 +12,15 @@
 //     into one amax per state: the max over its quantizers (and over the
 //     runs since the last update, for gradient accumulation);
 //   * when the step is complete, each state is updated once, from that
-//     amax (Backend::delayed_update), and its amax starts again from 0.
-// A stack's layers do the same per layer on their slices of the stacked
-// state leaves (exec/stack_runner.hpp).
+//     amax, and its amax starts again from 0.
+// The amaxes live in the backend's memory (amax_record), where a GPU's
+// quantize kernels write them: recording, folding and updating never wait
+// for the device. A stack keeps one record for all its layers (its states
+// are slices of the stacked state leaves: exec/stack_runner.hpp), folded and
+// updated by one call per state for every layer.
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #include <ctg/core/fp8_scaling.hpp>
@@ -98,32 +102,100 @@ struct fp8_state {
             ...);
   }(std::make_index_sequence<count>{}));
 
-  // This run's amaxes, by quantizer.
-  std::array<float, count + 1> pending{};
-  // By state: the max of its quantizers' amaxes over the runs folded since its last update.
-  std::array<float, states + 1> combined{};
+  // Quantizer k's state, as the fold reads it (from the backend's memory).
+  static constexpr auto state_of = [] {
+    std::array<std::uint32_t, count + 1> m{};
+    for (std::size_t k = 0; k < count; ++k) m[k] = static_cast<std::uint32_t>(table.quantizer_state[k]);
+    return m;
+  }();
+};
 
-  // Where quantizer k records its amax, or null when it records nothing (a recompute).
-  float* amax_slot(std::size_t k, bool recording) { return recording ? &pending[k] : nullptr; }
+// The fold of one run's amaxes into the states' (the max over each state's
+// quantizers and over the runs since its last update), layer by layer:
+// pending is [layer][quantizer], combined [layer][state].
+struct amax_fold {
+  const float* pending = nullptr;
+  float* combined = nullptr;
+  const std::uint32_t* state_of = nullptr;  // quantizer -> state
+  std::size_t quantizers = 0, states = 0, layers = 0;
 
-  // After a successful run: its amaxes (by quantizer) into the states' (max).
-  static void fold(const float* run_amax, float* state_amax) {
-    for (std::size_t k = 0; k < count; ++k) {
-      float& a = state_amax[table.quantizer_state[k]];
-      a = fp8_scaling::amax_combine(a, run_amax[k]);
+  CTG_HD void run_layer(std::size_t layer) const {
+    for (std::size_t k = 0; k < quantizers; ++k) {
+      float& a = combined[layer * states + state_of[k]];
+      a = fp8_scaling::amax_combine(a, pending[layer * quantizers + k]);
     }
   }
-  void fold() { fold(pending.data(), combined.data()); }
+};
 
-  // When the step is complete: state s, whose scale and history (one
-  // layer's slice, in a stack) start at `scale` and `history`, updated once
-  // from its amax, which then starts again from 0.
-  template <class Backend>
-  static void update(typename Backend::workspace& ws, std::size_t s, float* history, float* scale, float& amax) {
-    const scaling_state& st = table.state[s];
-    Backend::delayed_update(ws, history, st.history_length, scale, &amax, st.fp8_max, st.margin, st.algo);
-    amax = 0.0f;
+// One scaling state's update, for each of `layers` slices of its leaves
+// (layer i: history + i * length, scale + i, its amax at amax + i * amax_stride).
+struct fp8_update {
+  float* history = nullptr;
+  std::size_t length = 0;
+  float* scale = nullptr;
+  float* amax = nullptr;
+  std::size_t amax_stride = 0, layers = 0;
+  float fp8_max = 0;
+  int margin = 0;
+  fp8_scaling::amax_algo algo{};
+
+  // Layer i's amax into its history slot 0, TransformerEngine's update of
+  // scale and history, and the amax back to 0 for the next set of runs.
+  CTG_HD void run_layer(std::size_t i) const {
+    float* h = history + i * length;
+    float& a = amax[i * amax_stride];
+    if (length > 0) {
+      h[0] = a;
+      fp8_scaling::delayed_update(h, length, scale[i], fp8_max, margin, algo);
+    }
+    a = 0.0f;
   }
+};
+
+// A step's (or a stack's) amaxes in the backend's memory: one run's
+// [layer][quantizer], each state's since its last update [layer][state],
+// and the quantizer -> state map the fold reads. Nothing is allocated for
+// a step without delayed scaling.
+template <class Backend, class Key>
+class amax_record {
+ public:
+  using fp8 = fp8_state<Key>;
+  static constexpr std::size_t quantizers = fp8::count, states = fp8::states;
+
+  void make(typename Backend::workspace& ws, std::size_t layers) {
+    layers_ = layers;
+    if (quantizers == 0) return;
+    mem_.reserve(map_offset() + sizeof fp8::state_of);  // (zero-filled)
+    Backend::upload(ws, mem_.data() + map_offset(), fp8::state_of.data(), sizeof fp8::state_of);
+  }
+
+  // Where layer l's quantizers record this run's amaxes.
+  float* pending(std::size_t layer) { return floats() + layer * quantizers; }
+  // Each state's amax since its last update, [layer][state].
+  float* combined() { return floats() + layers_ * quantizers; }
+  std::size_t combined_count() const { return layers_ * states; }
+
+  // After a successful run: its amaxes into the states'.
+  void fold(typename Backend::workspace& ws) {
+    if (quantizers == 0) return;
+    Backend::fold_amaxes(ws, amax_fold{pending(0), combined(),
+                                       reinterpret_cast<const std::uint32_t*>(mem_.data() + map_offset()),
+                                       quantizers, states, layers_});
+  }
+  // When the step is complete: state s updated on every layer's slice of
+  // its leaves (history, scale), from its amax, which starts again from 0.
+  void update(typename Backend::workspace& ws, std::size_t s, float* history, float* scale) {
+    const scaling_state& st = fp8::table.state[s];
+    Backend::update_fp8(ws, fp8_update{history, st.history_length, scale, combined() + s, states, layers_, st.fp8_max,
+                                       st.margin, st.algo});
+  }
+
+ private:
+  float* floats() { return reinterpret_cast<float*>(mem_.data()); }
+  std::size_t map_offset() const { return layers_ * (quantizers + states) * sizeof(float); }  // (u32 after f32: aligned)
+
+  typename Backend::arena mem_;
+  std::size_t layers_ = 0;
 };
 
 }  // namespace ctg

@@ -10,7 +10,8 @@
 // x_1 .. x_{N-1} in slots 1 .. N-1 for backward. Backward: for i = N-1 .. 0,
 // the block's backward part at x_i (after its forward part again, when the
 // stack recomputes) turns the gradient of x_{i+1} into that of x_i and gives
-// layer i's parameter gradients. FP8 amaxes are kept per layer and folded
+// layer i's parameter gradients. FP8 amaxes are recorded per layer (the
+// block's quantizers write layer i's slots of one amax_record) and folded
 // into each layer's states when the step commits; the states (each layer's
 // slice of the stacked state leaves) update once the step is complete.
 #include <array>
@@ -46,7 +47,6 @@ class stack_runner {
   }();
   static constexpr bool has_backward = grad_node < schedule<ParentKey>::size;
   static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
-  static constexpr std::size_t quantizers = fp8_state<block_key>::count;
   static constexpr std::size_t states = fp8_state<block_key>::states;
 
   // What all layers keep, as sized by the last plan.
@@ -75,7 +75,6 @@ class stack_runner {
       // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
       block_.run_forward_part(kept_.data() + (S::recompute ? 0 : i * kept_stride_),
                               feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in));
-      take_amaxes(i, true);
       T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
       Backend::copy(p.ws_, reinterpret_cast<std::byte*>(next), block_.template value_bytes<block_out>(), n * sizeof(T));
       in = next;
@@ -101,7 +100,6 @@ class stack_runner {
       const auto up = feed_like<typename S::upstream>(b, g);
       if constexpr (S::recompute) block_.run_recomputing(kept_.data(), carry, up);
       else block_.run_backward_part(kept_.data() + i * kept_stride_, carry, up);
-      take_amaxes(i, false);
       for (const param_grad& pg : param_grads)
         Backend::copy(p.ws_, b.buf[G] + pg.offset + i * pg.bytes, block_.mem_.bound().buf[pg.output], pg.bytes);
       Backend::copy(p.ws_, reinterpret_cast<std::byte*>(gx),
@@ -110,24 +108,17 @@ class stack_runner {
     }
   }
 
-  // After the parent's run commits: each layer's FP8 amaxes into its states' (max over their uses).
-  void fold_state() {
-    for (std::size_t i = 0; i < S::layers; ++i)
-      fp8_state<block_key>::fold(&pending_[i * quantizers], &combined_[i * states]);
-  }
-  // The amaxes since the last update, [layer][state] (a replica group makes them the max over its replicas).
-  std::span<float> amaxes() { return {combined_.data(), S::layers * states}; }
-  // When the parent's step is complete: each layer's FP8 states updated once, on their slices.
+  // The layers' FP8 amaxes (the parent folds them when its run commits; a
+  // replica group makes the states' the max over its replicas), made on the
+  // parent's workspace when the parent is made.
+  void make_amax_record(typename Backend::workspace& ws) { amaxes_.make(ws, S::layers); }
+  amax_record<Backend, block_key>& amaxes() { return amaxes_; }
+  // When the parent's step is complete: each state updated once on every layer's slice.
   template <class Parent>
   void update_state(Parent& p) {
-    for (std::size_t s = 0; s < states; ++s) {
-      const scaling_state& st = fp8_state<block_key>::table.state[s];
-      float* scale = reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[s].scale));
-      float* hist = reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[s].history));
-      for (std::size_t i = 0; i < S::layers; ++i)
-        fp8_state<block_key>::template update<Backend>(p.ws_, s, hist + i * st.history_length, scale + i,
-                                                       combined_[i * states + s]);
-    }
+    for (std::size_t s = 0; s < states; ++s)
+      amaxes_.update(p.ws_, s, reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[s].history)),
+                     reinterpret_cast<float*>(p.mem_.param_bytes(stacked_state[s].scale)));
   }
 
  private:
@@ -191,13 +182,7 @@ class stack_runner {
                                                : p.mem_.bound().buf[l.stacked] + layer * l.bytes);
     }
     block_.key_ = {p.key_.seed, p.key_.step, static_cast<std::uint32_t>(layer)};
-  }
-
-  // Layer i's amaxes of one part of the block (forward: quantizers of forward nodes).
-  void take_amaxes(std::size_t layer, bool forward_part) {
-    for (std::size_t k = 0; k < quantizers; ++k)
-      if ((fp8_state<block_key>::table.quantizer_node[k] < block_store::prog.forward_end) == forward_part)
-        pending_[layer * quantizers + k] = block_.fp8_.pending[k];
+    block_.pending_amax_ = amaxes_.pending(layer);
   }
 
   // A feed of `data` to the block's leaf L, shaped like the parent's stack node.
@@ -212,8 +197,7 @@ class stack_runner {
   block_store block_;
   typename Backend::arena kept_;
   std::size_t kept_stride_ = 0;
-  std::array<float, S::layers * quantizers + 1> pending_{};  // [layer][quantizer] amaxes of this run
-  std::array<float, S::layers * states + 1> combined_{};     // [layer][state] amaxes since the last update
+  amax_record<Backend, block_key> amaxes_;
 };
 
 }  // namespace ctg

@@ -14,15 +14,22 @@
 //     static void copy(workspace&, std::byte* dst, const std::byte* src, std::size_t bytes);  // within its memory
 //     static void upload(workspace&, std::byte* dst, const void* src, std::size_t bytes);    // host -> its memory
 //     static void download(workspace&, void* dst, const std::byte* src, std::size_t bytes);  // -> host, complete on return
+//     // A small value (n <= 8 bytes) written in order with the runners' work.
+//     static void write_value(workspace&, std::byte* dst, const std::byte* bytes, std::size_t n);
+//     // Does a step replay its launches (a GPU's graphs)? If so, run them as
+//     // body() or a replay of a capture, by the key of the step's bindings:
+//     static constexpr bool replays_launches = ...;
+//     template <class Body> static void replay_launches(workspace&, std::span<const std::byte> key, Body&&);
 //     // A fed input's buffer: the fed memory itself where the device reads
 //     // it, else a copy in `staging` (the input's own, kept from run to run).
 //     static std::byte* bind_input(workspace&, const void* fed, std::size_t bytes, arena& staging);
 //     // The runner of group R of step Key: a function instantiated on
 //     // name-free types only (null for a stack's forward and backward).
 //     template <class Key, std::size_t R> static consteval runner_t<workspace> runner_for();
-//     // An FP8 scaling state's update; history, scale and amax in its memory.
-//     static void delayed_update(workspace&, float* history, std::size_t length, float* scale, const float* amax,
-//                                float fp8_max, int margin, fp8_scaling::amax_algo algo);
+//     // FP8 delayed scaling (exec/fp8_state.hpp), in its memory: a run's
+//     // amaxes folded into the states', and one state's update on every layer.
+//     static void fold_amaxes(workspace&, const amax_fold&);
+//     static void update_fp8(workspace&, const fp8_update&);
 //     template <class T> static void accumulate(workspace&, std::byte* dst, const std::byte* src, std::size_t n);  // dst += src
 //   };
 //
@@ -72,13 +79,17 @@ class basic_store {
 
   // Parameters start at 0; state leaves at the value their type declares
   // (an FP8 scale at 1, its amax history at 0).
-  basic_store() { set_initial_values(); }
+  basic_store() {
+    set_initial_values();
+    make_amax_records();
+  }
   // A store on a device whose workspace is made from it (a GPU's: its
   // stream), first, so everything the store does runs there.
   template <class Device>
     requires std::constructible_from<typename Backend::workspace, Device&>
   explicit basic_store(Device& dev) : ws_(dev) {
     set_initial_values();
+    make_amax_records();
   }
 
   // Does the step have a node of kind k, its stacks' blocks included? (A
@@ -258,7 +269,7 @@ class basic_store {
     if (!mem_.holds_stacked_params()) throw_held_in_shards(first_stacked_param_name());
     detail::check_ids<Key>(host_ids(), feeds...);
     prepare(nullptr, feeds...);
-    run_positions(0, prog.len);
+    run_launches();
     return commit(checked_loss());
   }
 
@@ -305,9 +316,15 @@ class basic_store {
   template <class... Feeds>
   void run_recomputing(std::byte* kept, const Feeds&... feeds) {
     prepare(kept, feeds...);
-    recomputing_ = true;
-    run_positions(0, prog.backward_begin);
-    recomputing_ = false;
+    struct recompute_scope {  // (off again if the forward part throws)
+      bool& on;
+      ~recompute_scope() { on = false; }
+    };
+    {
+      recomputing_ = true;
+      recompute_scope scope{recomputing_};
+      run_positions(0, prog.backward_begin);
+    }
     run_positions(prog.backward_begin, prog.len);
   }
   // The buffer of node I (an output, or the forward part's root) after the last run.
@@ -360,6 +377,13 @@ class basic_store {
       });
     group_->agree(failure.empty() ? nullptr : &failure, fed);
     return commit(loss);
+  }
+
+  // The FP8 amaxes' memory: this step's, and each stack's for all its layers.
+  void make_amax_records() {
+    amaxes_.make(ws_, 1);
+    pending_amax_ = amaxes_.pending(0);
+    std::apply([&](auto&... rt) { (rt.make_amax_record(ws_), ...); }, stacks_);
   }
 
   void set_initial_values() {
@@ -428,7 +452,7 @@ class basic_store {
         value = static_cast<double>(b.shape[d.count_of[1]].numel()) / static_cast<double>(b.shape[d.count_of[0]].numel());
       std::byte bytes[sizeof(double)];
       d.store_scalar(value, bytes);
-      Backend::upload(ws_, b.buf[i], bytes, d.elem_bytes);
+      Backend::write_value(ws_, b.buf[i], bytes, d.elem_bytes);
     }
   }
 
@@ -444,6 +468,23 @@ class basic_store {
         position{Backend::template runner_for<Key, prog.root[Q]>(), group_call_of<Key, prog.root[Q]>()}...};
   }(std::make_index_sequence<prog.len>{});
 
+  // The whole program of a run alone. A backend that replays launches (a
+  // GPU's graphs) replays them while every buffer's address and shape stay
+  // the same; not a step with random numbers, whose key (a kernel argument)
+  // changes every step.
+  void run_launches() {
+    if constexpr (Backend::replays_launches && !has_node_kind(node_kind::random)) {
+      const auto& b = mem_.bound();
+      const auto* bufs = reinterpret_cast<const std::byte*>(b.buf.data());
+      const auto* shapes = reinterpret_cast<const std::byte*>(b.shape.data());
+      replay_key_.assign(bufs, bufs + sizeof(b.buf));
+      replay_key_.insert(replay_key_.end(), shapes, shapes + sizeof(b.shape));
+      Backend::replay_launches(ws_, replay_key_, [&] { run_positions(0, prog.len); });
+    } else {
+      run_positions(0, prog.len);
+    }
+  }
+
   void run_positions(std::size_t from, std::size_t to) {
     const bindings_view view = mem_.bound().view();
     for (std::size_t q = from; q < to; ++q) {
@@ -456,7 +497,7 @@ class basic_store {
         run_stack(p.call.child[0], false);
       } else {
         const bool records = k == node_kind::quantize && table.node[p.call.root].delayed;
-        float* amax = records ? fp8_.amax_slot(p.call.fp8_slot, !recomputing_ && !prog.recompute[q]) : nullptr;
+        float* amax = records && !recomputing_ && !prog.recompute[q] ? pending_amax_ + p.call.fp8_slot : nullptr;
         const replica_group::quantized* given = nullptr;
         if (k == node_kind::quantize && group_) given = group_->provided(p.call.root);
         else if (k == node_kind::quantize && layer_group_) given = layer_group_->layer_provided(layer_stack_, p.call.root);
@@ -471,7 +512,7 @@ class basic_store {
     Backend::upload(ws_, b.buf[r], given.payload, static_cast<std::size_t>(b.shape[r].numel()) * table.node[r].elem_bytes);
     const fp8_side_data side{given.amax, given.scale, {}, 1.0f / given.scale};
     Backend::upload(ws_, reinterpret_cast<std::byte*>(fp8_side(b, r)), &side, sizeof side);
-    if (amax) *amax = given.amax;
+    if (amax) Backend::upload(ws_, reinterpret_cast<std::byte*>(amax), &given.amax, sizeof(float));
   }
   // The forward or the backward of the stack node r.
   void run_stack(std::size_t r, bool forward) {
@@ -552,39 +593,43 @@ class basic_store {
 
   // After a successful run: its FP8 amaxes into each scaling state's (the max over its uses).
   void fold_state() {
-    fp8_.fold();
-    std::apply([&](auto&... rt) { (rt.fold_state(), ...); }, stacks_);
+    amaxes_.fold(ws_);
+    std::apply([&](auto&... rt) { (rt.amaxes().fold(ws_), ...); }, stacks_);
   }
   // When the set of micro-batches is complete: each FP8 scaling state updated once.
   void update_state() {
     if (group_) max_amaxes_over_replicas();
     for (std::size_t s = 0; s < fp8_state<Key>::states; ++s) {
       const scaling_state& st = fp8_state<Key>::table.state[s];
-      fp8_state<Key>::template update<Backend>(ws_, s, reinterpret_cast<float*>(mem_.param_bytes(st.history)),
-                                               reinterpret_cast<float*>(mem_.param_bytes(st.scale)), fp8_.combined[s]);
+      amaxes_.update(ws_, s, reinterpret_cast<float*>(mem_.param_bytes(st.history)),
+                     reinterpret_cast<float*>(mem_.param_bytes(st.scale)));
     }
     std::apply([&](auto&... rt) { (rt.update_state(*this), ...); }, stacks_);
   }
 
   // Every amax of this step (its own states', then each stack's), made the
-  // max over the replicas in one call.
+  // max over the replicas in one call (through the host).
   void max_amaxes_over_replicas() {
     std::vector<float>& all = replica_amax_;  // (the same size every step: allocated once)
-    all.assign(fp8_.combined.begin(), fp8_.combined.begin() + fp8_state<Key>::states);
-    std::apply([&](auto&... rt) { (all.insert(all.end(), rt.amaxes().begin(), rt.amaxes().end()), ...); }, stacks_);
+    auto each_record = [&](auto&& f) {
+      f(amaxes_);
+      std::apply([&](auto&... rt) { (f(rt.amaxes()), ...); }, stacks_);
+    };
+    std::size_t total = 0;
+    each_record([&](auto& r) { total += r.combined_count(); });
+    all.resize(total);
+    std::size_t at = 0;
+    each_record([&](auto& r) {
+      Backend::download(ws_, all.data() + at, reinterpret_cast<const std::byte*>(r.combined()),
+                        r.combined_count() * sizeof(float));
+      at += r.combined_count();
+    });
     group_->max_over_replicas(all);
-    std::copy(all.begin(), all.begin() + fp8_state<Key>::states, fp8_.combined.begin());
-    std::size_t at = fp8_state<Key>::states;
-    std::apply(
-        [&](auto&... rt) {
-          auto back = [&](std::span<float> a) {
-            std::copy(all.begin() + static_cast<std::ptrdiff_t>(at), all.begin() + static_cast<std::ptrdiff_t>(at + a.size()), a.begin());
-            at += a.size();
-          };
-          (back(rt.amaxes()), ...);
-          (void)back;
-        },
-        stacks_);
+    at = 0;
+    each_record([&](auto& r) {
+      Backend::upload(ws_, reinterpret_cast<std::byte*>(r.combined()), all.data() + at, r.combined_count() * sizeof(float));
+      at += r.combined_count();
+    });
   }
 
   std::size_t stack_kept_bytes() const {
@@ -603,7 +648,8 @@ class basic_store {
   }
 
   step_buffers<Backend, Key> mem_;
-  fp8_state<Key> fp8_;
+  amax_record<Backend, Key> amaxes_;
+  float* pending_amax_ = nullptr;  // where this run's quantizers record (a stack's block: its layer's slots)
   stack_runner_tuple stacks_;
   typename Backend::workspace ws_;
   random_key key_{};
@@ -618,6 +664,7 @@ class basic_store {
   std::size_t layer_stack_ = 0;
   std::vector<float> replica_amax_;  // every amax of a step, as its group maxes them
   std::vector<i32> ids_copy_;        // fed ids copied to the host for their check (host_ids)
+  std::vector<std::byte> replay_key_;  // the bindings' bytes (run_launches)
 };
 
 }  // namespace ctg

@@ -28,20 +28,26 @@
 // its own.
 //
 // What a store provides (any backend): `typename Store::step_type`,
-// `store.template param<L>()` (a span over a stored leaf's values),
-// `store.seed()` / `store.seed(s)`, `store.steps_run()` / `store.set_steps_run(n)`.
+// `store.template param<L>()` (a span over a stored leaf's values) or, where
+// the host cannot read its memory (a GPU's), `store.download(L{}, span)` and
+// `store.upload(L{}, span)`, `store.seed()` / `store.seed(s)`,
+// `store.steps_run()` / `store.set_steps_run(n)`. The file is the same for
+// every backend: a GPU store's values are copied to the host to be saved,
+// and copied back once a load has checked the whole file.
 //
 // What an optimizer provides to take part (see ctg::optim::adamw):
 //   using store_type = Store;
 //   template <class Records> void state_records(Records& r);         // and a const overload
 //     names every piece of state: r.template leaf<"exp_avg", L>(std::span<float>) per leaf
-//     (a kind from the state file's table), r.scalar("adamw.lr", value) per scalar;
+//     (a kind from the state file's table), or r.template copied_leaf<"exp_avg", L, float>(
+//     count, fetch, put) for state in a device's memory; r.scalar("adamw.lr", value) per scalar;
 //   void validate_state() const;   // throws ctg::error if the scalars are not valid
 // load writes the scalars, calls validate_state() (restoring them if it throws), and
 // only then writes the leaf records.
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <span>
@@ -94,6 +100,22 @@ class record_list {
     add(kind, std::string_view(L::name.c_str(), L::name.size()),
         std::span<const dim_t>(L::dims::dims.data(), L::dims::rank), values);
   }
+  // The same for values the host cannot read (a GPU's): a host copy, which
+  // fetch(std::span<T>) fills now (what save writes) and, once a load has
+  // written it, put(std::span<const T>) copies back (finish_load()).
+  template <fixed_string Kind, class L, class T, class Fetch, class Put>
+  void copied_leaf(std::size_t count, Fetch&& fetch, Put put) {
+    std::vector<std::byte>& copy = host_copies_.emplace_back(count * sizeof(T));
+    const std::span<T> values(reinterpret_cast<T*>(copy.data()), count);
+    fetch(values);
+    leaf<Kind, L>(values);
+    after_load_.push_back([put = std::move(put), values] { put(std::span<const T>(values)); });
+  }
+  // After a load has written every record: the host copies back where they came from.
+  void finish_load() {
+    for (auto& put : after_load_) put();
+  }
+
   // An optimizer scalar (kind "scalar", rank 0).
   template <class T>
   void scalar(std::string_view name, T& value) {
@@ -120,6 +142,9 @@ class record_list {
     if constexpr (!std::is_const_v<T>) w.destination = reinterpret_cast<std::byte*>(values.data());
     records.push_back(w);
   }
+
+  std::vector<std::vector<std::byte>> host_copies_;  // (each copy's bytes stay where they are)
+  std::vector<std::function<void()>> after_load_;
 };
 
 // Every stored leaf of the store's step (trainable, frozen, FP8 state), in topological order.
@@ -127,7 +152,15 @@ template <class Store>
 void param_records(record_list& out, Store& store) {
   [&]<class... Ls>(tl::list<Ls...>) {
     auto one = [&]<class L>(std::type_identity<L>) {
-      if constexpr (!L::fed) out.template leaf<"param", L>(store.template param<L>());
+      if constexpr (L::fed) {
+      } else if constexpr (Store::backend_type::host_memory) {
+        out.template leaf<"param", L>(store.template param<L>());
+      } else {
+        using T = typename L::dtype;
+        out.template copied_leaf<"param", L, T>(
+            L::dims::static_numel, [&](std::span<T> host) { store.download(L{}, host); },
+            [&store](std::span<const T> host) { store.upload(L{}, host); });
+      }
     };
     (one(std::type_identity<Ls>{}), ...);
     (void)one;
@@ -310,6 +343,7 @@ void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&
     key.check(where);
     (validate_loaded(opt, where), ...);
   });
+  recs.finish_load();
   key.commit(store);
 }
 }  // namespace detail

@@ -303,8 +303,29 @@ class adamw_counters {
     cfg_ = c;
   }
 
+  // Throws ctg::error unless the step count is >= 0 and the configuration is
+  // valid (adamw_config::validate). A load calls it before it commits.
+  void validate_state() const {
+    if (steps_ < 0)
+      throw error("ctg: adamw: scalar 'adamw.step': expected a count >= 0, found " + std::to_string(steps_));
+    cfg_.validate();
+  }
+
  protected:
   explicit adamw_counters(const optim::adamw_config& c) : cfg_(c) { cfg_.validate(); }
+
+  // The scalars of the checkpoint records (ctg/io/checkpoint.hpp), after the
+  // per-leaf state: the step count, then the configuration.
+  template <class Self, class Records>
+  static void scalar_records(Self& self, Records& r) {
+    r.scalar("adamw.step", self.steps_);
+    r.scalar("adamw.lr", self.cfg_.lr);
+    r.scalar("adamw.beta1", self.cfg_.beta1);
+    r.scalar("adamw.beta2", self.cfg_.beta2);
+    r.scalar("adamw.eps", self.cfg_.eps);
+    r.scalar("adamw.weight_decay", self.cfg_.weight_decay);
+    r.scalar("adamw.max_grad_norm", self.cfg_.max_grad_norm);
+  }
   optim::adamw_config cfg_;
   std::int64_t steps_ = 0;
 };
@@ -458,14 +479,6 @@ class adamw : public detail::adamw_counters {
     describe_state(*this, r);
   }
 
-  // Throws ctg::error unless the step count is >= 0 and the configuration is
-  // valid (adamw_config::validate). A load calls it before it commits.
-  void validate_state() const {
-    if (steps_ < 0)
-      throw error("ctg: adamw: scalar 'adamw.step': expected a count >= 0, found " + std::to_string(steps_));
-    cfg_.validate();
-  }
-
  private:
   template <class Self, class Records>
   static void describe_state(Self& self, Records& r) {
@@ -475,13 +488,7 @@ class adamw : public detail::adamw_counters {
       r.template leaf<"exp_avg", L>(region(layout.exp_avg[K]));
       r.template leaf<"exp_avg_sq", L>(region(layout.exp_avg_sq[K]));
     });
-    r.scalar("adamw.step", self.steps_);
-    r.scalar("adamw.lr", self.cfg_.lr);
-    r.scalar("adamw.beta1", self.cfg_.beta1);
-    r.scalar("adamw.beta2", self.cfg_.beta2);
-    r.scalar("adamw.eps", self.cfg_.eps);
-    r.scalar("adamw.weight_decay", self.cfg_.weight_decay);
-    r.scalar("adamw.max_grad_norm", self.cfg_.max_grad_norm);
+    scalar_records(self, r);
   }
 
   template <class L>

@@ -59,6 +59,7 @@ class arena {
 
 struct backend {
   static constexpr bool host_memory = true;
+  static constexpr bool replays_launches = false;
   using arena = cpu::arena;
   using workspace = cpu::workspace;
 
@@ -111,12 +112,13 @@ struct backend {
     const T* a = reinterpret_cast<const T*>(src);
     for (std::size_t i = 0; i < n; ++i) d[i] = store_as<T>(load_as<T>(d[i]) + load_as<T>(a[i]));
   }
-  // After a successful step: this step's amax into history slot 0, then
-  // TransformerEngine's update of scale and history.
-  static void delayed_update(workspace&, float* history, std::size_t length, float* scale, const float* amax, float fp8_max,
-                             int margin, fp8_scaling::amax_algo algo) {
-    history[0] = *amax;
-    fp8_scaling::delayed_update(history, length, *scale, fp8_max, margin, algo);
+  static void write_value(workspace&, std::byte* dst, const std::byte* bytes, std::size_t n) { std::memcpy(dst, bytes, n); }
+  // FP8 delayed scaling's bookkeeping (exec/fp8_state.hpp), layer by layer.
+  static void fold_amaxes(workspace&, const amax_fold& f) {
+    for (std::size_t l = 0; l < f.layers; ++l) f.run_layer(l);
+  }
+  static void update_fp8(workspace&, const fp8_update& u) {
+    for (std::size_t l = 0; l < u.layers; ++l) u.run_layer(l);
   }
 };
 

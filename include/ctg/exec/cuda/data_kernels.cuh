@@ -125,13 +125,18 @@ __global__ void accumulate(type_at<Ts, 0>* dst, const type_at<Ts, 0>* src, dim_t
     dst[i] = store_as<T>(load_as<T>(dst[i]) + load_as<T>(src[i]));
 }
 
-// One FP8 scaling state's update: this step's amax into history slot 0, then
-// TransformerEngine's update (one thread: a history is short).
-__global__ inline void delayed_update(float* history, std::size_t length, float* scale, float amax, float fp8_max,
-                                      int margin, fp8_scaling::amax_algo algo) {
-  if (length == 0) return;
-  history[0] = amax;
-  fp8_scaling::delayed_update(history, length, *scale, fp8_max, margin, algo);
+// A value of n <= 8 bytes (its bits in `bits`, little-endian) written to
+// dst: in order on the stream, and captured into a graph as its argument.
+__global__ inline void write_value(std::byte* dst, std::uint64_t bits, unsigned n) {
+  for (unsigned i = 0; i < n; ++i) dst[i] = static_cast<std::byte>(bits >> (8 * i));
+}
+
+// Work done layer by layer (F::run_layer: FP8 delayed scaling's fold and
+// update, exec/fp8_state.hpp), a thread per layer.
+template <class F>
+__global__ void each_layer(F work, std::size_t layers) {
+  const std::size_t l = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (l < layers) work.run_layer(l);
 }
 
 }  // namespace ctg::cuda::kernels

@@ -14,7 +14,9 @@
 // explicitly (core/math.hpp).
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -102,6 +104,12 @@ class device {
   cudaStream_t stream_ = nullptr;
 };
 
+// How many times ctg allocated or freed device memory in this process. A
+// captured graph holds addresses: it is replayed only while this count is
+// the one it was captured at (exec/cuda/step_graphs.cuh).
+inline std::atomic<std::uint64_t> allocations{0};
+inline std::uint64_t allocation_epoch() { return allocations.load(std::memory_order_relaxed); }
+
 // One device allocation per store, sized by the schedule before a step runs
 // (reserve), so a step itself never allocates. Growing frees the old block:
 // only between steps.
@@ -121,6 +129,7 @@ class arena {
     CTG_CUDA_CHECK(cudaMalloc(&p, bytes));
     data_ = static_cast<std::byte*>(p);
     bytes_ = bytes;
+    ++allocations;
     CTG_CUDA_CHECK(cudaMemset(data_, 0, bytes));
   }
   std::byte* data() const { return data_; }
@@ -128,7 +137,10 @@ class arena {
 
  private:
   void release() {
-    if (data_) (void)cudaFree(data_);
+    if (data_) {
+      (void)cudaFree(data_);
+      ++allocations;
+    }
     data_ = nullptr;
     bytes_ = 0;
   }

@@ -19,9 +19,8 @@
 //     two dtypes multiply in the wider one (the narrower widened first);
 //   * transpose, gather, scatter_add, quantize, dequantize:
 //     exec/cuda/data_kernels.cuh.
-// A quantizer with delayed scaling hands its amax to the host (a copy the
-// store waits for); everything else stays on the stream, and a step's one
-// wait is for its loss.
+// Everything stays on the stream (FP8 amaxes too: exec/fp8_state.hpp), and
+// a step's one wait is for its loss.
 #include <cstring>
 #include <type_traits>
 
@@ -150,10 +149,8 @@ void run_quantize(const group_call& g, const bindings_view& b, workspace& ws, fl
   kernels::quantize<tl::list<TX, Fmt>, Delayed, Margin><<<blocks, threads, 0, ws.stream()>>>(x, b.template as<Fmt>(g.root), n,
                                                                                  scale_leaf, side);
   check_launch("ctg::cuda::kernels::quantize");
-  if (amax_out) {
-    CTG_CUDA_CHECK(cudaMemcpyAsync(amax_out, &side->amax, sizeof(float), cudaMemcpyDeviceToHost, ws.stream()));
-    ws.dev().synchronize();
-  }
+  if (amax_out)  // (the amax record's slot, in device memory: no wait)
+    CTG_CUDA_CHECK(cudaMemcpyAsync(amax_out, &side->amax, sizeof(float), cudaMemcpyDeviceToDevice, ws.stream()));
 }
 
 template <class Fmt, class T>
@@ -169,6 +166,7 @@ void run_dequantize(const group_call& g, const bindings_view& b, workspace& ws, 
 
 struct backend {
   static constexpr bool host_memory = false;
+  static constexpr bool replays_launches = true;
   using arena = cuda::arena;
   using workspace = cuda::workspace;
 
@@ -187,6 +185,20 @@ struct backend {
     CTG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ws.stream()));
     CTG_CUDA_CHECK(cudaStreamSynchronize(ws.stream()));
   }
+  // A run-time scalar's value (n <= 8 bytes), written by a kernel: a
+  // stack's layers write theirs inside a step, which a graph captures.
+  static void write_value(workspace& ws, std::byte* dst, const std::byte* bytes, std::size_t n) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, bytes, n);
+    kernels::write_value<<<1, 1, 0, ws.stream()>>>(dst, bits, static_cast<unsigned>(n));
+    check_launch("ctg::cuda::kernels::write_value");
+  }
+  // A step's launches: run, captured or replayed (exec/cuda/step_graphs.cuh).
+  template <class Body>
+  static void replay_launches(workspace& ws, std::span<const std::byte> key, Body&& body) {
+    ws.graphs().run(ws.stream(), key, body);
+  }
+
   // Memory the host can read directly (not a GPU's).
   static bool host_readable(const void* p) {
     cudaPointerAttributes a{};
@@ -247,11 +259,14 @@ struct backend {
         reinterpret_cast<T*>(dst), reinterpret_cast<const T*>(src), static_cast<dim_t>(n));
     check_launch("ctg::cuda::kernels::accumulate");
   }
-  // history and scale in device memory; amax on the host.
-  static void delayed_update(workspace& ws, float* history, std::size_t length, float* scale, const float* amax,
-                             float fp8_max, int margin, fp8_scaling::amax_algo algo) {
-    kernels::delayed_update<<<1, 1, 0, ws.stream()>>>(history, length, scale, *amax, fp8_max, margin, algo);
-    check_launch("ctg::cuda::kernels::delayed_update");
+  // FP8 delayed scaling's bookkeeping (exec/fp8_state.hpp) on the device, a thread per layer.
+  static void fold_amaxes(workspace& ws, const amax_fold& f) {
+    kernels::each_layer<<<ws.dev().blocks_for(f.layers, 32), 32, 0, ws.stream()>>>(f, f.layers);
+    check_launch("ctg::cuda::kernels::each_layer (amax_fold)");
+  }
+  static void update_fp8(workspace& ws, const fp8_update& u) {
+    kernels::each_layer<<<ws.dev().blocks_for(u.layers, 32), 32, 0, ws.stream()>>>(u, u.layers);
+    check_launch("ctg::cuda::kernels::each_layer (fp8_update)");
   }
 };
 

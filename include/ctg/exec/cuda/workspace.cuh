@@ -4,7 +4,8 @@
 // the scratch of products (fp8 operands' transposed copies, a narrower
 // operand widened) and of reductions. Made from a device, or
 // following another store's (a stack's block, the other steps of a shared
-// store: one stream, one cuBLASLt handle).
+// store: one stream, one cuBLASLt handle). Each store's own: its step
+// graphs (exec/cuda/step_graphs.cuh).
 //
 // A workspace not yet made for a device (a stack's block store before its
 // first plan) copies on the current device and waits for each copy.
@@ -13,6 +14,7 @@
 #include <ctg/exec/cuda/axis_reduce_map.hpp>
 #include <ctg/exec/cuda/gemm.cuh>
 #include <ctg/exec/cuda/runtime.cuh>
+#include <ctg/exec/cuda/step_graphs.cuh>
 
 namespace ctg::cuda {
 
@@ -47,6 +49,8 @@ class workspace {
   }
   // (The store's call before a run: nothing to size here; the partials' bound is fixed.)
   void reserve_for(std::size_t) {}
+  // This store's steps as CUDA graphs (on by default).
+  step_graphs& graphs() { return graphs_; }
 
  private:
   struct shared {
@@ -60,6 +64,7 @@ class workspace {
     }
   };
   std::shared_ptr<shared> shared_;
+  step_graphs graphs_;
 };
 
 }  // namespace ctg::cuda

@@ -20,12 +20,14 @@
 //      not finite, or a parameter written since the last update, throws
 //      ctg::error naming the leaf and the element, and nothing has changed;
 //   3. per leaf, the update, in place.
-// Its state stays on the GPU; a checkpoint of it (io::save with the
-// optimizer) is not built yet.
+// Its state stays on the GPU; a checkpoint (io::save / io::load with the
+// optimizer) copies it through the host into the CPU optimizer's records, so
+// a checkpoint moves between devices.
 #include <array>
 #include <cmath>
 #include <type_traits>
 #include <cstdint>
+#include <span>
 #include <ctg/exec/cuda/store.cuh>
 #include <ctg/optim/adamw.hpp>
 #include <cub/block/block_reduce.cuh>
@@ -99,7 +101,7 @@ class adamw<Store> : public detail::adamw_counters {
   using step_type = typename store_type::step_type;
   using trainable = typename step_type::wrt;
 
-  explicit adamw(store_type& s, adamw_config cfg = {}) : adamw_counters(cfg) {
+  explicit adamw(store_type& s, adamw_config cfg = {}) : adamw_counters(cfg), stream_(s.workspace().stream()) {
     static_assert(trainable::size > 0, "ctg: adamw needs a step with trainable leaves (value_and_grad)");
     state_.reserve(layout.total * sizeof(float) + 64);  // (zero-filled: moments start at 0)
     checks_.reserve(sizeof(check_results) + 64);
@@ -188,6 +190,18 @@ class adamw<Store> : public detail::adamw_counters {
     });
   }
 
+  // The checkpoint hook (ctg/io/checkpoint.hpp): the CPU optimizer's
+  // records (per leaf "master" for non-f32 leaves, "exp_avg", "exp_avg_sq";
+  // then the scalars), each copied from and back to the GPU.
+  template <class Records>
+  void state_records(Records& r) {
+    describe_state(*this, r);
+  }
+  template <class Records>
+  void state_records(Records& r) const {
+    describe_state(*this, r);
+  }
+
   // Copies of the state to the host (tests, inspection): one leaf's moments or
   // master.
   template <class L>
@@ -222,7 +236,34 @@ class adamw<Store> : public detail::adamw_counters {
   static const typename L::dtype* grad_of(store_type& s) {
     return reinterpret_cast<const typename L::dtype*>(s.template grad_bytes<L>());
   }
-  float* state(std::size_t offset) { return reinterpret_cast<float*>(state_.data()) + offset; }
+  float* state(std::size_t offset) const { return reinterpret_cast<float*>(state_.data()) + offset; }
+
+  template <class Self, class Records>
+  static void describe_state(Self& self, Records& r) {
+    tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
+      if constexpr (detail::has_master_copy<typename L::dtype>) device_record<"master", L>(self, r, layout.master[K]);
+      device_record<"exp_avg", L>(self, r, layout.exp_avg[K]);
+      device_record<"exp_avg_sq", L>(self, r, layout.exp_avg_sq[K]);
+    });
+    scalar_records(self, r);
+  }
+  // L's state at `offset`, as a record of kind Kind through a host copy.
+  template <fixed_string Kind, class L, class Self, class Records>
+  static void device_record(Self& self, Records& r, std::size_t offset) {
+    float* at = self.state(offset);
+    const cudaStream_t stream = self.stream_;
+    r.template copied_leaf<Kind, L, float>(
+        static_cast<std::size_t>(numel<L>()),
+        [&](std::span<float> host) { copy_and_wait(stream, host.data(), at, host.size_bytes(), cudaMemcpyDeviceToHost); },
+        [stream, at](std::span<const float> host) {
+          copy_and_wait(stream, at, host.data(), host.size_bytes(), cudaMemcpyHostToDevice);
+        });
+  }
+  static void copy_and_wait(cudaStream_t stream, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return;
+    CTG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    CTG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   // One element in device memory, for an error message.
   template <class T>
   static double element(cuda::workspace& ws, const T* p, std::size_t i) {
@@ -240,6 +281,7 @@ class adamw<Store> : public detail::adamw_counters {
   }
 
   cuda::arena state_, checks_;
+  cudaStream_t stream_;  // the store's
 };
 
 }  // namespace ctg::optim
