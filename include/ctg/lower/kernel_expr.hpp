@@ -157,6 +157,28 @@ struct row_reduction {
   }
 };
 
+// The row cache (both backends): a row group's last inlined sum whose values
+// the body reads too (softmax: exp(x - max) is summed, then divided by the
+// sum) keeps them in a row buffer as it sums them, and the body reads them
+// back (kept_value) instead of computing them again: the same values, so
+// the same bits. Longer rows than row_cache_limit compute again (the CPU's
+// buffer is on its stack, a GPU block's in shared memory).
+inline constexpr dim_t row_cache_limit = 4096;
+// Element j of the row as the cached sum kept it.
+template <class X>
+struct kept_value {
+  using dtype = typename X::dtype;
+  template <class Ctx>
+  CTG_HD static CTG_FORCEINLINE auto value(const Ctx& c, dim_t j) {
+    return c.kept[j];
+  }
+};
+// A loop's context with the row buffer that kept_value reads.
+template <class Ctx, class V>
+struct kept_context : Ctx {
+  const V* kept = nullptr;
+};
+
 // The identity: ops that only mark the graph (broadcast, no_grad, checkpoint)
 // compute nothing, and a body must not name the node types they carry. A
 // pass that changes no dtype is left out of the body altogether.
@@ -227,6 +249,40 @@ consteval auto kernel_reductions_of(std::index_sequence<S...>) {
       typename tl::at_t<info::info.reduction[S], typename step_of<Step>::nodes>::dtype,
       typename decltype(kernel_expr_of<Step, R, t.child(info::info.reduction[S], 0)>())::type>...>{};
 }
+
+// Does expression E read X (as E or inside an apply)?
+template <class E, class X>
+struct reads_expr : std::is_same<E, X> {};
+template <class Op, class T, class... Xs, class X>
+struct reads_expr<kernel::apply<Op, T, Xs...>, X>
+    : std::bool_constant<std::is_same_v<kernel::apply<Op, T, Xs...>, X> || (reads_expr<Xs, X>::value || ...)> {};
+// E with X replaced by By.
+template <class E, class X, class By>
+struct replace_expr {
+  using type = std::conditional_t<std::is_same_v<E, X>, By, E>;
+};
+template <class Op, class T, class... Xs, class X, class By>
+struct replace_expr<kernel::apply<Op, T, Xs...>, X, By> {
+  using type = std::conditional_t<std::is_same_v<kernel::apply<Op, T, Xs...>, X>, By,
+                                  kernel::apply<Op, T, typename replace_expr<Xs, X, By>::type...>>;
+};
+// The row cache's sum (kernel::row_cache_limit): the last of the reductions
+// Rs that is a sum of values Body reads too (else void).
+template <class Body, class Rs>
+struct row_cache_of {
+  using type = void;
+};
+template <class Body, class R, class... Rs>
+struct row_cache_of<Body, tl::list<R, Rs...>> {
+  using later = typename row_cache_of<Body, tl::list<Rs...>>::type;
+  using type = std::conditional_t<!std::is_void_v<later>, later,
+                                  std::conditional_t<R::in_lanes && reads_expr<Body, typename R::child>::value &&
+                                                         !std::is_same_v<Body, typename R::child>,
+                                                     R, void>>;
+};
+// Body reading the cached sum R's values back.
+template <class Body, class R>
+using row_cache_body = typename replace_expr<Body, typename R::child, kernel::kept_value<typename R::child>>::type;
 }  // namespace ctg::detail
 
 namespace ctg::kernel {

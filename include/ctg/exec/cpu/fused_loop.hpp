@@ -25,48 +25,7 @@
 
 CTG_HOT_BEGIN
 
-namespace ctg::kernel {
-// Element j of the row as an inlined sum kept it (the CPU's row cache).
-template <class X>
-struct kept_value {
-  using dtype = typename X::dtype;
-  template <class Ctx>
-  static CTG_FORCEINLINE compute_t<dtype> value(const Ctx& c, dim_t j) {
-    return c.kept[j];
-  }
-};
-}  // namespace ctg::kernel
-
 namespace ctg::detail {
-// Does expression E read X (as E or inside an apply)?
-template <class E, class X>
-struct reads_expr : std::is_same<E, X> {};
-template <class Op, class T, class... Xs, class X>
-struct reads_expr<kernel::apply<Op, T, Xs...>, X>
-    : std::bool_constant<std::is_same_v<kernel::apply<Op, T, Xs...>, X> || (reads_expr<Xs, X>::value || ...)> {};
-// E with X replaced by By.
-template <class E, class X, class By>
-struct replace_expr {
-  using type = std::conditional_t<std::is_same_v<E, X>, By, E>;
-};
-template <class Op, class T, class... Xs, class X, class By>
-struct replace_expr<kernel::apply<Op, T, Xs...>, X, By> {
-  using type = std::conditional_t<std::is_same_v<kernel::apply<Op, T, Xs...>, X>, By,
-                                  kernel::apply<Op, T, typename replace_expr<Xs, X, By>::type...>>;
-};
-// The last of the reductions Rs that is a sum of values the body reads too (else void).
-template <class Body, class Rs>
-struct row_cache_of {
-  using type = void;
-};
-template <class Body, class R, class... Rs>
-struct row_cache_of<Body, tl::list<R, Rs...>> {
-  using later = typename row_cache_of<Body, tl::list<Rs...>>::type;
-  using type = std::conditional_t<!std::is_void_v<later>, later,
-                                  std::conditional_t<R::in_lanes && reads_expr<Body, typename R::child>::value &&
-                                                         !std::is_same_v<Body, typename R::child>,
-                                                     R, void>>;
-};
 
 template <class Plan>
 struct cpu_fused_group {
@@ -181,17 +140,10 @@ struct cpu_fused_group {
   }
   static CTG_FORCEINLINE void write_row(const ctx& c, T* o, dim_t L) { write_range(c, o, 0, L); }
 
-  // The row cache: the last inlined sum whose values the body reads too
-  // (softmax: exp(x - max) is summed, then divided by the sum), or void.
-  // That sum keeps its values in a row buffer, and the body reads them back
-  // (kernel::kept_value) instead of computing them again: the same values,
-  // so the same bits.
+  // The row cache (lower/kernel_expr.hpp): the sum that keeps its values, or void.
   using cached = typename row_cache_of<body, typename Plan::reductions>::type;
-  static constexpr dim_t cache_limit = 4096;  // longer rows compute again (the buffer lives on the stack)
   template <class R>
-  struct kept_ctx : ctx {
-    const value_t<typename R::child>* kept = nullptr;
-  };
+  using kept_ctx = kernel::kept_context<ctx, value_t<typename R::child>>;
   // The row's inlined reductions with R keeping its values in keep.
   template <class R, class... Rs>
   static CTG_FORCEINLINE void inline_reductions_keeping(ctx& c, dim_t L, auto* keep, tl::list<Rs...>) {
@@ -318,12 +270,12 @@ void run_rows(const group_call& g, const bindings_view& b, thread_pool* pool = n
   typename F::T* out = b.template as<typename F::T>(g.root);
   if constexpr (!std::is_void_v<typename F::cached>) {
     using R = typename F::cached;
-    if (L <= F::cache_limit) {
-      using kept_body = typename detail::replace_expr<typename Plan::body, typename R::child, kernel::kept_value<typename R::child>>::type;
+    if (L <= kernel::row_cache_limit) {
+      using kept_body = detail::row_cache_body<typename Plan::body, R>;
       detail::cpu_row_tasks(pool, rows, L, [&](dim_t r0, dim_t r1) {
         typename F::template kept_ctx<R> c;
         static_cast<typename F::ctx&>(c) = c0;
-        typename F::template value_t<typename R::child> kept[F::cache_limit];
+        typename F::template value_t<typename R::child> kept[kernel::row_cache_limit];
         c.kept = kept;
         for (dim_t row = r0; row < r1; ++row) {
           layout.enter_row(c, row);

@@ -81,12 +81,17 @@ struct cub_combine_with {
 
 // Reduction R of the row, over the block: every thread folds a strided part
 // of the row, the block combines the parts, and thread 0 takes R's value.
-template <class R, unsigned Threads, class Ctx>
-__device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, double* shared) {
+// With `keep` (the row cache), each value folded is kept at keep[j] too.
+template <class R, unsigned Threads, class Ctx, class Keep = std::nullptr_t>
+__device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, double* shared, Keep keep = nullptr) {
   using reduce = cub::BlockReduce<double, Threads>;
   using op = typename R::op;
   double part = op::template identity<double>();
-  for (dim_t j = threadIdx.x; j < L; j += Threads) part = op::combine(part, static_cast<double>(R::child::value(c, j)));
+  for (dim_t j = threadIdx.x; j < L; j += Threads) {
+    const auto v = R::child::value(c, j);
+    if constexpr (!std::is_null_pointer_v<Keep>) keep[j] = v;
+    part = op::combine(part, static_cast<double>(v));
+  }
   const double all =
       reduce(*static_cast<typename reduce::TempStorage*>(temp_storage)).Reduce(part, cub_combine_with<op>{});
   if (threadIdx.x == 0) *shared = R::value_of(all, L);
@@ -100,7 +105,9 @@ __device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, do
 namespace ctg::cuda {
 
 // Root: either the group's elementwise output or (loop_kind::row_reduce) a
-// row reduction written once per row.
+// row reduction written once per row. An output whose body reads a sum's
+// values keeps them in shared memory as it sums them (the row cache,
+// lower/kernel_expr.hpp), for rows of up to kernel::row_cache_limit.
 template <class Plan, unsigned Threads, std::size_t K, std::size_t NR>
 __global__ void __launch_bounds__(Threads)
     row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes) {
@@ -108,9 +115,35 @@ __global__ void __launch_bounds__(Threads)
   using Reductions = typename Plan::reductions;
   using T = typename Plan::dtype;
   T* out = static_cast<T*>(out_bytes);
+  using ctx = kernel::context<K, NR>;
+  using cached = std::conditional_t<Plan::loop == loop_kind::row_reduce, void,
+                                    typename ctg::detail::row_cache_of<Body, Reductions>::type>;
   __shared__ typename cub::BlockReduce<double, Threads>::TempStorage temp;
   __shared__ double shared;
   const dim_t L = layout.row_length(), rows = layout.rows();
+  if constexpr (!std::is_void_v<cached>) {
+    using V = decltype(cached::child::value(std::declval<const ctx&>(), dim_t(0)));
+    __shared__ V kept[kernel::row_cache_limit];
+    if (L <= kernel::row_cache_limit) {
+      for (dim_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        kernel::kept_context<ctx, V> t;
+        static_cast<ctx&>(t) = c;
+        t.kept = kept;
+        layout.enter_row(t, row);
+        [&]<class... Rs>(tl::list<Rs...>) {
+          auto reduce = [&]<class Q>(std::type_identity<Q>) {
+            if constexpr (std::is_same_v<Q, cached>) return ctg::detail::block_row_reduce<Q, Threads>(t, L, &temp, &shared, kept);
+            else return ctg::detail::block_row_reduce<Q, Threads>(t, L, &temp, &shared);
+          };
+          ((t.local[Rs::slot] = reduce(std::type_identity<Rs>{})), ...);
+        }(Reductions{});
+        // (A thread reads back only the elements it kept itself: no wait, and none before the next row.)
+        for (dim_t j = threadIdx.x; j < L; j += Threads)
+          out[row * L + j] = store_as<T>(ctg::detail::row_cache_body<Body, cached>::value(t, j));
+      }
+      return;
+    }
+  }
   for (dim_t row = blockIdx.x; row < rows; row += gridDim.x) {
     kernel::context<K, NR> t = c;
     layout.enter_row(t, row);
