@@ -474,12 +474,23 @@ class basic_store {
   // changes every step.
   void run_launches() {
     if constexpr (Backend::replays_launches && !has_node_kind(node_kind::random)) {
-      const auto& b = mem_.bound();
+      auto& b = mem_.bound();
       const auto* bufs = reinterpret_cast<const std::byte*>(b.buf.data());
       const auto* shapes = reinterpret_cast<const std::byte*>(b.shape.data());
       replay_key_.assign(bufs, bufs + sizeof(b.buf));
       replay_key_.insert(replay_key_.end(), shapes, shapes + sizeof(b.shape));
-      Backend::replay_launches(ws_, replay_key_, [&] { run_positions(0, prog.len); });
+      // A checkpoint region's recompute rebinds some buffers as the run goes:
+      // the launches start from the placed ones (run again after a failed
+      // capture too), and a replay, which runs no host code, ends with the
+      // buffers a run ends with.
+      const std::array<std::byte*, N> placed = b.buf;
+      Backend::replay_launches(ws_, replay_key_, [&] {
+        b.buf = placed;
+        run_positions(0, prog.len);
+      });
+      b.buf = placed;
+      for (std::size_t q = 0; q < prog.len; ++q)
+        if (prog.enter_region[q] != detail::no_region) mem_.enter_recompute(prog.enter_region[q]);
     } else {
       run_positions(0, prog.len);
     }
