@@ -22,7 +22,9 @@
 
 namespace ctg::cuda {
 
-// An instantiated graph, destroyed with its owner.
+// An instantiated graph, destroyed with its owner (a graph is evicted when a
+// new key comes, after the store has waited for the previous step's loss:
+// never while it runs).
 class graph_exec {
  public:
   graph_exec() = default;
