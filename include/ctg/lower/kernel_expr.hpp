@@ -50,8 +50,12 @@ struct load {
   template <class Ctx>
   CTG_HD static CTG_FORCEINLINE compute_t<T> value(const Ctx& c, dim_t j) {
     const T* p = reinterpret_cast<const T*>(c.ptr[Slot]);
-    if constexpr (Advances) return load_as<T>(p[c.base[Slot] + j]);
-    else return load_as<T>(p[c.base[Slot]]);
+    if constexpr (Advances && requires { c.ahead; })  // read ahead (lower/read_ahead.hpp)
+      return static_cast<compute_t<T>>(c.ahead[Slot][j - c.first]);
+    else if constexpr (Advances)
+      return load_as<T>(p[c.base[Slot] + j]);
+    else
+      return load_as<T>(p[c.base[Slot]]);
   }
 };
 

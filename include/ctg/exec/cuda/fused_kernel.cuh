@@ -2,8 +2,10 @@
 // One fusion group, one kernel: the group's name-free body
 // (kernel::body_t, lower/kernel_expr.hpp) evaluated by the same CTG_HD code as
 // the CPU loops.
-//   * elementwise groups: tiles of a row per block where rows are long,
-//     else one thread per output element, grid-stride;
+//   * elementwise groups: chunks of a row in 16-byte loads and stores where
+//     the launch allows, else element by element; tiles of a row per block
+//     where rows are long, else a chunk (element) per thread, grid-stride
+//     (exec/cuda/elementwise_thread.hpp);
 //   * row groups (inlined row reductions, e.g. softmax or a norm, and row
 //     reductions as roots): one block per row; each reduction is a CUB block
 //     reduction in f64, in slot order, its result shared with the block
@@ -18,6 +20,7 @@
 #include <cub/block/block_reduce.cuh>
 
 #include <ctg/exec/cuda/axis_reduce_map.hpp>
+#include <ctg/exec/cuda/elementwise_thread.hpp>
 #include <ctg/exec/cuda/launch_geometry.hpp>
 #include <ctg/exec/cuda/runtime.cuh>
 #include <ctg/lower/kernel_expr.hpp>
@@ -31,44 +34,13 @@ namespace ctg::cuda {
 // reached by, which name the user's graph; inside a template-id it spells
 // them plainly.
 
-// Rows at least a block long run in tiles (launch_geometry.hpp, row_tiles):
-// a thread enters its row once for several elements. Shorter rows: one
-// element per thread, entering its row each time.
+// Each thread as elementwise_thread.hpp says: chunks of `width` elements in
+// 16-byte loads and stores where the launch allows, else element by element.
 template <class Plan, std::size_t K, std::size_t NR>
-__global__ void elementwise_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes) {
-  using Body = typename Plan::body;
-  using T = typename Plan::dtype;
-  T* out = static_cast<T*>(out_bytes);
-  const dim_t L = layout.row_length(), rows = layout.rows();
-  if (L >= dim_t{blockDim.x}) {
-    const row_tiles tiles(rows, L, blockDim.x, tile_elements_per_thread);
-    for (dim_t tile = blockIdx.x; tile < tiles.count; tile += gridDim.x) {
-      const dim_t row = tiles.row(tile), first = tiles.first(tile), end = tiles.end(tile);
-      kernel::context<K, NR> t = c;
-      layout.enter_row(t, row);
-      T* row_out = out + row * L;
-      if (end - first == tiles.span) {
-        // A whole tile: the thread's elements computed together, so their loads are in flight together.
-        compute_t<T> v[tile_elements_per_thread];
-#pragma unroll
-        for (unsigned k = 0; k < tile_elements_per_thread; ++k)
-          v[k] = Body::value(t, first + k * blockDim.x + threadIdx.x);
-#pragma unroll
-        for (unsigned k = 0; k < tile_elements_per_thread; ++k)
-          row_out[first + k * blockDim.x + threadIdx.x] = store_as<T>(v[k]);
-      } else {
-        for (dim_t j = first + threadIdx.x; j < end; j += blockDim.x) row_out[j] = store_as<T>(Body::value(t, j));
-      }
-    }
-    return;
-  }
-  const dim_t total = rows * L;
-  for (dim_t e = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; e < total; e += dim_t{gridDim.x} * blockDim.x) {
-    kernel::context<K, NR> t = c;
-    const dim_t row = e / L;
-    layout.enter_row(t, row);
-    out[e] = store_as<T>(Body::value(t, e - row * L));
-  }
+__global__ void elementwise_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes,
+                                  dim_t width) {
+  elementwise_thread<Plan>(c, layout, static_cast<typename Plan::dtype*>(out_bytes), width,
+                           thread_place{blockIdx.x, threadIdx.x, gridDim.x, blockDim.x});
 }
 
 }  // namespace ctg::cuda
@@ -237,12 +209,9 @@ void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kern
   if constexpr (loop == loop_kind::flat || (loop == loop_kind::rows && Plan::reductions::size == 0)) {
     const dim_t L = layout.row_length(), rows = layout.rows();
     if (rows * L == 0) return;
-    // (tiled: a block's worth of threads per tile)
-    const std::size_t work =
-        L >= dim_t{threads}
-            ? static_cast<std::size_t>(row_tiles(rows, L, threads, tile_elements_per_thread).count) * threads
-            : static_cast<std::size_t>(rows * L);
-    elementwise_group<Plan><<<dev.blocks_for(work, threads), threads, 0, dev.stream()>>>(c, layout, out);
+    const dim_t width = chunk_width<Plan>(c, layout, out);
+    const std::size_t work = elementwise_work(rows, L, width, threads);
+    elementwise_group<Plan><<<dev.blocks_for(work, threads), threads, 0, dev.stream()>>>(c, layout, out, width);
     check_launch("ctg::cuda::elementwise_group");
   } else {
     const std::size_t rows = static_cast<std::size_t>(layout.rows());

@@ -1,0 +1,155 @@
+#pragma once
+// What one thread of an elementwise group's kernel computes
+// (exec/cuda/fused_kernel.cuh, elementwise_group), as host and device code:
+// tests/unit/cuda_elementwise.cpp runs every thread of launches through it on
+// the CPU against the CPU backend's own loop.
+//
+// Two ways, chosen on the host per launch (chunk_width):
+//   * chunks: a thread reads and writes V consecutive elements of a row, each
+//     buffer's V values in 16-byte loads (lower/read_ahead.hpp) and the
+//     output's in 16-byte stores. V fills 16 bytes of the output's dtype (at
+//     most 8 elements); it applies where the row's length is a multiple of V
+//     and every buffer read along the row, and the output, start aligned
+//     (a store's buffers do: exec/buffers.hpp; a layer's slice of a stack
+//     may not);
+//   * elements: one at a time, any layout.
+// Either way rows at least a block of chunks (or elements) long run in tiles
+// (launch_geometry.hpp, row_tiles), a thread entering its row (divisions)
+// once per tile; shorter rows take a chunk (element) per thread, entering
+// its row each time.
+#include <cstddef>
+#include <cstdint>
+
+#include <ctg/core/config.hpp>
+#include <ctg/exec/cuda/launch_geometry.hpp>
+#include <ctg/lower/kernel_expr.hpp>
+#include <ctg/lower/loop_layout.hpp>
+#include <ctg/lower/read_ahead.hpp>
+
+CTG_HOT_BEGIN
+
+namespace ctg::cuda {
+
+// A thread's place in its launch: blockIdx.x, threadIdx.x, gridDim.x, blockDim.x.
+struct thread_place {
+  dim_t block = 0, thread = 0, blocks = 1, threads = 1;
+};
+
+// Elements per chunk for an output of dtype T: 16 bytes' worth, at most 8.
+template <class T>
+inline constexpr dim_t chunk_elements = sizeof(T) >= kernel::widest_load ? 1
+                                        : kernel::widest_load / sizeof(T) > 8 ? 8
+                                                                              : kernel::widest_load / sizeof(T);
+
+// The chunk a launch of this plan can take (1: element by element), from
+// the row's length and the buffers' addresses.
+template <class Plan, std::size_t K, std::size_t NR>
+dim_t chunk_width(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout, const void* out) {
+  using T = typename Plan::dtype;
+  constexpr dim_t V = chunk_elements<T>;
+  if constexpr (V == 1) {
+    return 1;
+  } else {
+    const bool fits = layout.row_length() % V == 0 &&
+                      reinterpret_cast<std::uintptr_t>(out) % kernel::chunk_alignment<T, V> == 0 &&
+                      kernel::read_ahead<typename Plan::body>::template aligned_for<V>(c);
+    return fits ? V : 1;
+  }
+}
+
+// Threads a launch needs (before the grid's cap: launch_geometry.hpp,
+// blocks_for): a block's worth per tile where rows are tiled, else one per
+// chunk (element).
+inline std::size_t elementwise_work(dim_t rows, dim_t row_length, dim_t width, unsigned threads) {
+  const dim_t per_row = row_length / width;
+  if (per_row >= dim_t{threads})
+    return static_cast<std::size_t>(row_tiles(rows, per_row, threads, width > 1 ? 1 : tile_elements_per_thread).count) *
+           threads;
+  return static_cast<std::size_t>(rows * per_row);
+}
+
+// Thread `at`'s chunks: row_tiles over each row's chunks, a chunk per thread per tile.
+template <class Plan, std::size_t K, std::size_t NR>
+CTG_HD void elementwise_chunks(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
+                               typename Plan::dtype* out, thread_place at) {
+  using Body = typename Plan::body;
+  using T = typename Plan::dtype;
+  using ctx = kernel::context<K, NR>;
+  constexpr dim_t V = chunk_elements<T>;
+  using chunk = kernel::chunk_context_for<Body, ctx, V>;
+  const dim_t L = layout.row_length(), rows = layout.rows(), per_row = L / V;
+  auto write = [&](dim_t row, dim_t first) {
+    chunk t;
+    static_cast<ctx&>(t) = c;
+    layout.enter_row(t, row);
+    t.first = first;
+    kernel::read_ahead<Body>::fetch(t);
+    compute_t<T> v[V];
+    CTG_UNROLL
+    for (dim_t k = 0; k < V; ++k) v[k] = Body::value(t, first + k);
+    kernel::store_chunk<T, V>(out + row * L + first, v);
+  };
+  if (per_row >= at.threads) {
+    const row_tiles tiles(rows, per_row, static_cast<unsigned>(at.threads), 1);
+    for (dim_t tile = at.block; tile < tiles.count; tile += at.blocks) {
+      const dim_t ch = tiles.first(tile) + at.thread;
+      if (ch < tiles.end(tile)) write(tiles.row(tile), ch * V);
+    }
+    return;
+  }
+  const dim_t total = rows * per_row;
+  for (dim_t e = at.block * at.threads + at.thread; e < total; e += at.blocks * at.threads) {
+    const dim_t row = e / per_row;
+    write(row, (e - row * per_row) * V);
+  }
+}
+
+// Thread `at`'s elements, one at a time: several per tile where rows are a
+// block long (computed together, so their loads are in flight together).
+template <class Plan, std::size_t K, std::size_t NR>
+CTG_HD void elementwise_elements(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
+                                 typename Plan::dtype* out, thread_place at) {
+  using Body = typename Plan::body;
+  using T = typename Plan::dtype;
+  constexpr unsigned N = tile_elements_per_thread;
+  const dim_t L = layout.row_length(), rows = layout.rows();
+  if (L >= at.threads) {
+    const row_tiles tiles(rows, L, static_cast<unsigned>(at.threads), N);
+    for (dim_t tile = at.block; tile < tiles.count; tile += at.blocks) {
+      const dim_t row = tiles.row(tile), first = tiles.first(tile), end = tiles.end(tile);
+      kernel::context<K, NR> t = c;
+      layout.enter_row(t, row);
+      T* row_out = out + row * L;
+      if (end - first == tiles.span) {
+        compute_t<T> v[N];
+        CTG_UNROLL
+        for (unsigned k = 0; k < N; ++k) v[k] = Body::value(t, first + k * at.threads + at.thread);
+        CTG_UNROLL
+        for (unsigned k = 0; k < N; ++k) row_out[first + k * at.threads + at.thread] = store_as<T>(v[k]);
+      } else {
+        for (dim_t j = first + at.thread; j < end; j += at.threads) row_out[j] = store_as<T>(Body::value(t, j));
+      }
+    }
+    return;
+  }
+  const dim_t total = rows * L;
+  for (dim_t e = at.block * at.threads + at.thread; e < total; e += at.blocks * at.threads) {
+    kernel::context<K, NR> t = c;
+    const dim_t row = e / L;
+    layout.enter_row(t, row);
+    out[e] = store_as<T>(Body::value(t, e - row * L));
+  }
+}
+
+// Thread `at` of a launch of the group: in chunks of `width` (chunk_width) or element by element.
+template <class Plan, std::size_t K, std::size_t NR>
+CTG_HD void elementwise_thread(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
+                               typename Plan::dtype* out, dim_t width, thread_place at) {
+  if constexpr (chunk_elements<typename Plan::dtype> > 1)
+    if (width > 1) return elementwise_chunks<Plan>(c, layout, out, at);
+  elementwise_elements<Plan>(c, layout, out, at);
+}
+
+}  // namespace ctg::cuda
+
+CTG_HOT_END
