@@ -3,10 +3,11 @@
 // whose buffer reads were done ahead in wide loads (a GPU thread reads 16
 // bytes per instruction: exec/cuda/elementwise_thread.hpp).
 //
-//   kernel::chunk_context<Ctx, V, Held> t;   // the row's context, entered
-//   t.first = j0;                            // the chunk: j0 .. j0 + V - 1
-//   read_ahead<Body>::fetch(t);              // each advancing slot's V values, wide
-//   ... Body::value(t, j0 + k) ...           // kernel::load reads t.ahead, not memory
+//   kernel::chunk_context_for<Body, Ctx, V> t;  // a copy of the row's context
+//   t.first = j0;                               // the chunk: j0 .. j0 + V - 1
+//   read_ahead<Body>::fetch(t);                 // each advancing slot's V values, wide
+//   ... Body::value(t, j0 + k) ...              // kernel::load reads t.ahead, not memory
+// (write_chunk: that, and the V results written in wide stores.)
 //
 // Only slots that move along the row (kernel::load<S, T, true>) are read
 // ahead; a broadcast slot, a row's reduction, dropout and constants are as
@@ -114,13 +115,18 @@ struct read_ahead<apply<Op, T, Xs...>> {
 template <class Body, class Ctx, std::size_t V>
 using chunk_context_for = chunk_context<Ctx, V, std::conditional_t<read_ahead<Body>::reads_f64, f64, f32>>;
 
-// V of T's elements, written with copy_wide.
-template <class T, std::size_t V, class C>
-CTG_HD CTG_FORCEINLINE void store_chunk(T* dst, const C (&v)[V]) {
+// Body's values at elements first .. first + V - 1 of the row context c is
+// in, written to row_out[first ..] (dtype T) in wide stores.
+template <class Body, std::size_t V, class T, class Ctx>
+CTG_HD CTG_FORCEINLINE void write_chunk(const Ctx& c, dim_t first, T* row_out) {
+  chunk_context_for<Body, Ctx, V> t;
+  static_cast<Ctx&>(t) = c;
+  t.first = first;
+  read_ahead<Body>::fetch(t);
   alignas(widest_load) T raw[V];
   CTG_UNROLL
-  for (std::size_t k = 0; k < V; ++k) raw[k] = store_as<T>(v[k]);
-  copy_wide<V * sizeof(T)>(dst, raw);
+  for (std::size_t k = 0; k < V; ++k) raw[k] = store_as<T>(Body::value(t, first + static_cast<dim_t>(k)));
+  copy_wide<V * sizeof(T)>(row_out + first, raw);
 }
 
 }  // namespace ctg::kernel

@@ -4,14 +4,10 @@
 // tests/unit/cuda_elementwise.cpp runs every thread of launches through it on
 // the CPU against the CPU backend's own loop.
 //
-// Two ways, chosen on the host per launch (chunk_width):
+// Two ways, chosen on the host per launch (exec/cuda/chunk_width.hpp):
 //   * chunks: a thread reads and writes V consecutive elements of a row, each
-//     buffer's V values in 16-byte loads (lower/read_ahead.hpp) and the
-//     output's in 16-byte stores. V fills 16 bytes of the output's dtype (at
-//     most 8 elements); it applies where the row's length is a multiple of V
-//     and every buffer read along the row, and the output, start aligned
-//     (a store's buffers do: exec/buffers.hpp; a layer's slice of a stack
-//     may not);
+//     buffer's V values in 16-byte loads and the output's in 16-byte stores
+//     (lower/read_ahead.hpp);
 //   * elements: one at a time, any layout.
 // Either way rows at least a block of chunks (or elements) long run in tiles
 // (launch_geometry.hpp, row_tiles), a thread entering its row (divisions)
@@ -21,6 +17,7 @@
 #include <cstdint>
 
 #include <ctg/core/config.hpp>
+#include <ctg/exec/cuda/chunk_width.hpp>
 #include <ctg/exec/cuda/launch_geometry.hpp>
 #include <ctg/lower/kernel_expr.hpp>
 #include <ctg/lower/loop_layout.hpp>
@@ -34,28 +31,6 @@ namespace ctg::cuda {
 struct thread_place {
   dim_t block = 0, thread = 0, blocks = 1, threads = 1;
 };
-
-// Elements per chunk for an output of dtype T: 16 bytes' worth, at most 8.
-template <class T>
-inline constexpr dim_t chunk_elements = sizeof(T) >= kernel::widest_load ? 1
-                                        : kernel::widest_load / sizeof(T) > 8 ? 8
-                                                                              : kernel::widest_load / sizeof(T);
-
-// The chunk a launch of this plan can take (1: element by element), from
-// the row's length and the buffers' addresses.
-template <class Plan, std::size_t K, std::size_t NR>
-dim_t chunk_width(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout, const void* out) {
-  using T = typename Plan::dtype;
-  constexpr dim_t V = chunk_elements<T>;
-  if constexpr (V == 1) {
-    return 1;
-  } else {
-    const bool fits = layout.row_length() % V == 0 &&
-                      reinterpret_cast<std::uintptr_t>(out) % kernel::chunk_alignment<T, V> == 0 &&
-                      kernel::read_ahead<typename Plan::body>::template aligned_for<V>(c);
-    return fits ? V : 1;
-  }
-}
 
 // Threads a launch needs (before the grid's cap: launch_geometry.hpp,
 // blocks_for): a block's worth per tile where rows are tiled, else one per
@@ -73,21 +48,12 @@ template <class Plan, std::size_t K, std::size_t NR>
 CTG_HD void elementwise_chunks(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
                                typename Plan::dtype* out, thread_place at) {
   using Body = typename Plan::body;
-  using T = typename Plan::dtype;
-  using ctx = kernel::context<K, NR>;
-  constexpr dim_t V = chunk_elements<T>;
-  using chunk = kernel::chunk_context_for<Body, ctx, V>;
+  constexpr dim_t V = plan_chunk<Plan>;
   const dim_t L = layout.row_length(), rows = layout.rows(), per_row = L / V;
   auto write = [&](dim_t row, dim_t first) {
-    chunk t;
-    static_cast<ctx&>(t) = c;
+    kernel::context<K, NR> t = c;
     layout.enter_row(t, row);
-    t.first = first;
-    kernel::read_ahead<Body>::fetch(t);
-    compute_t<T> v[V];
-    CTG_UNROLL
-    for (dim_t k = 0; k < V; ++k) v[k] = Body::value(t, first + k);
-    kernel::store_chunk<T, V>(out + row * L + first, v);
+    kernel::write_chunk<Body, V>(t, first, out + row * L);
   };
   if (per_row >= at.threads) {
     const row_tiles tiles(rows, per_row, static_cast<unsigned>(at.threads), 1);
@@ -145,7 +111,7 @@ CTG_HD void elementwise_elements(const kernel::context<K, NR>& c, const kernel::
 template <class Plan, std::size_t K, std::size_t NR>
 CTG_HD void elementwise_thread(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
                                typename Plan::dtype* out, dim_t width, thread_place at) {
-  if constexpr (chunk_elements<typename Plan::dtype> > 1)
+  if constexpr (plan_chunk<Plan> > 1)
     if (width > 1) return elementwise_chunks<Plan>(c, layout, out, at);
   elementwise_elements<Plan>(c, layout, out, at);
 }

@@ -7,9 +7,11 @@
 //     where rows are long, else a chunk (element) per thread, grid-stride
 //     (exec/cuda/elementwise_thread.hpp);
 //   * row groups (inlined row reductions, e.g. softmax or a norm, and row
-//     reductions as roots): one block per row; each reduction is a CUB block
-//     reduction in f64, in slot order, its result shared with the block
-//     before the row's elements are written;
+//     reductions as roots): one block per row, its threads taking the row's
+//     elements, or its chunks in 16-byte loads, in turn
+//     (exec/cuda/row_thread.hpp); each reduction is a CUB block reduction in
+//     f64, in slot order, its result shared with the block before the row's
+//     elements are written;
 //   * reductions over other axes: chunks of each output's visits summed in
 //     parallel, then each output's chunks in a fixed order, a block per
 //     output (launch_axis_reduce, exec/cuda/axis_reduce_map.hpp).
@@ -22,6 +24,7 @@
 #include <ctg/exec/cuda/axis_reduce_map.hpp>
 #include <ctg/exec/cuda/elementwise_thread.hpp>
 #include <ctg/exec/cuda/launch_geometry.hpp>
+#include <ctg/exec/cuda/row_thread.hpp>
 #include <ctg/exec/cuda/runtime.cuh>
 #include <ctg/lower/kernel_expr.hpp>
 #include <ctg/lower/loop_layout.hpp>
@@ -51,21 +54,16 @@ struct cub_combine_with {
   __device__ double operator()(double a, double b) const { return Op::combine(a, b); }
 };
 
-// Reduction R of the row, over the block: every thread folds a strided part
-// of the row, the block combines the parts, and thread 0 takes R's value.
-// With `keep` (the row cache), each value folded is kept at keep[j] too.
-template <class R, unsigned Threads, class Ctx, class Keep = std::nullptr_t>
-__device__ double block_row_reduce(const Ctx& c, dim_t L, void* temp_storage, double* shared, Keep keep = nullptr) {
+// Reduction R of the row, over the block: every thread folds its part of
+// the row (row_thread.hpp), the block combines the parts, and thread 0 takes
+// R's value. With `keep` (the row cache), each value folded is kept at keep[j] too.
+template <class R, unsigned Threads, ctg::dim_t V, class Ctx, class Keep = std::nullptr_t>
+__device__ double block_row_reduce(const Ctx& c, dim_t L, dim_t width, void* temp_storage, double* shared,
+                                   Keep keep = nullptr) {
   using reduce = cub::BlockReduce<double, Threads>;
-  using op = typename R::op;
-  double part = op::template identity<double>();
-  for (dim_t j = threadIdx.x; j < L; j += Threads) {
-    const auto v = R::child::value(c, j);
-    if constexpr (!std::is_null_pointer_v<Keep>) keep[j] = v;
-    part = op::combine(part, static_cast<double>(v));
-  }
-  const double all =
-      reduce(*static_cast<typename reduce::TempStorage*>(temp_storage)).Reduce(part, cub_combine_with<op>{});
+  const double part = ctg::cuda::row_part<R, V>(c, L, width, threadIdx.x, Threads, keep);
+  const double all = reduce(*static_cast<typename reduce::TempStorage*>(temp_storage))
+                         .Reduce(part, cub_combine_with<typename R::op>{});
   if (threadIdx.x == 0) *shared = R::value_of(all, L);
   __syncthreads();
   const double v = *shared;
@@ -82,10 +80,11 @@ namespace ctg::cuda {
 // lower/kernel_expr.hpp), for rows of up to kernel::row_cache_limit.
 template <class Plan, unsigned Threads, std::size_t K, std::size_t NR>
 __global__ void __launch_bounds__(Threads)
-    row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes) {
+    row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes, dim_t width) {
   using Body = typename Plan::body;
   using Reductions = typename Plan::reductions;
   using T = typename Plan::dtype;
+  constexpr dim_t V = plan_chunk<Plan>;
   T* out = static_cast<T*>(out_bytes);
   using ctx = kernel::context<K, NR>;
   using cached = std::conditional_t<Plan::loop == loop_kind::row_reduce, void,
@@ -94,24 +93,27 @@ __global__ void __launch_bounds__(Threads)
   __shared__ double shared;
   const dim_t L = layout.row_length(), rows = layout.rows();
   if constexpr (!std::is_void_v<cached>) {
-    using V = decltype(cached::child::value(std::declval<const ctx&>(), dim_t(0)));
-    __shared__ V kept[kernel::row_cache_limit];
+    using Kept = decltype(cached::child::value(std::declval<const ctx&>(), dim_t(0)));
+    __shared__ Kept kept[kernel::row_cache_limit];
     if (L <= kernel::row_cache_limit) {
       for (dim_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        kernel::kept_context<ctx, V> t;
+        kernel::kept_context<ctx, Kept> t;
         static_cast<ctx&>(t) = c;
         t.kept = kept;
         layout.enter_row(t, row);
         [&]<class... Rs>(tl::list<Rs...>) {
           auto reduce = [&]<class Q>(std::type_identity<Q>) {
-            if constexpr (std::is_same_v<Q, cached>) return ctg::detail::block_row_reduce<Q, Threads>(t, L, &temp, &shared, kept);
-            else return ctg::detail::block_row_reduce<Q, Threads>(t, L, &temp, &shared);
+            if constexpr (std::is_same_v<Q, cached>)
+              return ctg::detail::block_row_reduce<Q, Threads, V>(t, L, width, &temp, &shared, kept);
+            else
+              return ctg::detail::block_row_reduce<Q, Threads, V>(t, L, width, &temp, &shared);
           };
           ((t.local[Rs::slot] = reduce(std::type_identity<Rs>{})), ...);
         }(Reductions{});
-        // (A thread reads back only the elements it kept itself: no wait, and none before the next row.)
-        for (dim_t j = threadIdx.x; j < L; j += Threads)
-          out[row * L + j] = store_as<T>(ctg::detail::row_cache_body<Body, cached>::value(t, j));
+        // (A thread reads back only the elements it kept itself, in the
+        // same order: no wait, and none before the next row.)
+        row_outputs<ctg::detail::row_cache_body<Body, cached>, V>(t, L, width, out + row * L, threadIdx.x,
+                                                                   Threads);
       }
       return;
     }
@@ -120,13 +122,13 @@ __global__ void __launch_bounds__(Threads)
     kernel::context<K, NR> t = c;
     layout.enter_row(t, row);
     [&]<class... Rs>(tl::list<Rs...>) {
-      ((t.local[Rs::slot] = ctg::detail::block_row_reduce<Rs, Threads>(t, L, &temp, &shared)), ...);
+      ((t.local[Rs::slot] = ctg::detail::block_row_reduce<Rs, Threads, V>(t, L, width, &temp, &shared)), ...);
     }(Reductions{});
     if constexpr (Plan::loop != loop_kind::row_reduce) {
-      for (dim_t j = threadIdx.x; j < L; j += Threads) out[row * L + j] = store_as<T>(Body::value(t, j));
+      row_outputs<Body, V>(t, L, width, out + row * L, threadIdx.x, Threads);
     } else {
       using root = kernel::row_reduction<0, typename Plan::root_op, T, Body>;
-      const double v = ctg::detail::block_row_reduce<root, Threads>(t, L, &temp, &shared);
+      const double v = ctg::detail::block_row_reduce<root, Threads, V>(t, L, width, &temp, &shared);
       if (threadIdx.x == 0) out[row] = store_as<T>(v);
     }
   }
@@ -216,7 +218,8 @@ void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kern
   } else {
     const std::size_t rows = static_cast<std::size_t>(layout.rows());
     if (rows == 0) return;
-    row_group<Plan, threads><<<row_blocks(rows), threads, 0, dev.stream()>>>(c, layout, out);
+    row_group<Plan, threads>
+        <<<row_blocks(rows), threads, 0, dev.stream()>>>(c, layout, out, chunk_width<Plan>(c, layout, out));
     check_launch("ctg::cuda::row_group");
   }
 }

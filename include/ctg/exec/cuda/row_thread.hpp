@@ -1,0 +1,64 @@
+#pragma once
+// What one thread of a row group's block computes for a row
+// (exec/cuda/fused_kernel.cuh, row_group), as host and device code:
+// tests/unit/cuda_row_thread.cpp runs every thread of a block through it on
+// the CPU. A thread takes the row's elements thread, thread + threads, ...
+// or, where the launch allows (exec/cuda/chunk_width.hpp), its chunks of V
+// elements the same way, each read in 16-byte loads (lower/read_ahead.hpp).
+// The block combines the threads' parts (a CUB reduction: library code).
+#include <cstddef>
+#include <type_traits>
+
+#include <ctg/core/config.hpp>
+#include <ctg/lower/kernel_expr.hpp>
+#include <ctg/lower/read_ahead.hpp>
+
+CTG_HOT_BEGIN
+
+namespace ctg::cuda {
+
+// The thread's part of row reduction R over the row c is in (L elements):
+// its values folded by R's op in f64, in its order. With `keep` (the row
+// cache: lower/kernel_expr.hpp), each value is kept at keep[j] too.
+template <class R, dim_t V, class Ctx, class Keep = std::nullptr_t>
+CTG_HD double row_part(const Ctx& c, dim_t L, dim_t width, dim_t thread, dim_t threads, Keep keep = nullptr) {
+  using X = typename R::child;
+  using op = typename R::op;
+  double part = op::template identity<double>();
+  auto fold = [&](const auto& t, dim_t j) {
+    const auto v = X::value(t, j);
+    if constexpr (!std::is_null_pointer_v<Keep>) keep[j] = v;
+    part = op::combine(part, static_cast<double>(v));
+  };
+  if constexpr (V > 1) {
+    if (width > 1) {
+      for (dim_t ch = thread; ch < L / V; ch += threads) {
+        kernel::chunk_context_for<X, Ctx, V> t;
+        static_cast<Ctx&>(t) = c;
+        t.first = ch * V;
+        kernel::read_ahead<X>::fetch(t);
+        CTG_UNROLL
+        for (dim_t k = 0; k < V; ++k) fold(t, t.first + k);
+      }
+      return part;
+    }
+  }
+  for (dim_t j = thread; j < L; j += threads) fold(c, j);
+  return part;
+}
+
+// The thread's outputs of the row: row_out[j] = Body's value at j, in T.
+template <class Body, dim_t V, class T, class Ctx>
+CTG_HD void row_outputs(const Ctx& c, dim_t L, dim_t width, T* row_out, dim_t thread, dim_t threads) {
+  if constexpr (V > 1) {
+    if (width > 1) {
+      for (dim_t ch = thread; ch < L / V; ch += threads) kernel::write_chunk<Body, V>(c, ch * V, row_out);
+      return;
+    }
+  }
+  for (dim_t j = thread; j < L; j += threads) row_out[j] = store_as<T>(Body::value(c, j));
+}
+
+}  // namespace ctg::cuda
+
+CTG_HOT_END

@@ -1,0 +1,169 @@
+// A row group's CUDA block: each thread folds its part of every row
+// reduction and writes its outputs (cuda::row_part, cuda::row_outputs:
+// exec/cuda/row_thread.hpp, host and device code), in 16-byte chunks where
+// the launch allows, else element by element; CUB combines the parts. Here
+// every thread of blocks of several sizes runs on the CPU over real groups'
+// rows: each part is the fold of the thread's own elements read one at a
+// time (the same bits), the parts together cover the row once, the row
+// cache keeps every element's value, and the outputs are the body's at
+// every element, cached or not.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+#include <ctg/exec/cuda/chunk_width.hpp>
+#include <ctg/exec/cuda/row_thread.hpp>
+
+#include "../common/rt_shapes.hpp"
+
+namespace {
+using ctg::dim_t;
+using test_shapes::dims_of;
+
+// The elements thread `thread` of `threads` takes, in its order.
+std::vector<dim_t> elements_of(dim_t L, dim_t width, dim_t thread, dim_t threads) {
+  std::vector<dim_t> js;
+  if (width > 1) {
+    for (dim_t ch = thread; ch < L / width; ch += threads)
+      for (dim_t k = 0; k < width; ++k) js.push_back(ch * width + k);
+  } else {
+    for (dim_t j = thread; j < L; j += threads) js.push_back(j);
+  }
+  return js;
+}
+
+template <class Step, class Root>
+void check_rows(Step, Root, dim_t batch, bool expect_chunks) {
+  using nodes = typename Step::nodes;
+  constexpr std::size_t R = ctg::tl::index_of<Root, nodes>::value;
+  using info = ctg::detail::group_info<Step, R>;
+  using Plan = ctg::kernel::fused_plan_t<Step, R>;
+  static_assert(Plan::loop == ctg::loop_kind::rows || Plan::loop == ctg::loop_kind::row_reduce);
+  using Body = typename Plan::body;
+  using T = typename Plan::dtype;
+  using ctx_t = typename Plan::context;
+  constexpr dim_t V = ctg::cuda::plan_chunk<Plan>;
+  using iter = ctg::tl::at_t<info::iteration_node, nodes>;
+  const ctg::rt_shape it = dims_of<iter>(batch);
+
+  ctx_t ctx;
+  ctg::kernel::loop_layout<Plan::slots> layout;
+  layout.rank = it.rank;
+  for (std::size_t d = 0; d < it.rank; ++d) layout.dims[d] = it.d[d];
+  std::vector<std::vector<std::byte>> bufs;
+  bufs.reserve(info::ninputs);
+  std::mt19937 rng(static_cast<unsigned>(batch) + 5);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  [&]<std::size_t... S>(std::index_sequence<S...>) {
+    auto one = [&]<std::size_t Slot>(std::integral_constant<std::size_t, Slot>) {
+      using N = ctg::tl::at_t<info::info.input[Slot], nodes>;
+      static_assert(N::kind == ctg::node_kind::leaf, "this test feeds leaves only");
+      using E = typename N::dtype;
+      const ctg::rt_shape s = dims_of<N>(batch);
+      std::vector<std::byte> h(static_cast<std::size_t>(s.numel()) * sizeof(E) + 16);
+      for (std::size_t i = 0; i < static_cast<std::size_t>(s.numel()); ++i) {
+        const E v = ctg::store_as<E>(u(rng));
+        std::memcpy(h.data() + i * sizeof(E), &v, sizeof(E));
+      }
+      bufs.push_back(std::move(h));
+      layout.set_slot(Slot, s.rank, s.d);
+      ctx.ptr[Slot] = bufs.back().data();  // (std::vector's storage: aligned for any type, 16 bytes on this ABI)
+    };
+    (one(std::integral_constant<std::size_t, S>{}), ...);
+  }(std::make_index_sequence<info::ninputs>{});
+  std::vector<T> out_buf(static_cast<std::size_t>(layout.row_length()) + 16);
+  const dim_t width = ctg::cuda::chunk_width<Plan>(ctx, layout, out_buf.data());
+  CHECK((width > 1) == expect_chunks);
+  if (width > 1) CHECK(width == V);
+
+  const dim_t L = layout.row_length(), rows = layout.rows();
+  for (dim_t row = 0; row < rows; ++row)
+    for (dim_t w : {width, dim_t{1}})
+      for (dim_t threads : {dim_t{3}, dim_t{32}, dim_t{256}}) {
+        INFO("row ", row, " of ", rows, ", width ", w, ", ", threads, " threads");
+        ctx_t t = ctx;
+        layout.enter_row(t, row);
+        // Each reduction in slot order, as the block computes them.
+        auto reduce = [&]<class Q>(std::type_identity<Q>) {
+          using X = typename Q::child;
+          using Kept = decltype(X::value(t, dim_t{0}));
+          std::vector<Kept> keep(static_cast<std::size_t>(L), std::numeric_limits<Kept>::quiet_NaN());
+          double combined = Q::op::template identity<double>(), in_row = combined, magnitude = 0;
+          for (dim_t th = 0; th < threads; ++th) {
+            const double part = ctg::cuda::row_part<Q, V>(t, L, w, th, threads, keep.data());
+            double want = Q::op::template identity<double>();
+            for (dim_t j : elements_of(L, w, th, threads))
+              want = Q::op::combine(want, static_cast<double>(X::value(t, j)));
+            CHECK(std::memcmp(&part, &want, sizeof(double)) == 0);
+            combined = Q::op::combine(combined, part);
+          }
+          for (dim_t j = 0; j < L; ++j) {
+            const Kept v = X::value(t, j);
+            REQUIRE(std::memcmp(&keep[static_cast<std::size_t>(j)], &v, sizeof(Kept)) == 0);
+            in_row = Q::op::combine(in_row, static_cast<double>(v));
+            magnitude += std::abs(static_cast<double>(v));
+          }
+          // Every element once: the parts' combination is the row's, but for rounding.
+          CHECK(std::abs(combined - in_row) <= 1e-12 * magnitude);
+          return std::pair{Q::value_of(combined, L), std::move(keep)};
+        };
+        [&]<class... Rs>(ctg::tl::list<Rs...>) {
+          ((t.local[Rs::slot] = reduce(std::type_identity<Rs>{}).first), ...);
+        }(typename Plan::reductions{});
+        if constexpr (Plan::loop == ctg::loop_kind::rows) {
+          auto outputs = [&]<class B>(std::type_identity<B>, const auto& c) {
+            std::memset(out_buf.data(), 0, out_buf.size() * sizeof(T));
+            for (dim_t th = 0; th < threads; ++th)
+              ctg::cuda::row_outputs<B, V>(c, L, w, out_buf.data(), th, threads);
+            std::size_t differ = 0;
+            for (dim_t j = 0; j < L; ++j) {
+              const T want = ctg::store_as<T>(Body::value(t, j));
+              differ += std::memcmp(&out_buf[static_cast<std::size_t>(j)], &want, sizeof(T)) != 0;
+            }
+            CHECK(differ == 0);
+          };
+          outputs(std::type_identity<Body>{}, t);
+          using cached = typename ctg::detail::row_cache_of<Body, typename Plan::reductions>::type;
+          if constexpr (!std::is_void_v<cached>) {  // outputs read from the row cache
+            auto [value, keep] = reduce(std::type_identity<cached>{});
+            CHECK(value == t.local[cached::slot]);
+            ctg::kernel::kept_context<ctx_t, typename decltype(keep)::value_type> kc;
+            static_cast<ctx_t&>(kc) = t;
+            kc.kept = keep.data();
+            outputs(std::type_identity<ctg::detail::row_cache_body<Body, cached>>{}, kc);
+          }
+        }
+      }
+}
+
+using X64 = ctg::input<"x", ctg::f32, ctg::dyn, 64>;
+using H64 = ctg::input<"h", ctg::bf16, ctg::dyn, 64>;
+using W64 = ctg::param<"w", ctg::bf16, 64>;
+using X37 = ctg::input<"x", ctg::f32, ctg::dyn, 37>;
+using S3d = ctg::input<"s", ctg::f32, ctg::dyn, 8, 1032>;
+}  // namespace
+
+TEST_CASE("a row group, as the CUDA block's threads compute it") {
+  for (dim_t batch : {dim_t{1}, dim_t{3}}) {
+    // Softmax: a max, then a sum of the values the output reads (the row cache).
+    auto soft = ctg::softmax(X64{});
+    check_rows(ctg::forward(soft), soft, batch, true);
+    // An RMSNorm in bf16: a mean of squares, a scale row read along the row.
+    auto norm = H64{} * ctg::rsqrt(ctg::mean<-1>(ctg::square(H64{})) + ctg::lit<1e-5>) * W64{};
+    check_rows(ctg::forward(norm), norm, batch, true);
+    // A row reduction as the root (its values' dtype gives the chunk).
+    auto root = ctg::sum<-1>(ctg::exp(X64{}));
+    check_rows(ctg::forward(root), root, batch, true);
+    // Rows of 37: element by element.
+    auto odd = ctg::softmax(X37{});
+    check_rows(ctg::forward(odd), odd, batch, false);
+    // Rows longer than a block's chunks, as attention's scores are.
+    auto causal = ctg::softmax(ctg::causal_mask(S3d{}));
+    check_rows(ctg::forward(causal), causal, batch, true);
+  }
+}
