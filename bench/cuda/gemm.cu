@@ -3,7 +3,8 @@
 // products of 4096 and 8192, bf16 x bf16 -> bf16 and FP8 e4m3 x e4m3 ->
 // bf16 (B stored [N, K]: the TN layout, no transposed copy). Bare: the same
 // descriptors and cuBLASLt's first heuristic algorithm, one cublasLtMatmul
-// per product. Times with CUDA events over 20 products after 3 warm-ups.
+// per product. Times with CUDA events over 20 products after 3 warm-ups
+// (timing.cuh).
 // Prints a table; without a GPU it says so and returns 77.
 //   build/default/bench/bench_cuda_gemm
 #include <cstdio>
@@ -11,33 +12,14 @@
 
 #include <ctg/exec/cuda/gemm.cuh>
 
+#include "timing.cuh"
+
 namespace {
 using ctg::dim_t;
 namespace cu = ctg::cuda;
 
-struct device_bytes {
-  cu::arena mem;
-  explicit device_bytes(std::size_t n) { mem.reserve(n + 256); }
-};
-
-// Milliseconds per call of f (which enqueues one product on the stream).
-template <class F>
-float time_ms(const cu::device& dev, F&& f) {
-  for (int i = 0; i < 3; ++i) f();
-  cudaEvent_t start, stop;
-  CTG_CUDA_CHECK(cudaEventCreate(&start));
-  CTG_CUDA_CHECK(cudaEventCreate(&stop));
-  constexpr int iterations = 20;
-  CTG_CUDA_CHECK(cudaEventRecord(start, dev.stream()));
-  for (int i = 0; i < iterations; ++i) f();
-  CTG_CUDA_CHECK(cudaEventRecord(stop, dev.stream()));
-  CTG_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  CTG_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
-  return ms / iterations;
-}
+using bench_cuda::device_bytes;
+using bench_cuda::time_ms;
 
 // One product: the runner's time and the bare call's, in ms.
 struct figures {

@@ -1,0 +1,217 @@
+// Single operations on one GPU, against the bandwidth a copy reaches there
+// (issue 13's goals: fused memory-bound groups at 90 % or more of the copy
+// bandwidth, FP8 linear forward and backward at least 1.6x bf16):
+//   * copy: cudaMemcpyAsync, device to device (2 x bytes per copy);
+//   * fused groups, one kernel each (cuda::launch_fused on device buffers):
+//     SwiGLU's product, an RMSNorm's rows, attention's softmax rows; each
+//     in 16-byte chunks (the kernels' way when buffers are aligned) and
+//     element by element (the output one element off its alignment, so the
+//     launch cannot take chunks), in the same run;
+//   * whole steps on a store (forward and backward, ctg::value_and_grad of
+//     sum(y * g), g an upstream gradient fed in device memory): RMSNorm and
+//     SwiGLU of [8192, 4096] bf16, a linear of 8192 x 8192 x 8192 in bf16 and
+//     in FP8 (precision::fp8, delayed scaling); and a forward step that
+//     quantizes [8192, 4096] bf16 to e4m3 (delayed: amax and cast in one
+//     pass) and dequantizes it.
+// GB/s counts the bytes an ideal kernel moves (each input read once, each
+// output written once); TFLOP/s the products' 2 m n k. Times with CUDA
+// events over 20 calls after 3 warm-ups (timing.cuh); a step waits for its
+// loss each call. bench/vs_pytorch_gpu.py --ops runs PyTorch's eager and
+// torch.compile versions of the same steps beside it. Prints one line per
+// case,
+//   op <name> ms <t> [GB/s <b> copy_pct <p>] [TFLOP/s <f>]
+// and returns 77 without a GPU.
+//   build/default/bench/bench_cuda_ops
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+#include <ctg/exec/cuda/store.cuh>
+
+#include "timing.cuh"
+
+namespace {
+using ctg::dim_t;
+namespace cu = ctg::cuda;
+namespace pr = ctg::precision;
+using bench_cuda::device_bytes;
+using bench_cuda::time_ms;
+
+double copy_gbps = 0;  // (measured first)
+
+void report(const char* name, float ms, double bytes, double flop = 0) {
+  std::printf("op %s ms %.4f", name, ms);
+  if (bytes > 0) {
+    const double gbps = bytes / (ms * 1e-3) / 1e9;
+    std::printf(" GB/s %.0f copy_pct %.0f", gbps, copy_gbps > 0 ? 100.0 * gbps / copy_gbps : 0.0);
+  }
+  if (flop > 0) std::printf(" TFLOP/s %.1f", flop / (ms * 1e-3) / 1e12);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+void copy_case(const cu::device& dev) {
+  const std::size_t bytes = std::size_t(256) << 20;
+  device_bytes a(bytes), b(bytes);
+  const float ms = time_ms(dev, [&] {
+    CTG_CUDA_CHECK(cudaMemcpyAsync(b.mem.data(), a.mem.data(), bytes, cudaMemcpyDeviceToDevice, dev.stream()));
+  });
+  copy_gbps = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;
+  report("copy 256MiB", ms, 2.0 * double(bytes));
+}
+
+// Group Root of Step (its slots all leaves of static shapes) as one kernel
+// on device buffers, in chunks and element by element.
+template <class Step, class Root>
+void group_case(const cu::device& dev, const char* name, Step, Root) {
+  using nodes = typename Step::nodes;
+  constexpr std::size_t R = ctg::tl::index_of<Root, nodes>::value;
+  using info = ctg::detail::group_info<Step, R>;
+  using Plan = ctg::kernel::fused_plan_t<Step, R>;
+  using T = typename Root::dtype;
+  using iter = ctg::tl::at_t<info::iteration_node, nodes>;
+  ctg::kernel::loop_layout<Plan::slots> layout;
+  layout.rank = iter::dims::rank;
+  for (std::size_t d = 0; d < layout.rank; ++d) layout.dims[d] = iter::dims::dims[d];
+  typename Plan::context c;
+  std::vector<device_bytes> bufs;
+  bufs.reserve(info::ninputs);
+  double bytes = 0;
+  [&]<std::size_t... S>(std::index_sequence<S...>) {
+    auto one = [&]<std::size_t Slot>(std::integral_constant<std::size_t, Slot>) {
+      using N = ctg::tl::at_t<info::info.input[Slot], nodes>;
+      static_assert(N::kind == ctg::node_kind::leaf, "a group of leaves");
+      const std::size_t n = N::dims::static_numel * sizeof(typename N::dtype);
+      bufs.emplace_back(n);
+      CTG_CUDA_CHECK(cudaMemset(bufs.back().mem.data(), 0x3C, n));  // (0x3C3C: 0.0115 in bf16)
+      c.ptr[Slot] = bufs.back().mem.data();
+      ctg::dim_t dims[ctg::max_rank];
+      for (std::size_t d = 0; d < N::dims::rank; ++d) dims[d] = N::dims::dims[d];
+      layout.set_slot(Slot, N::dims::rank, dims);
+      bytes += double(n);
+    };
+    (one(std::integral_constant<std::size_t, S>{}), ...);
+  }(std::make_index_sequence<info::ninputs>{});
+  const std::size_t out_n = Root::dims::static_numel;
+  bytes += double(out_n * sizeof(T));
+  device_bytes out(out_n * sizeof(T) + 16);
+  for (bool chunks : {true, false}) {
+    T* o = reinterpret_cast<T*>(out.mem.data()) + (chunks ? 0 : 1);
+    const float ms = time_ms(dev, [&] { cu::launch_fused<Plan>(dev, c, layout, o); });
+    const std::string label = std::string(name) + (chunks ? "" : "/elements");
+    report(label.c_str(), ms, bytes);
+  }
+}
+
+using A = ctg::input<"a", ctg::bf16, 8192, 4096>;
+using B = ctg::input<"b", ctg::bf16, 8192, 4096>;
+using Sc = ctg::input<"s", ctg::bf16, 4096>;
+using Scores = ctg::input<"scores", ctg::f32, 8 * 12 * 1024, 1024>;
+
+// A whole step: the median of calls of `run`, which runs it once.
+template <class Run>
+void step_case(const cu::device& dev, const char* name, double bytes, double flop, Run&& run) {
+  report(name, time_ms(dev, run), bytes, flop);
+}
+
+// Upstream gradients and inputs fed in device memory (read in place).
+struct device_bf16 {
+  device_bytes mem;
+  std::size_t n;
+  explicit device_bf16(std::size_t elements) : mem(elements * 2), n(elements) {
+    CTG_CUDA_CHECK(cudaMemset(mem.mem.data(), 0x3C, elements * 2));
+  }
+  std::span<const ctg::bf16> span() const { return {reinterpret_cast<const ctg::bf16*>(mem.mem.data()), n}; }
+};
+
+using Xp = ctg::param<"x", ctg::bf16, 8192, 4096>;
+using Sp = ctg::param<"scale", ctg::bf16, 4096>;
+using Ap = ctg::param<"a", ctg::bf16, 8192, 4096>;
+using Bp = ctg::param<"b", ctg::bf16, 8192, 4096>;
+using G = ctg::input<"g", ctg::bf16, 8192, 4096>;
+using Xl = ctg::param<"x", ctg::bf16, 8192, 8192>;
+using Wl = ctg::param<"w", ctg::f32, 8192, 8192>;
+using Gl = ctg::input<"g", ctg::bf16, 8192, 8192>;
+
+template <class Y>
+constexpr auto against(Y y, auto g) {
+  return ctg::sum(ctg::cast<ctg::f32>(y) * ctg::cast<ctg::f32>(g));
+}
+
+void step_cases(const cu::device& dev) {
+  const double act = 8192.0 * 4096.0 * 2;  // one [8192, 4096] bf16 tensor, bytes
+  device_bf16 g(8192 * 4096);
+  {
+    auto xf = ctg::cast<ctg::f32>(Xp{});
+    auto y = ctg::cast<ctg::bf16>(xf * ctg::rsqrt(ctg::mean<-1>(ctg::square(xf)) + ctg::lit<1e-5>) *
+                                  ctg::cast<ctg::f32>(Sp{}));
+    auto step = ctg::value_and_grad(against(y, G{}));
+    auto store = ctg::make_store(dev, step);
+    ctg::nn::init_params(store, 1);
+    step_case(dev, "rmsnorm_fwd_bwd [8192,4096] bf16", 3 * act, 0, [&] { step(store, ctg::feed(G{}, g.span())); });
+  }
+  {
+    auto y = ctg::silu(Ap{}) * Bp{};
+    auto step = ctg::value_and_grad(against(y, G{}));
+    auto store = ctg::make_store(dev, step);
+    ctg::nn::init_params(store, 1);
+    step_case(dev, "swiglu_fwd_bwd [8192,4096] bf16", 5 * act, 0, [&] { step(store, ctg::feed(G{}, g.span())); });
+  }
+  {
+    device_bf16 a(8192 * 4096);
+    using Q = ctg::scaling::delayed<"q", pr::delayed<>>;
+    auto step = ctg::forward(ctg::dequantize<ctg::bf16>(ctg::quantize<ctg::e4m3, Q>(A{})));
+    auto store = ctg::make_store(dev, step);
+    step_case(dev, "quantize_e4m3_delayed+dequantize [8192,4096] bf16", 3 * act, 0,
+              [&] { step(store, ctg::feed(A{}, a.span())); });
+  }
+  const double flop = 3 * 2.0 * 8192.0 * 8192.0 * 8192.0;
+  device_bf16 gl(8192 * 8192);
+  {
+    auto step = ctg::value_and_grad(against(ctg::nn::linear<pr::autocast<ctg::bf16>>(Xl{}, Wl{}), Gl{}));
+    auto store = ctg::make_store(dev, step);
+    ctg::nn::init_params(store, 1);
+    step_case(dev, "linear_fwd_bwd 8192^3 bf16", 0, flop, [&] { step(store, ctg::feed(Gl{}, gl.span())); });
+  }
+  if (dev.has_fp8_gemm()) {
+    auto step = ctg::value_and_grad(against(ctg::nn::linear<pr::fp8<>>(Xl{}, Wl{}), Gl{}));
+    auto store = ctg::make_store(dev, step);
+    ctg::nn::init_params(store, 1);
+    step_case(dev, "linear_fwd_bwd 8192^3 fp8", 0, flop, [&] { step(store, ctg::feed(Gl{}, gl.span())); });
+  }
+}
+}  // namespace
+
+int main() {
+  if (cu::device_count() == 0) {
+    std::printf("no CUDA device: skipped\n");
+    return 77;
+  }
+  try {
+    cu::device dev;
+    std::printf("%s, compute capability %d\n", dev.name().c_str(), dev.compute_capability());
+    copy_case(dev);
+    {
+      auto y = ctg::silu(A{}) * B{};
+      group_case(dev, "group swiglu [8192,4096] bf16", ctg::forward(y), y);
+    }
+    {
+      auto af = ctg::cast<ctg::f32>(A{});
+      auto y = ctg::cast<ctg::bf16>(af * ctg::rsqrt(ctg::mean<-1>(ctg::square(af)) + ctg::lit<1e-5>) *
+                                    ctg::cast<ctg::f32>(Sc{}));
+      group_case(dev, "group rmsnorm [8192,4096] bf16", ctg::forward(y), y);
+    }
+    {
+      auto y = ctg::softmax(Scores{});
+      group_case(dev, "group softmax [98304,1024] f32", ctg::forward(y), y);
+    }
+    step_cases(dev);
+    return 0;
+  } catch (const ctg::error& e) {
+    std::printf("%s\n", e.what());
+    return 1;
+  }
+}
