@@ -194,7 +194,7 @@ class stack_runner {
     return f;
   }
 
-  block_store block_;
+  block_store block_{typename block_store::block_of_stack{}};
   typename Backend::arena kept_;
   std::size_t kept_stride_ = 0;
   amax_record<Backend, block_key> amaxes_;

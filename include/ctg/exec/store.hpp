@@ -294,6 +294,12 @@ class basic_store {
   // its parent's buffers, key and stacked leaves.
   template <class, class, std::size_t>
   friend class stack_runner;
+  // A stack's block (stack_runner::block_).
+  struct block_of_stack {};
+  explicit basic_store(block_of_stack) {
+    set_initial_values();
+    make_amax_records(false);
+  }
   // A store over several steps binds its other steps' leaves to its own.
   template <class, class, class...>
   friend class shared_store;
@@ -379,10 +385,14 @@ class basic_store {
     return commit(loss);
   }
 
-  // The FP8 amaxes' memory: this step's, and each stack's for all its layers.
-  void make_amax_records() {
-    amaxes_.make(ws_, 1);
-    pending_amax_ = amaxes_.pending(0);
+  // The FP8 amaxes' memory: this step's (not a stack's block's: its
+  // quantizers record in the stack's, layer by layer), and each stack's for
+  // all its layers.
+  void make_amax_records(bool own = true) {
+    if (own) {
+      amaxes_.make(ws_, 1);
+      pending_amax_ = amaxes_.pending(0);
+    }
     std::apply([&](auto&... rt) { (rt.make_amax_record(ws_), ...); }, stacks_);
   }
 
