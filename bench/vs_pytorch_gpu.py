@@ -52,11 +52,9 @@ def torch_ops():
         xf = x.float()
         return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + 1e-5) * s.float()).to(bf16)
 
-    def fwd_bwd(f, leaves, upstream):
-        def run():
-            loss = (f(*leaves).float() * upstream.float()).sum()
-            return torch.autograd.grad(loss, leaves)
-        return run
+    def fwd_bwd(c, f, leaves, upstream):  # the loss sum(f(leaves) * upstream) compiled whole (c), with its backward
+        loss = c(lambda *ls: (f(*ls).float() * upstream.float()).sum())
+        return lambda: torch.autograd.grad(loss(*leaves), leaves)
 
     x, s = param(*act), param(4096)
     a, b = param(*act), param(*act)
@@ -79,12 +77,12 @@ def torch_ops():
             c(lambda p, q: torch.nn.functional.silu(p) * q)),
         "group rmsnorm [8192,4096] bf16": lambda c: (lambda f: lambda: f(x.detach(), s.detach()))(c(rmsnorm)),
         "group softmax [98304,1024] f32": lambda c: (lambda f: lambda: f(scores))(c(lambda t: t.softmax(-1))),
-        "rmsnorm_fwd_bwd [8192,4096] bf16": lambda c: fwd_bwd(c(rmsnorm), (x, s), g),
-        "swiglu_fwd_bwd [8192,4096] bf16": lambda c: fwd_bwd(c(lambda p, q: torch.nn.functional.silu(p) * q),
+        "rmsnorm_fwd_bwd [8192,4096] bf16": lambda c: fwd_bwd(c, rmsnorm, (x, s), g),
+        "swiglu_fwd_bwd [8192,4096] bf16": lambda c: fwd_bwd(c, lambda p, q: torch.nn.functional.silu(p) * q,
                                                              (a, b), g),
         "quantize_e4m3_delayed+dequantize [8192,4096] bf16": lambda c: (lambda f: lambda: f(a.detach()))(
             c(quantize)),
-        "linear_fwd_bwd 8192^3 bf16": lambda c: fwd_bwd(c(linear), (xl, wl), gl),
+        "linear_fwd_bwd 8192^3 bf16": lambda c: fwd_bwd(c, linear, (xl, wl), gl),
     }
 
 
