@@ -4,7 +4,7 @@
 // bf16 (B stored [N, K]: the TN layout, no transposed copy). Bare: the same
 // descriptors and cuBLASLt's first heuristic algorithm, one cublasLtMatmul
 // per product. Times with CUDA events over 20 products after 3 warm-ups
-// (timing.cuh).
+// (common.cuh).
 // Prints a table; without a GPU it says so and returns 77.
 //   build/default/bench/bench_cuda_gemm
 #include <cstdio>
@@ -12,7 +12,7 @@
 
 #include <ctg/exec/cuda/gemm.cuh>
 
-#include "timing.cuh"
+#include "common.cuh"
 
 namespace {
 using ctg::dim_t;
@@ -74,15 +74,9 @@ figures measure(const cu::device& dev, cu::gemm_runner& lt, dim_t n, bool fp8) {
 }  // namespace
 
 int main() {
-  if (cu::device_count() == 0) {
-    std::printf("no CUDA device: skipped\n");
-    return 77;
-  }
-  try {
-    cu::device dev;
+  return bench_cuda::run_on_gpu([](const cu::device& dev) {
     cu::gemm_runner lt(dev);
-    std::printf("%s, compute capability %d\n\n", dev.name().c_str(), dev.compute_capability());
-    std::printf("| product | gemm_runner ms | bare cuBLASLt ms | runner / bare | TFLOP/s (runner) |\n|---|---|---|---|---|\n");
+    std::printf("\n| product | gemm_runner ms | bare cuBLASLt ms | runner / bare | TFLOP/s (runner) |\n|---|---|---|---|---|\n");
     for (dim_t n : {dim_t{4096}, dim_t{8192}})
       for (bool fp8 : {false, true}) {
         if (fp8 && !dev.has_fp8_gemm()) continue;
@@ -91,9 +85,5 @@ int main() {
         std::printf("| %s %lld^3 | %.3f | %.3f | %.3f | %.1f |\n", fp8 ? "fp8 e4m3 (TN) -> bf16" : "bf16 -> bf16",
                     static_cast<long long>(n), f.runner, f.bare, f.runner / f.bare, flop / (f.runner * 1e-3) / 1e12);
       }
-    return 0;
-  } catch (const ctg::error& e) {
-    std::printf("%s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -15,7 +15,7 @@
 //     pass) and dequantizes it.
 // GB/s counts the bytes an ideal kernel moves (each input read once, each
 // output written once); TFLOP/s the products' 2 m n k. Times with CUDA
-// events over 20 calls after 3 warm-ups (timing.cuh); a step waits for its
+// events over 20 calls after 3 warm-ups (common.cuh); a step waits for its
 // loss each call. bench/vs_pytorch_gpu.py --ops runs PyTorch's eager and
 // torch.compile versions of the same steps beside it. Prints one line per
 // case,
@@ -31,7 +31,7 @@
 #include <ctg/ctg.hpp>
 #include <ctg/exec/cuda/store.cuh>
 
-#include "timing.cuh"
+#include "common.cuh"
 
 namespace {
 using ctg::dim_t;
@@ -186,13 +186,7 @@ void step_cases(const cu::device& dev) {
 }  // namespace
 
 int main() {
-  if (cu::device_count() == 0) {
-    std::printf("no CUDA device: skipped\n");
-    return 77;
-  }
-  try {
-    cu::device dev;
-    std::printf("%s, compute capability %d\n", dev.name().c_str(), dev.compute_capability());
+  return bench_cuda::run_on_gpu([](const cu::device& dev) {
     copy_case(dev);
     {
       auto y = ctg::silu(A{}) * B{};
@@ -209,9 +203,5 @@ int main() {
       group_case(dev, "group softmax [98304,1024] f32", ctg::forward(y), y);
     }
     step_cases(dev);
-    return 0;
-  } catch (const ctg::error& e) {
-    std::printf("%s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -24,6 +24,8 @@
 #include <ctg/exec/cuda/store.cuh>
 #include <ctg/optim/cuda/adamw.cuh>
 
+#include "common.cuh"
+
 namespace {
 using Ids = ctg::input<"ids", ctg::i32, ctg::dyn, ctg::dyn>;
 using Pos = ctg::input<"pos", ctg::i32, ctg::dyn>;
@@ -83,20 +85,14 @@ void measure(const ctg::cuda::device& gpu, const char* name, int steps, bool gra
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (ctg::cuda::device_count() == 0) {
-    std::printf("no CUDA device: skipped\n");
-    return 77;
-  }
   std::string size = "all";
   int steps = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--size")) size = argv[i + 1];
     else if (!std::strcmp(argv[i], "--steps")) steps = std::max(1, std::atoi(argv[i + 1]));
   }
-  try {
-    ctg::cuda::device gpu;
-    std::printf("%s, compute capability %d; median of %d steps after 2 warm-ups\n", gpu.name().c_str(),
-                gpu.compute_capability(), steps);
+  return bench_cuda::run_on_gpu([&](const ctg::cuda::device& gpu) {
+    std::printf("median of %d steps after 2 warm-ups\n", steps);
     using f32 = ctg::precision::full<ctg::f32>;
     using bf16 = ctg::precision::autocast<ctg::bf16>;
     constexpr auto every = ctg::checkpointing::every_layer, none = ctg::checkpointing::none;
@@ -112,9 +108,5 @@ int main(int argc, char** argv) {
       measure<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps);
       measure<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps, false);
     }
-    return 0;
-  } catch (const ctg::error& e) {
-    std::printf("%s\n", e.what());
-    return 1;
-  }
+  });
 }

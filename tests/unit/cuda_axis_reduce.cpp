@@ -11,70 +11,30 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
-#include <random>
 #include <vector>
 
 #include <ctg/ctg.hpp>
 #include <ctg/exec/cuda/axis_reduce_map.hpp>
 
-#include "../common/rt_shapes.hpp"
+#include "../common/group_fixture.hpp"
 #include "../common/ulp.hpp"
 
 namespace {
 using ctg::dim_t;
 
-using test_shapes::dims_of;
-
 // Group Root of Step (reading leaves only) on `batch` rows of random values.
 template <class Step, class Root>
 void check_group(Step, Root, dim_t batch) {
-  using nodes = typename Step::nodes;
-  constexpr std::size_t R = ctg::tl::index_of<Root, nodes>::value;
-  using info = ctg::detail::group_info<Step, R>;
-  static_assert(info::loop == ctg::loop_kind::axis_reduce);
-  using Plan = ctg::kernel::fused_plan_t<Step, R>;
-  using T = typename Root::dtype;
-  using iter = ctg::tl::at_t<info::iteration_node, nodes>;
-  const ctg::rt_shape it = dims_of<iter>(batch), os = dims_of<Root>(batch);
-
-  typename Plan::context ctx;
-  ctx.key = {7, 1, 0};
-  ctg::kernel::loop_layout<Plan::slots> layout;
-  layout.rank = it.rank;
-  for (std::size_t d = 0; d < it.rank; ++d) layout.dims[d] = it.d[d];
-  ctg::bindings<nodes::size> hb;
-  hb.key = ctx.key;
-  std::vector<std::vector<std::byte>> bufs;
-  std::mt19937 rng(static_cast<unsigned>(batch));
-  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
-  [&]<std::size_t... S>(std::index_sequence<S...>) {
-    auto one = [&]<std::size_t Slot>(std::integral_constant<std::size_t, Slot>) {
-      constexpr std::size_t node = info::info.input[Slot];
-      using N = ctg::tl::at_t<node, nodes>;
-      static_assert(N::kind == ctg::node_kind::leaf, "this test feeds leaves only");
-      using E = typename N::dtype;
-      const ctg::rt_shape s = dims_of<N>(batch);
-      std::vector<std::byte> h(static_cast<std::size_t>(s.numel()) * sizeof(E));
-      for (std::size_t i = 0; i < h.size() / sizeof(E); ++i) {
-        const E v = ctg::store_as<E>(u(rng));
-        std::memcpy(h.data() + i * sizeof(E), &v, sizeof(E));
-      }
-      bufs.push_back(std::move(h));
-      layout.set_slot(Slot, s.rank, s.d);
-      ctx.ptr[Slot] = bufs.back().data();
-      hb.shape[node] = s;
-      hb.buf[node] = bufs.back().data();
-    };
-    bufs.reserve(sizeof...(S));
-    (one(std::integral_constant<std::size_t, S>{}), ...);
-  }(std::make_index_sequence<info::ninputs>{});
-
-  std::vector<T> want(static_cast<std::size_t>(os.numel())), got(want.size());
-  hb.shape[info::iteration_node] = it;
-  hb.shape[R] = os;
-  hb.buf[R] = reinterpret_cast<std::byte*>(want.data());
-  ctg::cpu::workspace ws;
-  ctg::cpu::run_group<Step, R>(hb, ws);
+  test_groups::fixture_of<Step, Root> g(batch, static_cast<unsigned>(batch));
+  using F = decltype(g);
+  static_assert(F::info::loop == ctg::loop_kind::axis_reduce);
+  using Plan = typename F::Plan;
+  using T = typename F::T;
+  const ctg::rt_shape &it = g.it, &os = g.out_shape;
+  const auto& ctx = g.ctx;
+  const auto& layout = g.layout;
+  const std::vector<T> want = g.run_cpu();
+  std::vector<T> got(want.size());
 
   const auto map = ctg::cuda::make_axis_reduce_map(it, os, !Plan::root_advances);
   REQUIRE(map.outputs == static_cast<dim_t>(want.size()));

@@ -8,89 +8,32 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
-#include <random>
 #include <vector>
 
-#include <ctg/ctg.hpp>
 #include <ctg/exec/cuda/elementwise_thread.hpp>
 
-#include "../common/rt_shapes.hpp"
+#include "../common/group_fixture.hpp"
 
 namespace {
 using ctg::dim_t;
-using test_shapes::dims_of;
-
-// A buffer whose data starts `skew` bytes past a 64-byte boundary.
-struct skewed_buffer {
-  std::vector<std::byte> bytes;
-  std::size_t skew = 0;
-  skewed_buffer(std::size_t n, std::size_t skew_bytes) : bytes(n + 64 + skew_bytes) {
-    const auto at = reinterpret_cast<std::uintptr_t>(bytes.data());
-    skew = (64 - at % 64) % 64 + skew_bytes;
-  }
-  std::byte* data() { return bytes.data() + skew; }
-};
 
 // Group Root of Step (reading leaves only) on `batch` rows of random values;
 // input `skewed_input` (if any) and the output, when `skew_output`, start one
 // element past an aligned address. Expects chunks where `expect_chunks`.
 template <class Step, class Root>
 void check_group(Step, Root, dim_t batch, bool expect_chunks, int skewed_input = -1, bool skew_output = false) {
-  using nodes = typename Step::nodes;
-  constexpr std::size_t R = ctg::tl::index_of<Root, nodes>::value;
-  using info = ctg::detail::group_info<Step, R>;
-  static_assert(info::loop == ctg::loop_kind::flat || info::loop == ctg::loop_kind::rows);
-  static_assert(info::nreductions == 0);
-  using Plan = ctg::kernel::fused_plan_t<Step, R>;
-  using T = typename Root::dtype;
-  using iter = ctg::tl::at_t<info::iteration_node, nodes>;
-  const ctg::rt_shape it = dims_of<iter>(batch), os = dims_of<Root>(batch);
+  test_groups::fixture_of<Step, Root> g(batch, static_cast<unsigned>(batch) + 11, skewed_input);
+  using F = decltype(g);
+  static_assert(F::info::loop == ctg::loop_kind::flat || F::info::loop == ctg::loop_kind::rows);
+  static_assert(F::info::nreductions == 0);
+  using Plan = typename F::Plan;
+  using T = typename F::T;
+  const std::vector<T> want = g.run_cpu();
+  const std::size_t n = want.size();
 
-  typename Plan::context ctx;
-  ctx.key = {7, 1, 0};
-  ctg::kernel::loop_layout<Plan::slots> layout;
-  layout.rank = it.rank;
-  for (std::size_t d = 0; d < it.rank; ++d) layout.dims[d] = it.d[d];
-  ctg::bindings<nodes::size> hb;
-  hb.key = ctx.key;
-  std::vector<skewed_buffer> bufs;
-  bufs.reserve(info::ninputs);
-  std::mt19937 rng(static_cast<unsigned>(batch) + 11);
-  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
-  [&]<std::size_t... S>(std::index_sequence<S...>) {
-    auto one = [&]<std::size_t Slot>(std::integral_constant<std::size_t, Slot>) {
-      constexpr std::size_t node = info::info.input[Slot];
-      using N = ctg::tl::at_t<node, nodes>;
-      const ctg::rt_shape s = dims_of<N>(batch);
-      layout.set_slot(Slot, s.rank, s.d);
-      hb.shape[node] = s;
-      if constexpr (N::kind != ctg::node_kind::random) {  // (dropout's mask: computed, not read)
-        static_assert(N::kind == ctg::node_kind::leaf, "this test feeds leaves only");
-        using E = typename N::dtype;
-        const std::size_t n = static_cast<std::size_t>(s.numel());
-        bufs.emplace_back(n * sizeof(E), static_cast<int>(Slot) == skewed_input ? sizeof(E) : 0);
-        for (std::size_t i = 0; i < n; ++i) {
-          const E v = ctg::store_as<E>(u(rng));
-          std::memcpy(bufs.back().data() + i * sizeof(E), &v, sizeof(E));
-        }
-        ctx.ptr[Slot] = bufs.back().data();
-        hb.buf[node] = bufs.back().data();
-      }
-    };
-    (one(std::integral_constant<std::size_t, S>{}), ...);
-  }(std::make_index_sequence<info::ninputs>{});
-
-  const std::size_t n = static_cast<std::size_t>(os.numel());
-  std::vector<T> want(n);
-  hb.shape[info::iteration_node] = it;
-  hb.shape[R] = os;
-  hb.buf[R] = reinterpret_cast<std::byte*>(want.data());
-  ctg::cpu::workspace ws;
-  ctg::cpu::run_group<Step, R>(hb, ws);
-
-  skewed_buffer out_buf(n * sizeof(T), skew_output ? sizeof(T) : 0);
+  test_groups::skewed_bytes out_buf(n * sizeof(T), skew_output ? sizeof(T) : 0);
   T* out = reinterpret_cast<T*>(out_buf.data());
-  const dim_t width = ctg::cuda::chunk_width<Plan>(ctx, layout, out);
+  const dim_t width = ctg::cuda::chunk_width<Plan>(g.ctx, g.layout, out);
   INFO("batch ", batch, ", chunks of ", width);
   CHECK((width > 1) == expect_chunks);
   if (width > 1) CHECK(width == ctg::cuda::chunk_elements<T>);
@@ -101,7 +44,7 @@ void check_group(Step, Root, dim_t batch, bool expect_chunks, int skewed_input =
         std::memset(out_buf.data(), 0xA5, n * sizeof(T));  // (no result of these bytes: checked below)
         for (dim_t b = 0; b < blocks; ++b)
           for (dim_t t = 0; t < threads; ++t)
-            ctg::cuda::elementwise_thread<Plan>(ctx, layout, out, w, {b, t, blocks, threads});
+            ctg::cuda::elementwise_thread<Plan>(g.ctx, g.layout, out, w, {b, t, blocks, threads});
         std::size_t differ = 0;
         for (std::size_t i = 0; i < n; ++i) differ += std::memcmp(&out[i], &want[i], sizeof(T)) != 0;
         CHECK(differ == 0);

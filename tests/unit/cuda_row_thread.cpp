@@ -12,18 +12,16 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include <ctg/ctg.hpp>
 #include <ctg/exec/cuda/chunk_width.hpp>
 #include <ctg/exec/cuda/row_thread.hpp>
 
-#include "../common/rt_shapes.hpp"
+#include "../common/group_fixture.hpp"
 
 namespace {
 using ctg::dim_t;
-using test_shapes::dims_of;
 
 // The elements thread `thread` of `threads` takes, in its order.
 std::vector<dim_t> elements_of(dim_t L, dim_t width, dim_t thread, dim_t threads) {
@@ -39,45 +37,19 @@ std::vector<dim_t> elements_of(dim_t L, dim_t width, dim_t thread, dim_t threads
 
 template <class Step, class Root>
 void check_rows(Step, Root, dim_t batch, bool expect_chunks) {
-  using nodes = typename Step::nodes;
-  constexpr std::size_t R = ctg::tl::index_of<Root, nodes>::value;
-  using info = ctg::detail::group_info<Step, R>;
-  using Plan = ctg::kernel::fused_plan_t<Step, R>;
+  test_groups::fixture_of<Step, Root> g(batch, static_cast<unsigned>(batch) + 5);
+  using F = decltype(g);
+  using Plan = typename F::Plan;
   static_assert(Plan::loop == ctg::loop_kind::rows || Plan::loop == ctg::loop_kind::row_reduce);
   using Body = typename Plan::body;
   using T = typename Plan::dtype;
   using ctx_t = typename Plan::context;
   constexpr dim_t V = ctg::cuda::plan_chunk<Plan>;
-  using iter = ctg::tl::at_t<info::iteration_node, nodes>;
-  const ctg::rt_shape it = dims_of<iter>(batch);
-
-  ctx_t ctx;
-  ctg::kernel::loop_layout<Plan::slots> layout;
-  layout.rank = it.rank;
-  for (std::size_t d = 0; d < it.rank; ++d) layout.dims[d] = it.d[d];
-  std::vector<std::vector<std::byte>> bufs;
-  bufs.reserve(info::ninputs);
-  std::mt19937 rng(static_cast<unsigned>(batch) + 5);
-  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
-  [&]<std::size_t... S>(std::index_sequence<S...>) {
-    auto one = [&]<std::size_t Slot>(std::integral_constant<std::size_t, Slot>) {
-      using N = ctg::tl::at_t<info::info.input[Slot], nodes>;
-      static_assert(N::kind == ctg::node_kind::leaf, "this test feeds leaves only");
-      using E = typename N::dtype;
-      const ctg::rt_shape s = dims_of<N>(batch);
-      std::vector<std::byte> h(static_cast<std::size_t>(s.numel()) * sizeof(E) + 16);
-      for (std::size_t i = 0; i < static_cast<std::size_t>(s.numel()); ++i) {
-        const E v = ctg::store_as<E>(u(rng));
-        std::memcpy(h.data() + i * sizeof(E), &v, sizeof(E));
-      }
-      bufs.push_back(std::move(h));
-      layout.set_slot(Slot, s.rank, s.d);
-      ctx.ptr[Slot] = bufs.back().data();  // (std::vector's storage: aligned for any type, 16 bytes on this ABI)
-    };
-    (one(std::integral_constant<std::size_t, S>{}), ...);
-  }(std::make_index_sequence<info::ninputs>{});
-  std::vector<T> out_buf(static_cast<std::size_t>(layout.row_length()) + 16);
-  const dim_t width = ctg::cuda::chunk_width<Plan>(ctx, layout, out_buf.data());
+  const auto& ctx = g.ctx;
+  const auto& layout = g.layout;
+  test_groups::skewed_bytes out_bytes(static_cast<std::size_t>(layout.row_length()) * sizeof(T), 0);
+  T* row_out = reinterpret_cast<T*>(out_bytes.data());
+  const dim_t width = ctg::cuda::chunk_width<Plan>(ctx, layout, row_out);
   CHECK((width > 1) == expect_chunks);
   if (width > 1) CHECK(width == V);
 
@@ -117,13 +89,12 @@ void check_rows(Step, Root, dim_t batch, bool expect_chunks) {
         }(typename Plan::reductions{});
         if constexpr (Plan::loop == ctg::loop_kind::rows) {
           auto outputs = [&]<class B>(std::type_identity<B>, const auto& c) {
-            std::memset(out_buf.data(), 0, out_buf.size() * sizeof(T));
-            for (dim_t th = 0; th < threads; ++th)
-              ctg::cuda::row_outputs<B, V>(c, L, w, out_buf.data(), th, threads);
+            std::memset(row_out, 0, static_cast<std::size_t>(L) * sizeof(T));
+            for (dim_t th = 0; th < threads; ++th) ctg::cuda::row_outputs<B, V>(c, L, w, row_out, th, threads);
             std::size_t differ = 0;
             for (dim_t j = 0; j < L; ++j) {
               const T want = ctg::store_as<T>(Body::value(t, j));
-              differ += std::memcmp(&out_buf[static_cast<std::size_t>(j)], &want, sizeof(T)) != 0;
+              differ += std::memcmp(&row_out[j], &want, sizeof(T)) != 0;
             }
             CHECK(differ == 0);
           };
