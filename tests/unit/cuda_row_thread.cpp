@@ -4,7 +4,9 @@
 // the launch allows, else element by element; CUB combines the parts. Here
 // every thread of blocks of several sizes runs on the CPU over real groups'
 // rows: each part is the fold of the thread's own elements read one at a
-// time (the same bits), the parts together cover the row once, the row
+// time (the same bits, and the same elements whether the loads are wide or
+// not: the block's bits follow the shape alone), the parts together cover
+// the row once, the row
 // cache keeps every element's value, and the outputs are the body's at
 // every element, cached or not.
 #include <doctest/doctest.h>
@@ -23,12 +25,13 @@
 namespace {
 using ctg::dim_t;
 
-// The elements thread `thread` of `threads` takes, in its order.
-std::vector<dim_t> elements_of(dim_t L, dim_t width, dim_t thread, dim_t threads) {
+// The elements thread `thread` of `threads` folds, in its order: chunks of
+// V where the row is a multiple of them, whether their loads are wide or not.
+std::vector<dim_t> elements_of(dim_t L, dim_t V, dim_t thread, dim_t threads) {
   std::vector<dim_t> js;
-  if (width > 1) {
-    for (dim_t ch = thread; ch < L / width; ch += threads)
-      for (dim_t k = 0; k < width; ++k) js.push_back(ch * width + k);
+  if (V > 1 && L % V == 0) {
+    for (dim_t ch = thread; ch < L / V; ch += threads)
+      for (dim_t k = 0; k < V; ++k) js.push_back(ch * V + k);
   } else {
     for (dim_t j = thread; j < L; j += threads) js.push_back(j);
   }
@@ -69,7 +72,7 @@ void check_rows(Step, Root, dim_t batch, bool expect_chunks) {
           for (dim_t th = 0; th < threads; ++th) {
             const double part = ctg::cuda::row_part<Q, V>(t, L, w, th, threads, keep.data());
             double want = Q::op::template identity<double>();
-            for (dim_t j : elements_of(L, w, th, threads))
+            for (dim_t j : elements_of(L, V, th, threads))
               want = Q::op::combine(want, static_cast<double>(X::value(t, j)));
             CHECK(std::memcmp(&part, &want, sizeof(double)) == 0);
             combined = Q::op::combine(combined, part);

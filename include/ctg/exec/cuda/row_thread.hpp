@@ -3,9 +3,9 @@
 // (exec/cuda/fused_kernel.cuh, row_group), as host and device code:
 // tests/unit/cuda_row_thread.cpp runs every thread of a block through it on
 // the CPU. A thread takes the row's elements thread, thread + threads, ...
-// or, where the launch allows (exec/cuda/chunk_width.hpp), its chunks of V
-// elements the same way, each read in 16-byte loads (lower/read_ahead.hpp).
-// The block combines the threads' parts (a CUB reduction: library code).
+// or its chunks of V elements the same way, read in 16-byte loads where the
+// launch allows (exec/cuda/chunk_width.hpp, lower/read_ahead.hpp). The
+// block combines the threads' parts (a CUB reduction: library code).
 #include <cstddef>
 #include <type_traits>
 
@@ -18,8 +18,13 @@ CTG_HOT_BEGIN
 namespace ctg::cuda {
 
 // The thread's part of row reduction R over the row c is in (L elements):
-// its values folded by R's op in f64, in its order. With `keep` (the row
-// cache: lower/kernel_expr.hpp), each value is kept at keep[j] too.
+// its values folded by R's op in f64, in its order. Which elements a thread
+// folds, and so the block's bits, follow the shape alone: where L is a
+// multiple of V, its chunks thread, thread + threads, ... (each V elements
+// in order), read in 16-byte loads where `width` says the launch allows,
+// else one by one; otherwise its elements thread, thread + threads, ...
+// With `keep` (the row cache: lower/kernel_expr.hpp), each value is kept at
+// keep[j] too.
 template <class R, dim_t V, class Ctx, class Keep = std::nullptr_t>
 CTG_HD double row_part(const Ctx& c, dim_t L, dim_t width, dim_t thread, dim_t threads, Keep keep = nullptr) {
   using X = typename R::child;
@@ -31,14 +36,18 @@ CTG_HD double row_part(const Ctx& c, dim_t L, dim_t width, dim_t thread, dim_t t
     part = op::combine(part, static_cast<double>(v));
   };
   if constexpr (V > 1) {
-    if (width > 1) {
+    if (L % V == 0) {
       for (dim_t ch = thread; ch < L / V; ch += threads) {
-        kernel::chunk_context_for<X, Ctx, V> t;
-        static_cast<Ctx&>(t) = c;
-        t.first = ch * V;
-        kernel::read_ahead<X>::fetch(t);
-        CTG_UNROLL
-        for (dim_t k = 0; k < V; ++k) fold(t, t.first + k);
+        if (width > 1) {
+          kernel::chunk_context_for<X, Ctx, V> t;
+          static_cast<Ctx&>(t) = c;
+          t.first = ch * V;
+          kernel::read_ahead<X>::fetch(t);
+          CTG_UNROLL
+          for (dim_t k = 0; k < V; ++k) fold(t, t.first + k);
+        } else {
+          for (dim_t k = 0; k < V; ++k) fold(c, ch * V + k);
+        }
       }
       return part;
     }
