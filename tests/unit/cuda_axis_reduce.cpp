@@ -22,6 +22,8 @@
 namespace {
 using ctg::dim_t;
 
+int chunked_groups = 0;  // (groups whose outputs were also computed V at a time)
+
 // Group Root of Step (reading leaves only) on `batch` rows of random values.
 template <class Step, class Root>
 void check_group(Step, Root, dim_t batch) {
@@ -68,6 +70,26 @@ void check_group(Step, Root, dim_t batch) {
   INFO("chunks ", split.chunks, " of ", split.chunk, " visits");
   CHECK(beyond_ulp == 0);
   if (std::is_same_v<Op, ctg::op::max_r>) CHECK(differ == 0);
+
+  // Outputs V at a time where the kernel takes them so (each visited row's V
+  // values read ahead, as 16-byte loads do): the bits of each output's own walk.
+  if constexpr (Plan::root_advances && ctg::cuda::plan_chunk<Plan> > 1) {
+    constexpr dim_t V = ctg::cuda::plan_chunk<Plan>;
+    if (ctg::cuda::axis_reduce_chunks<Plan>(map)) {
+      CHECK(ctg::cuda::chunk_width<Plan>(ctx, layout, got.data()) == V);
+      ++chunked_groups;
+      std::size_t differ_chunked = 0;
+      for (dim_t c = 0; c < split.chunks; ++c)
+        for (dim_t o = 0; o < map.outputs; o += V) {
+          double acc[V];
+          ctg::cuda::axis_reduce_outputs<Plan, V>(ctx, layout, map, o, 1, V, split.first(c),
+                                                  split.end(c, map.per_output), acc, true);
+          const auto at = static_cast<std::size_t>(c * map.outputs + o);
+          differ_chunked += std::memcmp(acc, &partials[at], sizeof acc) != 0;
+        }
+      CHECK(differ_chunked == 0);
+    }
+  }
 
   // The kernel's own mapping of work to threads (tiles of output rows where
   // they apply; blocks of 3 and 4 threads, so that rows of 8 make tiles):
@@ -133,4 +155,5 @@ TEST_CASE("a reduction over other axes, as the CUDA kernels compute it, against 
     auto masked = ctg::sum<1>(ctg::exp(ctg::causal_mask(S8{})));
     check_group(ctg::forward(masked), masked, batch);
   }
+  CHECK(chunked_groups >= 5 * 4);  // (five of the groups keep rows of 8, at every batch but the empty one)
 }

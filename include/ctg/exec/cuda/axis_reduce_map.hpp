@@ -22,9 +22,11 @@
 #include <ctg/core/error.hpp>
 #include <ctg/core/shape.hpp>
 #include <ctg/core/type_list.hpp>
+#include <ctg/exec/cuda/chunk_width.hpp>
 #include <ctg/exec/cuda/launch_geometry.hpp>
 #include <ctg/lower/kernel_expr.hpp>
 #include <ctg/lower/loop_layout.hpp>
+#include <ctg/lower/read_ahead.hpp>
 
 namespace ctg::cuda {
 
@@ -134,11 +136,15 @@ inline axis_reduce_map make_axis_reduce_map(const rt_shape& it, const rt_shape& 
 // together. Visits differ from the first output's start by whole rows: the
 // context enters the first visit's row once, then moves along the walked
 // dims, the last fastest (no division per visit); the positions in the row
-// are the starts'. (The walk's loops run over every dim a loop can have,
-// unrolled on a GPU: see CTG_UNROLL.)
+// are the starts'. With `wide`, the N outputs are consecutive (stride 1, n
+// = N: a chunk of the output row, exec/cuda/chunk_width.hpp) and each
+// visited row's N values are read ahead in 16-byte loads
+// (lower/read_ahead.hpp): the same values, the same bits. (The walk's loops
+// run over every dim a loop can have, unrolled on a GPU: see CTG_UNROLL.)
 template <class Plan, unsigned N, class Ctx, class Layout>
 CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_reduce_map& map, dim_t o0,
-                                dim_t stride, unsigned n, dim_t first, dim_t end, double (&acc)[N]) {
+                                dim_t stride, unsigned n, dim_t first, dim_t end, double (&acc)[N],
+                                bool wide = false) {
   using Body = typename Plan::body;
   using Op = typename Plan::root_op;
   static_assert(N == 1 || Plan::root_advances, "ctg: internal: rows combined in order: one output per walk");
@@ -162,9 +168,18 @@ CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_r
       ((t.local[Rs::slot] = Rs::value_of(Rs::combine_row(t, L), L)), ...);
     }(typename Plan::reductions{});
     if constexpr (Plan::root_advances) {
-      CTG_UNROLL
-      for (unsigned k = 0; k < N; ++k)
-        if (k < n) acc[k] = Op::combine(acc[k], static_cast<double>(Body::value(t, j + k * stride)));
+      if (N > 1 && wide) {
+        kernel::chunk_context_for<Body, Ctx, N> tc;
+        static_cast<Ctx&>(tc) = t;
+        tc.first = j;
+        kernel::read_ahead<Body>::fetch(tc);
+        CTG_UNROLL
+        for (unsigned k = 0; k < N; ++k) acc[k] = Op::combine(acc[k], static_cast<double>(Body::value(tc, j + k)));
+      } else {
+        CTG_UNROLL
+        for (unsigned k = 0; k < N; ++k)
+          if (k < n) acc[k] = Op::combine(acc[k], static_cast<double>(Body::value(t, j + k * stride)));
+      }
     } else {
       acc[0] = Op::combine(acc[0], kernel::row_reduction<0, Op, typename Plan::dtype, Body>::combine_row(t, L));
     }
@@ -219,6 +234,15 @@ struct axis_reduce_tiling {
     return {chunk, (row - chunk * output_rows) * tiles.length + j, static_cast<unsigned>(n)};
   }
 };
+
+// Can a reduction group's kernel take this map's outputs V at a time (one
+// chunk of an output row each: exec/cuda/chunk_width.hpp says whether the
+// buffers allow)? Where the last dim is kept and its rows are a multiple of V.
+template <class Plan>
+CTG_HD bool axis_reduce_chunks(const axis_reduce_map& m) {
+  constexpr dim_t V = plan_chunk<Plan>;
+  return Plan::root_advances && V > 1 && m.output_row > 0 && m.output_row % V == 0;
+}
 
 // Output o's chunks combined (partials[c * outputs + o] holds chunk c of
 // output o), before finalizing, in an order fixed by the chunk count alone:

@@ -2,7 +2,7 @@
 // Whether a launch of a fused group's kernel reads and writes its rows in
 // chunks of 16 bytes (lower/read_ahead.hpp), decided on the host per launch:
 // the chunk is 16 bytes of the dtype a thread computes (the group's output;
-// for a row reduction root, the values it reduces), at most 8 elements; it
+// for a reduction root, the values it reduces), at most 8 elements; it
 // applies where the row's length is a multiple of it and every buffer read
 // along the row, and an output written per element, start aligned (a
 // store's buffers do: exec/buffers.hpp; a layer's slice of a stack may not).
@@ -24,10 +24,13 @@ inline constexpr dim_t chunk_elements = sizeof(T) >= kernel::widest_load ? 1
                                         : kernel::widest_load / sizeof(T) > 8 ? 8
                                                                               : kernel::widest_load / sizeof(T);
 
+// Does the plan's kernel write its output in chunks? (A reduction writes
+// one value per row, or per output: the values it reads come in chunks.)
+template <class Plan>
+inline constexpr bool writes_chunks = Plan::loop == loop_kind::flat || Plan::loop == loop_kind::rows;
 // The dtype a thread of the plan's kernel computes per element, and its chunk.
 template <class Plan>
-using chunked_dtype =
-    std::conditional_t<Plan::loop == loop_kind::row_reduce, typename Plan::body::dtype, typename Plan::dtype>;
+using chunked_dtype = std::conditional_t<writes_chunks<Plan>, typename Plan::dtype, typename Plan::body::dtype>;
 template <class Plan>
 inline constexpr dim_t plan_chunk = chunk_elements<chunked_dtype<Plan>>;
 
@@ -40,7 +43,7 @@ dim_t chunk_width(const kernel::context<K, NR>& c, const kernel::loop_layout<K>&
     return 1;
   } else {
     const bool out_aligned =
-        Plan::loop == loop_kind::row_reduce ||
+        !writes_chunks<Plan> ||
         reinterpret_cast<std::uintptr_t>(out) % kernel::chunk_alignment<typename Plan::dtype, V> == 0;
     const bool reads_aligned = kernel::read_ahead<typename Plan::body>::template aligned_for<V>(c) &&
                                []<class... Rs>(tl::list<Rs...>, const auto& ctx) {

@@ -13,8 +13,10 @@
 //     f64, in slot order, its result shared with the block before the row's
 //     elements are written;
 //   * reductions over other axes: chunks of each output's visits summed in
-//     parallel, then each output's chunks in a fixed order, a block per
-//     output (launch_axis_reduce, exec/cuda/axis_reduce_map.hpp).
+//     parallel (where the last dim is kept, V outputs of a row at once in
+//     16-byte loads, as the launch allows), then each output's chunks in a
+//     fixed order, a block per output (launch_axis_reduce,
+//     exec/cuda/axis_reduce_map.hpp).
 // Elementwise results equal the CPU's bit for bit. Reductions combine in
 // another order than the CPU's row order (a tree, or chunks), so they agree
 // with the CPU within f64 rounding before the single rounding to the node's
@@ -142,7 +144,8 @@ __global__ void __launch_bounds__(Threads)
 // else one chunk of one output.
 template <class Plan, std::size_t K, std::size_t NR>
 __global__ void axis_reduce_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, axis_reduce_map map,
-                                  axis_reduce_split split, double count, double* partials, void* out_bytes) {
+                                  axis_reduce_split split, double count, double* partials, void* out_bytes,
+                                  dim_t width) {
   using T = typename Plan::dtype;
   using Op = typename Plan::root_op;
   T* out = static_cast<T*>(out_bytes);
@@ -150,6 +153,22 @@ __global__ void axis_reduce_group(kernel::context<K, NR> c, kernel::loop_layout<
     if (split.chunks == 1) out[o] = store_as<T>(Op::finalize(v, count));
     else partials[chunk * map.outputs + o] = v;
   };
+  if constexpr (Plan::root_advances && plan_chunk<Plan> > 1) {
+    // In chunks of V outputs of a row: each visited row's V values in 16-byte loads.
+    constexpr dim_t V = plan_chunk<Plan>;
+    if (width > 1) {
+      const dim_t per_chunk = map.outputs / V, total = split.chunks * per_chunk;
+      for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < total; i += dim_t{gridDim.x} * blockDim.x) {
+        const dim_t chunk = i / per_chunk, o = (i - chunk * per_chunk) * V;
+        double acc[V];
+        axis_reduce_outputs<Plan, V>(c, layout, map, o, 1, V, split.first(chunk), split.end(chunk, map.per_output),
+                                     acc, true);
+        CTG_UNROLL
+        for (dim_t k = 0; k < V; ++k) write(chunk, o + k, acc[k]);
+      }
+      return;
+    }
+  }
   if constexpr (Plan::root_advances) {
     if (axis_reduce_tiling::applies<Plan>(map, blockDim.x)) {
       constexpr unsigned N = tile_elements_per_thread;
@@ -244,11 +263,13 @@ void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, cons
   if (split.chunks > 1) partials.reserve(sums * sizeof(double));
   auto* part = reinterpret_cast<double*>(partials.data());
   constexpr unsigned threads = 256;
-  const std::size_t work = axis_reduce_tiling::applies<Plan>(map, threads)
+  const dim_t width = axis_reduce_chunks<Plan>(map) ? chunk_width<Plan>(c, layout, out) : 1;
+  const std::size_t work = width > 1 ? sums / static_cast<std::size_t>(width)
+                           : axis_reduce_tiling::applies<Plan>(map, threads)
                                ? static_cast<std::size_t>(axis_reduce_tiling(map, split, threads).tiles.count) * threads
                                : sums;
   axis_reduce_group<Plan><<<dev.blocks_for(work, threads), threads, 0, dev.stream()>>>(c, layout, map, split, count,
-                                                                                       part, out);
+                                                                                       part, out, width);
   check_launch("ctg::cuda::axis_reduce_group");
   if (split.chunks == 1) return;
   const unsigned combine_blocks = static_cast<unsigned>(map.outputs < 65535 ? map.outputs : 65535);
