@@ -3,12 +3,14 @@
 // thread by thread with the grids the host functions give. Every element,
 // and every row, is visited exactly once; a reduction over other axes
 // (exec/cuda/axis_reduce_map.hpp) visits each loop element once, from its
-// own output's thread, in increasing order.
+// own output's thread, in increasing order; a flat kernel
+// (exec/cuda/flat_chunks.hpp) writes every element once, in chunks or one by one.
 #include <doctest/doctest.h>
 
 #include <vector>
 
 #include <ctg/exec/cuda/axis_reduce_map.hpp>
+#include <ctg/exec/cuda/flat_chunks.hpp>
 #include <ctg/exec/cuda/launch_geometry.hpp>
 #include <ctg/lower/loop_layout.hpp>
 
@@ -71,6 +73,39 @@ TEST_CASE("elementwise launches: every element exactly once") {
   CHECK(ctg::cuda::blocks_for(300, 256, 132) == 2);
   CHECK(ctg::cuda::blocks_for(0, 256, 132) == 1);
   CHECK(ctg::cuda::blocks_for(1000, 128, 132, 4) == 2);  // (4 elements per thread)
+}
+
+TEST_CASE("flat kernels (widen, quantize, dequantize, accumulate): every element once, in chunks or one by one") {
+  using ctg::dim_t;
+  // 16 bytes of the widest array, at most 8 elements.
+  CHECK(ctg::cuda::flat_chunk<ctg::bf16, ctg::e4m3> == 8);
+  CHECK(ctg::cuda::flat_chunk<float, ctg::e4m3> == 4);
+  CHECK(ctg::cuda::flat_chunk<ctg::e4m3> == 8);
+  CHECK(ctg::cuda::flat_chunk<double> == 2);
+  alignas(16) static float f[64];
+  alignas(16) static ctg::bf16 h[64];
+  CHECK(ctg::cuda::flat_width(dim_t{64}, f, h) == 4);
+  CHECK(ctg::cuda::flat_width(dim_t{62}, f, h) == 1);      // (not a multiple of the chunk)
+  CHECK(ctg::cuda::flat_width(dim_t{60}, f + 1, h) == 1);  // (an array off its alignment)
+  CHECK(ctg::cuda::flat_width(dim_t{60}, f, h + 2) == 1);
+  CHECK(ctg::cuda::flat_width(dim_t{56}, f + 4, h + 4) == 4);  // (8 bytes of bf16 align 4 of them)
+  for (unsigned sm : {1u, 132u})
+    for (dim_t n : {dim_t{0}, dim_t{8}, dim_t{1000}, dim_t{4099}, dim_t{1} << 20})
+      for (dim_t width : {dim_t{8}, dim_t{1}}) {
+        if (n % width != 0) continue;
+        INFO("n = " << n << ", width = " << width << ", sm = " << sm);
+        std::vector<int> seen(static_cast<std::size_t>(n), 0);
+        const unsigned grid = ctg::cuda::blocks_for(ctg::cuda::flat_work(n, width), 256, sm);
+        bool chunks_as_told = true;
+        for (unsigned b = 0; b < grid; ++b)
+          for (unsigned t = 0; t < 256; ++t)
+            ctg::cuda::for_flat_chunks<8>(n, width, {b, t, grid, 256}, [&](dim_t i, auto count) {
+              chunks_as_told = chunks_as_told && decltype(count)::value == width;
+              for (dim_t k = 0; k < decltype(count)::value; ++k) ++seen[static_cast<std::size_t>(i + k)];
+            });
+        CHECK(chunks_as_told);
+        CHECK(each_once(seen));
+      }
 }
 
 TEST_CASE("tiled elementwise launches (rows at least a block long): every element exactly once") {

@@ -2,7 +2,9 @@
 // The CUDA store's kernels that are not fused groups or GEMMs: the transpose
 // of the last two dims, gather and scatter_add (embeddings), quantize and
 // dequantize (FP8), the gradient accumulation of micro-batches and the FP8
-// delayed-scaling update. Each computes what its CPU twin computes
+// delayed-scaling update. The flat ones (widen, quantize, dequantize,
+// accumulate) take 16 bytes at a time where the launch allows
+// (exec/cuda/flat_chunks.hpp). Each computes what its CPU twin computes
 // (exec/cpu/index_ops.hpp, exec/cpu/quantize.hpp, exec/cpu/store.hpp) with the
 // same element functions, so the same bits:
 //   * scatter_add adds each output element's rows in the order of the ids
@@ -16,6 +18,7 @@
 #include <ctg/core/fp8_scaling.hpp>
 #include <ctg/core/type_list.hpp>
 #include <ctg/exec/buffers.hpp>
+#include <ctg/exec/cuda/flat_chunks.hpp>
 #include <ctg/exec/cuda/runtime.cuh>
 
 namespace ctg::cuda::kernels {
@@ -27,11 +30,30 @@ namespace ctg::cuda::kernels {
 template <class Ts, std::size_t I>
 using type_at = tl::at_t<I, Ts>;
 
+// C elements of `from` in registers, in wide loads (flat_chunks.hpp).
+template <dim_t C, class T>
+__device__ CTG_FORCEINLINE void load_elements(T (&to)[C], const T* from) {
+  kernel::copy_wide<C * sizeof(T)>(to, from);
+}
+template <dim_t C, class T>
+__device__ CTG_FORCEINLINE void store_elements(T* to, const T (&from)[C]) {
+  kernel::copy_wide<C * sizeof(T)>(to, from);
+}
+
 // out[i] = in[i] as To (a matmul's narrower operand widened: exact).
 template <class Ts>  // <From, To>
-__global__ void widen(const type_at<Ts, 0>* in, type_at<Ts, 1>* out, dim_t n) {
-  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
-    out[i] = store_as<type_at<Ts, 1>>(load_as<type_at<Ts, 0>>(in[i]));
+__global__ void widen(const type_at<Ts, 0>* in, type_at<Ts, 1>* out, dim_t n, dim_t width) {
+  using From = type_at<Ts, 0>;
+  using To = type_at<Ts, 1>;
+  for_flat_chunks<flat_chunk<From, To>>(n, width, this_thread(), [&](dim_t i, auto count) {
+    constexpr dim_t C = decltype(count)::value;
+    alignas(16) From a[C];
+    alignas(16) To b[C];
+    load_elements(a, in + i);
+    CTG_UNROLL
+    for (dim_t k = 0; k < C; ++k) b[k] = store_as<To>(load_as<From>(a[k]));
+    store_elements(out + i, b);
+  });
 }
 
 // `batches` matrices rows x cols of T, each written cols x rows.
@@ -85,7 +107,7 @@ __global__ void amax(const type_at<Ts, 0>* x, dim_t n, unsigned* amax_bits) {
 // in the same pass. Current: the scale from the amax taken before.
 template <class Ts, bool Delayed, int Margin>  // Ts: <TX, Fmt>
 __global__ void quantize(const type_at<Ts, 0>* x, type_at<Ts, 1>* q, dim_t n, const float* scale_leaf,
-                         fp8_side_data* side) {
+                         fp8_side_data* side, dim_t width) {
   using TX = type_at<Ts, 0>;
   using Fmt = type_at<Ts, 1>;
   float scale = 1.0f;
@@ -96,11 +118,19 @@ __global__ void quantize(const type_at<Ts, 0>* x, type_at<Ts, 1>* q, dim_t n, co
     if (fp8_scaling::is_finite(a)) scale = fp8_scaling::current_scale(a, dtype_traits<Fmt>::max, Margin);
   }
   float m = 0.0f;
-  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x) {
-    const float v = static_cast<float>(load_as<TX>(x[i]));
-    if constexpr (Delayed) m = fp8_scaling::amax_combine(m, fabsf(v));
-    q[i] = fp8_scaling::quantize<Fmt>(v, scale);
-  }
+  for_flat_chunks<flat_chunk<TX, Fmt>>(n, width, this_thread(), [&](dim_t i, auto count) {
+    constexpr dim_t C = decltype(count)::value;
+    alignas(16) TX xs[C];
+    alignas(16) Fmt qs[C];
+    load_elements(xs, x + i);
+    CTG_UNROLL
+    for (dim_t k = 0; k < C; ++k) {
+      const float v = static_cast<float>(load_as<TX>(xs[k]));
+      if constexpr (Delayed) m = fp8_scaling::amax_combine(m, fabsf(v));
+      qs[k] = fp8_scaling::quantize<Fmt>(v, scale);
+    }
+    store_elements(q + i, qs);
+  });
   if constexpr (Delayed) block_amax(m, reinterpret_cast<unsigned*>(&side->amax));
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     side->scale = scale;
@@ -109,20 +139,36 @@ __global__ void quantize(const type_at<Ts, 0>* x, type_at<Ts, 1>* q, dim_t n, co
 }
 
 template <class Ts>  // <Fmt, T>
-__global__ void dequantize(const type_at<Ts, 0>* q, const fp8_side_data* side, type_at<Ts, 1>* out, dim_t n) {
+__global__ void dequantize(const type_at<Ts, 0>* q, const fp8_side_data* side, type_at<Ts, 1>* out, dim_t n,
+                           dim_t width) {
   using Fmt = type_at<Ts, 0>;
   using T = type_at<Ts, 1>;
   const float scale_inv = side->scale_inv;
-  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
-    out[i] = store_as<T>(fp8_scaling::dequantize<Fmt>(q[i], scale_inv));
+  for_flat_chunks<flat_chunk<Fmt, T>>(n, width, this_thread(), [&](dim_t i, auto count) {
+    constexpr dim_t C = decltype(count)::value;
+    alignas(16) Fmt qs[C];
+    alignas(16) T vs[C];
+    load_elements(qs, q + i);
+    CTG_UNROLL
+    for (dim_t k = 0; k < C; ++k) vs[k] = store_as<T>(fp8_scaling::dequantize<Fmt>(qs[k], scale_inv));
+    store_elements(out + i, vs);
+  });
 }
 
 // dst += src, in T's compute type, rounded once to T.
 template <class Ts>
-__global__ void accumulate(type_at<Ts, 0>* dst, const type_at<Ts, 0>* src, dim_t n) {
+__global__ void accumulate(type_at<Ts, 0>* dst, const type_at<Ts, 0>* src, dim_t n, dim_t width) {
   using T = type_at<Ts, 0>;
-  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
-    dst[i] = store_as<T>(load_as<T>(dst[i]) + load_as<T>(src[i]));
+  for_flat_chunks<flat_chunk<T>>(n, width, this_thread(), [&](dim_t i, auto count) {
+    constexpr dim_t C = decltype(count)::value;
+    alignas(16) T d[C];
+    alignas(16) T s[C];
+    load_elements(d, dst + i);
+    load_elements(s, src + i);
+    CTG_UNROLL
+    for (dim_t k = 0; k < C; ++k) d[k] = store_as<T>(load_as<T>(d[k]) + load_as<T>(s[k]));
+    store_elements(dst + i, d);
+  });
 }
 
 // A value of n <= 8 bytes (its bits in `bits`, little-endian) written to

@@ -27,11 +27,6 @@ CTG_HOT_BEGIN
 
 namespace ctg::cuda {
 
-// A thread's place in its launch: blockIdx.x, threadIdx.x, gridDim.x, blockDim.x.
-struct thread_place {
-  dim_t block = 0, thread = 0, blocks = 1, threads = 1;
-};
-
 // Threads a launch needs (before the grid's cap: launch_geometry.hpp,
 // blocks_for): a block's worth per tile where rows are tiled, else one per
 // chunk (element).

@@ -44,8 +44,7 @@ namespace ctg::cuda {
 template <class Plan, std::size_t K, std::size_t NR>
 __global__ void elementwise_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes,
                                   dim_t width) {
-  elementwise_thread<Plan>(c, layout, static_cast<typename Plan::dtype*>(out_bytes), width,
-                           thread_place{blockIdx.x, threadIdx.x, gridDim.x, blockDim.x});
+  elementwise_thread<Plan>(c, layout, static_cast<typename Plan::dtype*>(out_bytes), width, this_thread());
 }
 
 }  // namespace ctg::cuda

@@ -11,6 +11,13 @@
 
 namespace ctg::cuda {
 
+// A thread's place in its launch: blockIdx.x, threadIdx.x, gridDim.x,
+// blockDim.x (a kernel's per-thread work takes it, so the CPU tests run
+// every thread of a launch: cuda::this_thread() on the device).
+struct thread_place {
+  dim_t block = 0, thread = 0, blocks = 1, threads = 1;
+};
+
 // Blocks for a grid-stride loop over n elements, `per_thread` each: enough
 // to fill every SM eight times over (2048 threads of 256-thread blocks: a
 // Hopper SM's most, so memory-bound loops keep enough loads in flight),

@@ -25,6 +25,9 @@
 
 namespace ctg::cuda {
 
+// The calling thread's place in its launch (launch_geometry.hpp).
+__device__ inline thread_place this_thread() { return {blockIdx.x, threadIdx.x, gridDim.x, blockDim.x}; }
+
 // Throws ctg::error for a failed CUDA runtime call; `call` is its source text.
 inline void check(cudaError_t status, const char* call) {
   if (status == cudaSuccess) return;

@@ -60,9 +60,11 @@ const void* operand_as(const bindings_view& b, std::size_t node, int which, work
     arena& s = ws.operand_scratch(which);
     s.reserve(static_cast<std::size_t>(n) * sizeof(W) + 1);
     if (n > 0) {
-      kernels::widen<tl::list<From, W>>
-          <<<ws.dev().blocks_for(static_cast<std::size_t>(n), threads), threads, 0, ws.stream()>>>(
-              b.template as<const From>(node), reinterpret_cast<W*>(s.data()), n);
+      const From* in = b.template as<const From>(node);
+      W* out = reinterpret_cast<W*>(s.data());
+      const dim_t width = flat_width(n, in, out);
+      kernels::widen<tl::list<From, W>><<<ws.dev().blocks_for(flat_work(n, width), threads), threads, 0, ws.stream()>>>(
+          in, out, n, width);
       check_launch("ctg::cuda::kernels::widen");
     }
     return s.data();
@@ -136,8 +138,10 @@ template <class TX, class Fmt, bool Delayed, int Margin>
 void run_quantize(const group_call& g, const bindings_view& b, workspace& ws, float* amax_out) {
   const dim_t n = b.shape[g.root].numel();
   const TX* x = b.template as<const TX>(g.child[0]);
+  Fmt* q = b.template as<Fmt>(g.root);
   fp8_side_data* side = fp8_side(b, g.root);
   const unsigned blocks = ws.dev().blocks_for(static_cast<std::size_t>(n), threads);
+  const dim_t width = flat_width(n, x, q);
   CTG_CUDA_CHECK(cudaMemsetAsync(&side->amax, 0, sizeof(float), ws.stream()));
   if constexpr (!Delayed) {
     if (n > 0) {
@@ -146,8 +150,8 @@ void run_quantize(const group_call& g, const bindings_view& b, workspace& ws, fl
     }
   }
   const float* scale_leaf = Delayed ? b.template as<const float>(g.child[1]) : nullptr;
-  kernels::quantize<tl::list<TX, Fmt>, Delayed, Margin><<<blocks, threads, 0, ws.stream()>>>(x, b.template as<Fmt>(g.root), n,
-                                                                                 scale_leaf, side);
+  kernels::quantize<tl::list<TX, Fmt>, Delayed, Margin>
+      <<<ws.dev().blocks_for(flat_work(n, width), threads), threads, 0, ws.stream()>>>(x, q, n, scale_leaf, side, width);
   check_launch("ctg::cuda::kernels::quantize");
   if (amax_out)  // (the amax record's slot, in device memory: no wait)
     CTG_CUDA_CHECK(cudaMemcpyAsync(amax_out, &side->amax, sizeof(float), cudaMemcpyDeviceToDevice, ws.stream()));
@@ -157,8 +161,11 @@ template <class Fmt, class T>
 void run_dequantize(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const dim_t n = b.shape[g.root].numel();
   if (n == 0) return;
-  kernels::dequantize<tl::list<Fmt, T>><<<ws.dev().blocks_for(static_cast<std::size_t>(n), threads), threads, 0, ws.stream()>>>(
-      b.template as<const Fmt>(g.child[0]), fp8_side(b, g.child[0]), b.template as<T>(g.root), n);
+  const Fmt* q = b.template as<const Fmt>(g.child[0]);
+  T* out = b.template as<T>(g.root);
+  const dim_t width = flat_width(n, q, out);
+  kernels::dequantize<tl::list<Fmt, T>><<<ws.dev().blocks_for(flat_work(n, width), threads), threads, 0, ws.stream()>>>(
+      q, fp8_side(b, g.child[0]), out, n, width);
   check_launch("ctg::cuda::kernels::dequantize");
 }
 
@@ -255,8 +262,12 @@ struct backend {
   template <class T>
   static void accumulate(workspace& ws, std::byte* dst, const std::byte* src, std::size_t n) {
     if (n == 0) return;
-    kernels::accumulate<tl::list<T>><<<ws.dev().blocks_for(n, runners::threads), runners::threads, 0, ws.stream()>>>(
-        reinterpret_cast<T*>(dst), reinterpret_cast<const T*>(src), static_cast<dim_t>(n));
+    T* d = reinterpret_cast<T*>(dst);
+    const T* s = reinterpret_cast<const T*>(src);
+    const dim_t width = flat_width(static_cast<dim_t>(n), d, s);
+    kernels::accumulate<tl::list<T>>
+        <<<ws.dev().blocks_for(flat_work(static_cast<dim_t>(n), width), runners::threads), runners::threads, 0,
+           ws.stream()>>>(d, s, static_cast<dim_t>(n), width);
     check_launch("ctg::cuda::kernels::accumulate");
   }
   // FP8 delayed scaling's bookkeeping (exec/fp8_state.hpp) on the device, a thread per layer.
