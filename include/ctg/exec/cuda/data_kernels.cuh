@@ -40,20 +40,26 @@ __device__ CTG_FORCEINLINE void store_elements(T* to, const T (&from)[C]) {
   kernel::copy_wide<C * sizeof(T)>(to, from);
 }
 
-// out[i] = in[i] as To (a matmul's narrower operand widened: exact).
-template <class Ts>  // <From, To>
-__global__ void widen(const type_at<Ts, 0>* in, type_at<Ts, 1>* out, dim_t n, dim_t width) {
-  using From = type_at<Ts, 0>;
-  using To = type_at<Ts, 1>;
+// out[i] = f(in[i]) for n elements, in chunks where `width` says (flat_chunks.hpp).
+template <class From, class To, class F>
+__device__ CTG_FORCEINLINE void map_flat(const From* in, To* out, dim_t n, dim_t width, F&& f) {
   for_flat_chunks<flat_chunk<From, To>>(n, width, this_thread(), [&](dim_t i, auto count) {
     constexpr dim_t C = decltype(count)::value;
     alignas(16) From a[C];
     alignas(16) To b[C];
     load_elements(a, in + i);
     CTG_UNROLL
-    for (dim_t k = 0; k < C; ++k) b[k] = store_as<To>(load_as<From>(a[k]));
+    for (dim_t k = 0; k < C; ++k) b[k] = f(a[k]);
     store_elements(out + i, b);
   });
+}
+
+// out[i] = in[i] as To (a matmul's narrower operand widened: exact).
+template <class Ts>  // <From, To>
+__global__ void widen(const type_at<Ts, 0>* in, type_at<Ts, 1>* out, dim_t n, dim_t width) {
+  using From = type_at<Ts, 0>;
+  using To = type_at<Ts, 1>;
+  map_flat(in, out, n, width, [](From v) { return store_as<To>(load_as<From>(v)); });
 }
 
 // `batches` matrices rows x cols of T, each written cols x rows.
@@ -118,18 +124,10 @@ __global__ void quantize(const type_at<Ts, 0>* x, type_at<Ts, 1>* q, dim_t n, co
     if (fp8_scaling::is_finite(a)) scale = fp8_scaling::current_scale(a, dtype_traits<Fmt>::max, Margin);
   }
   float m = 0.0f;
-  for_flat_chunks<flat_chunk<TX, Fmt>>(n, width, this_thread(), [&](dim_t i, auto count) {
-    constexpr dim_t C = decltype(count)::value;
-    alignas(16) TX xs[C];
-    alignas(16) Fmt qs[C];
-    load_elements(xs, x + i);
-    CTG_UNROLL
-    for (dim_t k = 0; k < C; ++k) {
-      const float v = static_cast<float>(load_as<TX>(xs[k]));
-      if constexpr (Delayed) m = fp8_scaling::amax_combine(m, fabsf(v));
-      qs[k] = fp8_scaling::quantize<Fmt>(v, scale);
-    }
-    store_elements(q + i, qs);
+  map_flat(x, q, n, width, [&](TX e) {
+    const float v = static_cast<float>(load_as<TX>(e));
+    if constexpr (Delayed) m = fp8_scaling::amax_combine(m, fabsf(v));
+    return fp8_scaling::quantize<Fmt>(v, scale);
   });
   if constexpr (Delayed) block_amax(m, reinterpret_cast<unsigned*>(&side->amax));
   if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -144,15 +142,7 @@ __global__ void dequantize(const type_at<Ts, 0>* q, const fp8_side_data* side, t
   using Fmt = type_at<Ts, 0>;
   using T = type_at<Ts, 1>;
   const float scale_inv = side->scale_inv;
-  for_flat_chunks<flat_chunk<Fmt, T>>(n, width, this_thread(), [&](dim_t i, auto count) {
-    constexpr dim_t C = decltype(count)::value;
-    alignas(16) Fmt qs[C];
-    alignas(16) T vs[C];
-    load_elements(qs, q + i);
-    CTG_UNROLL
-    for (dim_t k = 0; k < C; ++k) vs[k] = store_as<T>(fp8_scaling::dequantize<Fmt>(qs[k], scale_inv));
-    store_elements(out + i, vs);
-  });
+  map_flat(q, out, n, width, [=](Fmt e) { return store_as<T>(fp8_scaling::dequantize<Fmt>(e, scale_inv)); });
 }
 
 // dst += src, in T's compute type, rounded once to T.
