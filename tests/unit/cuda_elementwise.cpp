@@ -36,7 +36,7 @@ void check_group(Step, Root, dim_t batch, bool expect_chunks, int skewed_input =
   const dim_t width = ctg::cuda::chunk_width<Plan>(g.ctx, g.layout, out);
   INFO("batch ", batch, ", chunks of ", width);
   CHECK((width > 1) == expect_chunks);
-  if (width > 1) CHECK(width == ctg::cuda::chunk_elements<T>);
+  if (width > 1) CHECK(width == ctg::kernel::chunk_elements<T>);
   for (dim_t w : {width, dim_t{1}})
     for (dim_t threads : {dim_t{3}, dim_t{4}, dim_t{32}, dim_t{256}})
       for (dim_t blocks : {dim_t{1}, dim_t{5}}) {

@@ -78,10 +78,10 @@ TEST_CASE("elementwise launches: every element exactly once") {
 TEST_CASE("flat kernels (widen, quantize, dequantize, accumulate): every element once, in chunks or one by one") {
   using ctg::dim_t;
   // 16 bytes of the widest array, at most 8 elements.
-  CHECK(ctg::cuda::flat_chunk<ctg::bf16, ctg::e4m3> == 8);
-  CHECK(ctg::cuda::flat_chunk<float, ctg::e4m3> == 4);
-  CHECK(ctg::cuda::flat_chunk<ctg::e4m3> == 8);
-  CHECK(ctg::cuda::flat_chunk<double> == 2);
+  CHECK(ctg::kernel::chunk_elements<ctg::bf16, ctg::e4m3> == 8);
+  CHECK(ctg::kernel::chunk_elements<float, ctg::e4m3> == 4);
+  CHECK(ctg::kernel::chunk_elements<ctg::e4m3> == 8);
+  CHECK(ctg::kernel::chunk_elements<double> == 2);
   alignas(16) static float f[64];
   alignas(16) static ctg::bf16 h[64];
   CHECK(ctg::cuda::flat_width(dim_t{64}, f, h) == 4);

@@ -3,10 +3,9 @@
 // whose buffer reads were done ahead in wide loads (a GPU thread reads 16
 // bytes per instruction: exec/cuda/elementwise_thread.hpp).
 //
-//   kernel::chunk_context_for<Body, Ctx, V> t;  // a copy of the row's context
-//   t.first = j0;                               // the chunk: j0 .. j0 + V - 1
-//   read_ahead<Body>::fetch(t);                 // each advancing slot's V values, wide
-//   ... Body::value(t, j0 + k) ...              // kernel::load reads t.ahead, not memory
+//   auto t = kernel::read_chunk<Body, V>(c, j0);  // c's copy, each advancing slot's V values
+//                                                 // at j0 .. j0 + V - 1 read wide
+//   ... Body::value(t, j0 + k) ...                // kernel::load reads t.ahead, not memory
 // (write_chunk: that, and the V results written in wide stores.)
 //
 // Only slots that move along the row (kernel::load<S, T, true>) are read
@@ -17,6 +16,7 @@
 // every advancing slot's buffer starts aligned (aligned_for): a slot's outer
 // strides are multiples of the row's length (loop_layout.hpp), so every
 // chunk starts at a multiple of V elements.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -63,6 +63,12 @@ CTG_HD CTG_FORCEINLINE void copy_wide(void* dst, const void* src) {
   std::memcpy(dst, src, Bytes);
 #endif
 }
+
+// Elements per chunk of a kernel reading and writing these types: 16 bytes
+// of the widest, at most 8.
+template <class... Ts>
+inline constexpr dim_t chunk_elements =
+    static_cast<dim_t>(std::clamp<std::size_t>(widest_load / std::max({sizeof(Ts)...}), 1, 8));
 
 // The alignment copy_wide needs for V elements of T.
 template <class T, std::size_t V>
@@ -115,14 +121,22 @@ struct read_ahead<apply<Op, T, Xs...>> {
 template <class Body, class Ctx, std::size_t V>
 using chunk_context_for = chunk_context<Ctx, V, std::conditional_t<read_ahead<Body>::reads_f64, f64, f32>>;
 
-// Body's values at elements first .. first + V - 1 of the row context c is
-// in, written to row_out[first ..] (dtype T) in wide stores.
-template <class Body, std::size_t V, class T, class Ctx>
-CTG_HD CTG_FORCEINLINE void write_chunk(const Ctx& c, dim_t first, T* row_out) {
+// Row context c with what Body reads at elements first .. first + V - 1
+// read ahead.
+template <class Body, std::size_t V, class Ctx>
+CTG_HD CTG_FORCEINLINE chunk_context_for<Body, Ctx, V> read_chunk(const Ctx& c, dim_t first) {
   chunk_context_for<Body, Ctx, V> t;
   static_cast<Ctx&>(t) = c;
   t.first = first;
   read_ahead<Body>::fetch(t);
+  return t;
+}
+
+// Body's values at elements first .. first + V - 1 of the row context c is
+// in, written to row_out[first ..] (dtype T) in wide stores.
+template <class Body, std::size_t V, class T, class Ctx>
+CTG_HD CTG_FORCEINLINE void write_chunk(const Ctx& c, dim_t first, T* row_out) {
+  const auto t = read_chunk<Body, V>(c, first);
   alignas(widest_load) T raw[V];
   CTG_UNROLL
   for (std::size_t k = 0; k < V; ++k) raw[k] = store_as<T>(Body::value(t, first + static_cast<dim_t>(k)));

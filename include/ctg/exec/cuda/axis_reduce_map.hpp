@@ -169,10 +169,7 @@ CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_r
     }(typename Plan::reductions{});
     if constexpr (Plan::root_advances) {
       if (N > 1 && wide) {
-        kernel::chunk_context_for<Body, Ctx, N> tc;
-        static_cast<Ctx&>(tc) = t;
-        tc.first = j;
-        kernel::read_ahead<Body>::fetch(tc);
+        const auto tc = kernel::read_chunk<Body, N>(t, j);
         CTG_UNROLL
         for (unsigned k = 0; k < N; ++k) acc[k] = Op::combine(acc[k], static_cast<double>(Body::value(tc, j + k)));
       } else {

@@ -18,12 +18,6 @@
 
 namespace ctg::cuda {
 
-// Elements per chunk of T: 16 bytes' worth, at most 8.
-template <class T>
-inline constexpr dim_t chunk_elements = sizeof(T) >= kernel::widest_load ? 1
-                                        : kernel::widest_load / sizeof(T) > 8 ? 8
-                                                                              : kernel::widest_load / sizeof(T);
-
 // Does the plan's kernel write its output in chunks? (A reduction writes
 // one value per row, or per output: the values it reads come in chunks.)
 template <class Plan>
@@ -32,7 +26,7 @@ inline constexpr bool writes_chunks = Plan::loop == loop_kind::flat || Plan::loo
 template <class Plan>
 using chunked_dtype = std::conditional_t<writes_chunks<Plan>, typename Plan::dtype, typename Plan::body::dtype>;
 template <class Plan>
-inline constexpr dim_t plan_chunk = chunk_elements<chunked_dtype<Plan>>;
+inline constexpr dim_t plan_chunk = kernel::chunk_elements<chunked_dtype<Plan>>;
 
 // The chunk a launch of this plan can take (1: element by element), from
 // the row's length and the buffers' addresses.

@@ -43,7 +43,7 @@ __device__ CTG_FORCEINLINE void store_elements(T* to, const T (&from)[C]) {
 // out[i] = f(in[i]) for n elements, in chunks where `width` says (flat_chunks.hpp).
 template <class From, class To, class F>
 __device__ CTG_FORCEINLINE void map_flat(const From* in, To* out, dim_t n, dim_t width, F&& f) {
-  for_flat_chunks<flat_chunk<From, To>>(n, width, this_thread(), [&](dim_t i, auto count) {
+  for_flat_chunks<kernel::chunk_elements<From, To>>(n, width, this_thread(), [&](dim_t i, auto count) {
     constexpr dim_t C = decltype(count)::value;
     alignas(16) From a[C];
     alignas(16) To b[C];
@@ -149,7 +149,7 @@ __global__ void dequantize(const type_at<Ts, 0>* q, const fp8_side_data* side, t
 template <class Ts>
 __global__ void accumulate(type_at<Ts, 0>* dst, const type_at<Ts, 0>* src, dim_t n, dim_t width) {
   using T = type_at<Ts, 0>;
-  for_flat_chunks<flat_chunk<T>>(n, width, this_thread(), [&](dim_t i, auto count) {
+  for_flat_chunks<kernel::chunk_elements<T>>(n, width, this_thread(), [&](dim_t i, auto count) {
     constexpr dim_t C = decltype(count)::value;
     alignas(16) T d[C];
     alignas(16) T s[C];

@@ -4,9 +4,8 @@
 // take V elements at a time in 16-byte accesses where n is a multiple of V
 // and every array starts aligned for V of its type (flat_width, decided on
 // the host per launch), else one at a time. V fills 16 bytes of the widest
-// type the kernel reads or writes (at most 8). Host and device code:
+// type the kernel reads or writes (at most 8: kernel::chunk_elements). Host and device code:
 // unit.cuda_launch_geometry walks every thread of launches with it.
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -17,15 +16,10 @@
 
 namespace ctg::cuda {
 
-// The chunk of a flat kernel over arrays of these types.
-template <class... Ts>
-inline constexpr dim_t flat_chunk =
-    static_cast<dim_t>(std::clamp<std::size_t>(kernel::widest_load / std::max({sizeof(Ts)...}), 1, 8));
-
 // The chunk a launch over n elements of these arrays takes (1: one at a time).
 template <class... Ts>
 dim_t flat_width(dim_t n, const Ts*... arrays) {
-  constexpr dim_t V = flat_chunk<Ts...>;
+  constexpr dim_t V = kernel::chunk_elements<Ts...>;
   const bool fits = V > 1 && n % V == 0 &&
                     ((reinterpret_cast<std::uintptr_t>(arrays) % kernel::chunk_alignment<Ts, V> == 0) && ...);
   return fits ? V : 1;

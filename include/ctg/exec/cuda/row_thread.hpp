@@ -39,10 +39,7 @@ CTG_HD double row_part(const Ctx& c, dim_t L, dim_t width, dim_t thread, dim_t t
     if (L % V == 0) {
       for (dim_t ch = thread; ch < L / V; ch += threads) {
         if (width > 1) {
-          kernel::chunk_context_for<X, Ctx, V> t;
-          static_cast<Ctx&>(t) = c;
-          t.first = ch * V;
-          kernel::read_ahead<X>::fetch(t);
+          const auto t = kernel::read_chunk<X, V>(c, ch * V);
           CTG_UNROLL
           for (dim_t k = 0; k < V; ++k) fold(t, t.first + k);
         } else {
