@@ -156,6 +156,8 @@ using Bias8 = ctg::param<"b", ctg::f32, 8>;
 using X37 = ctg::input<"x", ctg::f32, ctg::dyn, 37>;
 using H8 = ctg::input<"h", ctg::bf16, ctg::dyn, 8>;
 using X300 = ctg::input<"x", ctg::f32, ctg::dyn, 300>;
+using X3000 = ctg::input<"x", ctg::f32, ctg::dyn, 3000>;
+using X5000 = ctg::input<"x", ctg::f32, ctg::dyn, 5000>;
 using X3d = ctg::input<"x", ctg::f32, ctg::dyn, 4, 8>;
 using H3d = ctg::input<"h", ctg::bf16, ctg::dyn, 4, 8>;
 using Heads = ctg::input<"h", ctg::bf16, ctg::dyn, 12, 4, 768>;
@@ -176,6 +178,14 @@ int main() {
     {
       auto y = ctg::softmax<1>(X37{});  // two inlined row reductions
       ok = check(dev, "softmax<1>(x), rows of 37", ctg::forward(y), y, false) && ok;
+    }
+    {
+      // Rows longer than a warp takes (cuda::rows_take_a_warp): a block per
+      // row, with the row cache (up to 4096) and without.
+      auto y = ctg::softmax<1>(X3000{});
+      ok = check(dev, "softmax<1>(x), rows of 3000", ctg::forward(y), y, false) && ok;
+      auto z = ctg::softmax<1>(X5000{});
+      ok = check(dev, "softmax<1>(x), rows of 5000", ctg::forward(z), z, false) && ok;
     }
     {
       auto y = ctg::mean<1>(ctg::square(X300{}));  // a row reduction as the root

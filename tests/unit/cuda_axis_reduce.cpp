@@ -23,6 +23,21 @@ namespace {
 using ctg::dim_t;
 
 int chunked_groups = 0;  // (groups whose outputs were also computed V at a time)
+int lane_groups = 0;     // (groups whose rows were also combined in lanes)
+
+// The kernel's row_lanes (exec/cuda/fused_kernel.cuh) on the CPU: 16
+// threads' lane_part values, folded as its shuffles fold them (every lane u
+// at once takes lane u + w's value, for w = 8, 4, 2, 1; lane 0's is the row's).
+struct host_row_lanes {
+  template <class R, class Ctx>
+  static double combine(const Ctx& c, dim_t L) {
+    double lane[R::lanes];
+    for (dim_t u = 0; u < R::lanes; ++u) lane[u] = R::lane_part(c, L, u);
+    for (dim_t w = R::lanes / 2; w >= 1; w /= 2)
+      for (dim_t u = 0; u + w < R::lanes; ++u) lane[u] = R::op::combine(lane[u], lane[u + w]);  // (u + w not yet updated)
+    return lane[0];
+  }
+};
 
 // Group Root of Step (reading leaves only) on `batch` rows of random values.
 template <class Step, class Root>
@@ -91,6 +106,20 @@ void check_group(Step, Root, dim_t batch) {
     }
   }
 
+  // Rows combined by 16 threads, a lane each, where the kernel does so: each
+  // chunk's bits as one thread's.
+  if constexpr (ctg::cuda::rows_in_lanes<Plan>) {
+    ++lane_groups;
+    std::size_t differ_lanes = 0;
+    for (dim_t c = 0; c < split.chunks; ++c)
+      for (dim_t o = 0; o < map.outputs; ++o) {
+        const double v = ctg::cuda::axis_reduce_output<Plan>(ctx, layout, map, o, split.first(c),
+                                                             split.end(c, map.per_output), host_row_lanes{});
+        differ_lanes += std::memcmp(&v, &partials[static_cast<std::size_t>(c * map.outputs + o)], sizeof v) != 0;
+      }
+    CHECK(differ_lanes == 0);
+  }
+
   // The kernel's own mapping of work to threads (tiles of output rows where
   // they apply; blocks of 3 and 4 threads, so that rows of 8 make tiles):
   // every chunk of every output written once, with the bits of its walk alone.
@@ -156,4 +185,5 @@ TEST_CASE("a reduction over other axes, as the CUDA kernels compute it, against 
     check_group(ctg::forward(masked), masked, batch);
   }
   CHECK(chunked_groups >= 5 * 4);  // (five of the groups keep rows of 8, at every batch but the empty one)
+  CHECK(lane_groups == 5);         // (everything, at every batch)
 }

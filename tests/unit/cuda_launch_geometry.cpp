@@ -7,11 +7,13 @@
 // (exec/cuda/flat_chunks.hpp) writes every element once, in chunks or one by one.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include <ctg/exec/cuda/axis_reduce_map.hpp>
 #include <ctg/exec/cuda/flat_chunks.hpp>
 #include <ctg/exec/cuda/launch_geometry.hpp>
+#include <ctg/exec/cuda/transpose_tiles.hpp>
 #include <ctg/lower/loop_layout.hpp>
 
 #include "../common/rt_shapes.hpp"
@@ -51,6 +53,18 @@ std::vector<int> row_visits(std::size_t rows, std::size_t length, unsigned threa
     for (std::size_t row = block; row < rows; row += grid)
       for (unsigned t = 0; t < threads; ++t)
         for (std::size_t j = t; j < length; j += threads) ++seen[row * length + j];
+  return seen;
+}
+// The same for rows a warp takes each (warp_row_group): every row once, by one warp.
+std::vector<int> warp_row_visits(std::size_t rows, std::size_t length) {
+  std::vector<int> seen(rows * length, 0);
+  if (rows == 0) return seen;
+  const unsigned grid = ctg::cuda::warp_row_blocks(rows), warps = ctg::cuda::warps_per_row_block;
+  for (unsigned block = 0; block < grid; ++block)
+    for (unsigned w = 0; w < warps; ++w)
+      for (std::size_t row = std::size_t{block} * warps + w; row < rows; row += std::size_t{grid} * warps)
+        for (unsigned lane = 0; lane < ctg::cuda::warp_threads; ++lane)
+          for (std::size_t j = lane; j < length; j += ctg::cuda::warp_threads) ++seen[row * length + j];
   return seen;
 }
 bool each_once(const std::vector<int>& v) {
@@ -127,6 +141,17 @@ TEST_CASE("row launches: every row and element exactly once, more rows than the 
     }
   CHECK(ctg::cuda::row_blocks(70001) == 65535);
   CHECK(ctg::cuda::row_blocks(0) == 1);
+  // A warp per row: rows of up to 2048, in blocks of 8 warps (more rows than the grid too).
+  for (std::size_t rows : {std::size_t(1), std::size_t(7), std::size_t(8), std::size_t(9), std::size_t(1000),
+                           std::size_t(65535) * 8 + 13})
+    for (std::size_t length : {std::size_t(1), std::size_t(37)}) {
+      INFO("rows = " << rows << ", length = " << length);
+      CHECK(each_once(warp_row_visits(rows, length)));
+    }
+  CHECK(ctg::cuda::warp_row_blocks(9) == 2);
+  CHECK(ctg::cuda::warp_row_blocks(8 * 70001) == 65535);
+  CHECK(ctg::cuda::rows_take_a_warp(2048));
+  CHECK(!ctg::cuda::rows_take_a_warp(2049));
 }
 
 namespace {
@@ -210,4 +235,39 @@ TEST_CASE("reductions over other axes: chunks cover every visit once, within the
     }
     CHECK(each_once(seen));
   }
+}
+
+TEST_CASE("transposes: every thread of every 32 x 32 tile, each element moved once to its place") {
+  using tiles_t = ctg::cuda::transpose_tiles;
+  constexpr ctg::dim_t edge = tiles_t::edge;
+  for (ctg::dim_t batches : {ctg::dim_t{1}, ctg::dim_t{3}})
+    for (ctg::dim_t rows : {ctg::dim_t{1}, ctg::dim_t{31}, ctg::dim_t{32}, ctg::dim_t{33}, ctg::dim_t{100}})
+      for (ctg::dim_t cols : {ctg::dim_t{1}, ctg::dim_t{32}, ctg::dim_t{65}}) {
+        INFO("batches = " << batches << ", rows = " << rows << ", cols = " << cols);
+        const ctg::dim_t n = batches * rows * cols;
+        std::vector<int> in(static_cast<std::size_t>(n)), out(in.size(), -1), writes(in.size(), 0);
+        for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int>(i);
+        const tiles_t tiles(rows, cols, batches);
+        CHECK(tiles.count == batches * ((rows + edge - 1) / edge) * ((cols + edge - 1) / edge));
+        for (ctg::dim_t t = 0; t < tiles.count; ++t) {
+          const tiles_t::tile p = tiles.at(t);
+          int mem[edge][edge + 1];
+          for (auto& line : mem)
+            for (int& v : line) v = -2;  // (a write of an element no thread read shows as -2)
+          for (unsigned th = 0; th < tiles_t::threads; ++th) tiles.load(p, in.data(), mem, th % edge, th / edge);
+          // The tile's writes into a fresh output, counted per element across tiles.
+          std::vector<int> tile_out(out.size(), -1);
+          for (unsigned th = 0; th < tiles_t::threads; ++th) tiles.store(p, mem, tile_out.data(), th % edge, th / edge);
+          for (std::size_t i = 0; i < out.size(); ++i)
+            if (tile_out[i] != -1) out[i] = tile_out[i], ++writes[i];
+        }
+        bool placed = true;
+        for (ctg::dim_t b = 0; b < batches; ++b)
+          for (ctg::dim_t r = 0; r < rows; ++r)
+            for (ctg::dim_t c = 0; c < cols; ++c)
+              placed = placed && out[static_cast<std::size_t>(b * rows * cols + c * rows + r)] ==
+                                     in[static_cast<std::size_t>(b * rows * cols + r * cols + c)];
+        CHECK(placed);
+        CHECK(std::count(writes.begin(), writes.end(), 1) == static_cast<std::ptrdiff_t>(writes.size()));
+      }
 }

@@ -117,8 +117,9 @@ struct apply {
 // added pairwise (lane u + lane u + 8, then + 4, + 2, + 1); 16 independent
 // chains, which the CPU runs in SIMD registers (one chain in row order waits
 // on each add). Any other op (a max) in row order. The CPU and the host-side
-// model of the GPU's axis reductions use it; a GPU row block combines in a
-// tree; all then take value_of.
+// model of the GPU's axis reductions use it (the GPU's own walk 16 threads
+// at a time, a lane_part each: the same bits); a GPU row group (a warp or a
+// block per row) combines in a tree; all then take value_of.
 template <std::size_t Slot, class Op, class T, class X>
 struct row_reduction {
   using op = Op;
@@ -154,6 +155,16 @@ struct row_reduction {
       for (dim_t j = 0; j < L; ++j) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
       return acc;
     }
+  }
+  // Lane u of combine_row alone: elements u, u + lanes, ... in order. The
+  // lanes' values folded by fold_lanes' order give combine_row's bits (a
+  // GPU's 16 threads each take a lane of a row: exec/cuda/fused_kernel.cuh).
+  template <class Ctx>
+  CTG_HD static CTG_FORCEINLINE double lane_part(const Ctx& c, dim_t L, dim_t u) {
+    static_assert(in_lanes, "ctg: internal: only a sum's rows are combined in lanes");
+    double acc = Op::template identity<double>();
+    for (dim_t j = u; j < L; j += lanes) acc = Op::combine(acc, static_cast<double>(X::value(c, j)));
+    return acc;
   }
   // The row's value (what local<Slot, T> reads) from the combination of its L elements.
   CTG_HD static CTG_FORCEINLINE double value_of(double combined, dim_t L) {

@@ -4,9 +4,10 @@
 // visits (the loop elements that reach it, in increasing order: the CPU's
 // row order, exec/cpu/fused_loop.hpp) are cut into chunks of consecutive
 // visits; one thread combines one chunk of one output (or of several
-// outputs of a row at once: axis_reduce_tiling) in f64, in visit order, and
-// a second kernel combines each output's chunks in a fixed order
-// (combine_chunks).
+// outputs of a row at once: axis_reduce_tiling; or, where the last dim is
+// reduced too and its rows are summed, 16 threads a lane of each row:
+// rows_in_lanes) in f64, in visit order, and a second kernel combines each
+// output's chunks in a fixed order (combine_chunks).
 // The chunks depend on the shapes alone, never on the device or the launch,
 // so two runs, or two GPUs, give the same bits; the CPU combines the same
 // visits in one sequence, so the f64 sums differ by rounding only, and the
@@ -126,6 +127,31 @@ inline axis_reduce_map make_axis_reduce_map(const rt_shape& it, const rt_shape& 
   return m;
 }
 
+// How a walk combines a visited row for a reduction R (the inlined
+// reductions, and the root where the last dim is reduced too): in one
+// thread, as the CPU does (whole_rows); the kernel's row_lanes
+// (exec/cuda/fused_kernel.cuh) has 16 threads take a lane of combine_row
+// each, with the same bits.
+struct whole_rows {
+  template <class R, class Ctx>
+  CTG_HD static double combine(const Ctx& c, dim_t L) {
+    return R::combine_row(c, L);
+  }
+};
+// Can 16 threads walk an output's rows together (row_lanes)? Where the last
+// dim is reduced too and every row reduction of the walk is a sum or mean
+// (kernel::row_reduction::in_lanes: combined in 16 lanes).
+template <class Plan>
+inline constexpr bool rows_in_lanes = [] {
+  if constexpr (Plan::root_advances) {
+    return false;
+  } else {
+    using root = kernel::row_reduction<0, typename Plan::root_op, typename Plan::dtype, typename Plan::body>;
+    return []<class... Rs>(tl::list<Rs...>) { return root::in_lanes && (Rs::in_lanes && ...); }(
+        typename Plan::reductions{});
+  }
+}();
+
 // Visits [first, end) of n outputs of one output row, o0 + k * stride for
 // k < n (n <= N), of a reduction group with this plan (kernel::fused_plan,
 // loop axis_reduce), before finalizing, into acc[k]: each visited row's
@@ -141,10 +167,10 @@ inline axis_reduce_map make_axis_reduce_map(const rt_shape& it, const rt_shape& 
 // visited row's N values are read ahead in 16-byte loads
 // (lower/read_ahead.hpp): the same values, the same bits. (The walk's loops
 // run over every dim a loop can have, unrolled on a GPU: see CTG_UNROLL.)
-template <class Plan, unsigned N, class Ctx, class Layout>
+template <class Plan, unsigned N, class Ctx, class Layout, class Rows = whole_rows>
 CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_reduce_map& map, dim_t o0,
                                 dim_t stride, unsigned n, dim_t first, dim_t end, double (&acc)[N],
-                                bool wide = false) {
+                                bool wide = false, const Rows& rows = {}) {
   using Body = typename Plan::body;
   using Op = typename Plan::root_op;
   static_assert(N == 1 || Plan::root_advances, "ctg: internal: rows combined in order: one output per walk");
@@ -165,7 +191,7 @@ CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_r
   }
   for (dim_t r = first; r < end; ++r) {
     [&]<class... Rs>(tl::list<Rs...>) {
-      ((t.local[Rs::slot] = Rs::value_of(Rs::combine_row(t, L), L)), ...);
+      ((t.local[Rs::slot] = Rs::value_of(rows.template combine<Rs>(t, L), L)), ...);
     }(typename Plan::reductions{});
     if constexpr (Plan::root_advances) {
       if (N > 1 && wide) {
@@ -178,7 +204,7 @@ CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_r
           if (k < n) acc[k] = Op::combine(acc[k], static_cast<double>(Body::value(t, j + k * stride)));
       }
     } else {
-      acc[0] = Op::combine(acc[0], kernel::row_reduction<0, Op, typename Plan::dtype, Body>::combine_row(t, L));
+      acc[0] = Op::combine(acc[0], rows.template combine<kernel::row_reduction<0, Op, typename Plan::dtype, Body>>(t, L));
     }
     CTG_UNROLL
     for (std::size_t i = 0; i < max_rank; ++i) {  // the next visit: the last walked dim first, carrying
@@ -193,11 +219,11 @@ CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_r
   }
 }
 // One output's visits [first, end).
-template <class Plan, class Ctx, class Layout>
+template <class Plan, class Ctx, class Layout, class Rows = whole_rows>
 CTG_HD double axis_reduce_output(const Ctx& c, const Layout& layout, const axis_reduce_map& map, dim_t o,
-                                 dim_t first, dim_t end) {
+                                 dim_t first, dim_t end, const Rows& rows = {}) {
   double acc[1];
-  axis_reduce_outputs<Plan, 1>(c, layout, map, o, 1, 1, first, end, acc);
+  axis_reduce_outputs<Plan, 1>(c, layout, map, o, 1, 1, first, end, acc, false, rows);
   return acc[0];
 }
 

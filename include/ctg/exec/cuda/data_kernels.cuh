@@ -20,6 +20,7 @@
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/cuda/flat_chunks.hpp>
 #include <ctg/exec/cuda/runtime.cuh>
+#include <ctg/exec/cuda/transpose_tiles.hpp>
 
 namespace ctg::cuda::kernels {
 
@@ -62,12 +63,20 @@ __global__ void widen(const type_at<Ts, 0>* in, type_at<Ts, 1>* out, dim_t n, di
   map_flat(in, out, n, width, [](From v) { return store_as<To>(load_as<From>(v)); });
 }
 
-// `batches` matrices rows x cols of T, each written cols x rows.
+// `batches` matrices rows x cols of T, each written cols x rows: a tile of
+// 32 x 32 per block at a time (exec/cuda/transpose_tiles.hpp).
 template <class Ts>
-__global__ void transpose(const type_at<Ts, 0>* in, type_at<Ts, 0>* out, dim_t rows, dim_t cols, dim_t total) {
-  for (dim_t e = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; e < total; e += dim_t{gridDim.x} * blockDim.x) {
-    const dim_t per = rows * cols, m = e / per, rc = e % per, r = rc / cols, c = rc % cols;
-    out[m * per + c * rows + r] = in[e];
+__global__ void __launch_bounds__(transpose_tiles::threads)
+    transpose(const type_at<Ts, 0>* in, type_at<Ts, 0>* out, transpose_tiles tiles) {
+  constexpr dim_t edge = transpose_tiles::edge;
+  __shared__ type_at<Ts, 0> mem[edge][edge + 1];  // (+1: a column's reads fall in different banks)
+  const dim_t x = threadIdx.x % edge, line = threadIdx.x / edge;
+  for (dim_t t = blockIdx.x; t < tiles.count; t += gridDim.x) {
+    const transpose_tiles::tile p = tiles.at(t);
+    tiles.load(p, in, mem, x, line);
+    __syncthreads();
+    tiles.store(p, mem, out, x, line);
+    __syncthreads();  // (the block's next tile reuses mem)
   }
 }
 
@@ -176,3 +185,17 @@ __global__ void each_layer(F work, std::size_t layers) {
 }
 
 }  // namespace ctg::cuda::kernels
+
+namespace ctg::cuda {
+
+// kernels::transpose over `batches` matrices rows x cols on the device's stream.
+template <class T>
+void launch_transpose(const device& dev, const T* in, T* out, dim_t rows, dim_t cols, dim_t batches) {
+  const transpose_tiles tiles(rows, cols, batches);
+  if (tiles.count == 0) return;
+  kernels::transpose<tl::list<T>><<<dev.blocks_for(static_cast<std::size_t>(tiles.count), 1),
+                                    transpose_tiles::threads, 0, dev.stream()>>>(in, out, tiles);
+  check_launch("ctg::cuda::kernels::transpose");
+}
+
+}  // namespace ctg::cuda

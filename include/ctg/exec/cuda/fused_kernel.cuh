@@ -7,14 +7,15 @@
 //     where rows are long, else a chunk (element) per thread, grid-stride
 //     (exec/cuda/elementwise_thread.hpp);
 //   * row groups (inlined row reductions, e.g. softmax or a norm, and row
-//     reductions as roots): one block per row, its threads taking the row's
-//     elements, or its chunks in 16-byte loads, in turn
-//     (exec/cuda/row_thread.hpp); each reduction is a CUB block reduction in
-//     f64, in slot order, its result shared with the block before the row's
-//     elements are written;
+//     reductions as roots): one warp per row where rows are at most 2048
+//     long, else one block, its threads taking the row's elements, or its
+//     chunks in 16-byte loads, in turn (exec/cuda/row_thread.hpp); each
+//     reduction in f64 (warp shuffles, or a CUB block reduction), in slot
+//     order, its result shared before the row's elements are written;
 //   * reductions over other axes: chunks of each output's visits summed in
 //     parallel (where the last dim is kept, V outputs of a row at once in
-//     16-byte loads, as the launch allows), then each output's chunks in a
+//     16-byte loads, as the launch allows; where it is summed too, 16
+//     threads per chunk, a lane of each row each), then each output's chunks in a
 //     fixed order, a block per output (launch_axis_reduce,
 //     exec/cuda/axis_reduce_map.hpp).
 // Elementwise results equal the CPU's bit for bit. Reductions combine in
@@ -71,9 +72,51 @@ __device__ double block_row_reduce(const Ctx& c, dim_t L, dim_t width, void* tem
   __syncthreads();  // temp storage and `shared` are reused by the next reduction
   return v;
 }
+
+// Reduction R of the row, over a warp: every lane folds its part of the row
+// (row_thread.hpp), the parts combine by shuffles down to lane 0 (halving:
+// lane l with lane l + h, for h = 16, ..., 1), and every lane takes lane 0's
+// value of R.
+template <class R, ctg::dim_t V, class Ctx>
+__device__ double warp_row_reduce(const Ctx& c, dim_t L, dim_t width, unsigned lane) {
+  double v = ctg::cuda::row_part<R, V>(c, L, width, lane, ctg::cuda::warp_threads);
+#pragma unroll
+  for (unsigned h = ctg::cuda::warp_threads / 2; h >= 1; h /= 2)
+    v = R::op::combine(v, __shfl_down_sync(0xFFFFFFFFu, v, h));
+  return R::value_of(__shfl_sync(0xFFFFFFFFu, v, 0), L);
+}
 }  // namespace ctg::detail
 
 namespace ctg::cuda {
+
+// Rows short enough for a warp (rows_take_a_warp): a warp per row, its
+// lanes taking the row's elements or chunks in turn as a block's threads
+// would, each reduction a warp_row_reduce. No row cache: the warp reads its
+// row again (from L1) where a block would keep it in shared memory.
+template <class Plan, std::size_t K, std::size_t NR>
+__global__ void __launch_bounds__(warp_threads * warps_per_row_block)
+    warp_row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes, dim_t width) {
+  using T = typename Plan::dtype;
+  constexpr dim_t V = plan_chunk<Plan>;
+  T* out = static_cast<T*>(out_bytes);
+  const unsigned lane = threadIdx.x % warp_threads;
+  const dim_t L = layout.row_length(), rows = layout.rows();
+  for (dim_t row = blockIdx.x * dim_t{warps_per_row_block} + threadIdx.x / warp_threads; row < rows;
+       row += dim_t{gridDim.x} * warps_per_row_block) {
+    kernel::context<K, NR> t = c;
+    layout.enter_row(t, row);
+    [&]<class... Rs>(tl::list<Rs...>) {
+      ((t.local[Rs::slot] = ctg::detail::warp_row_reduce<Rs, V>(t, L, width, lane)), ...);
+    }(typename Plan::reductions{});
+    if constexpr (Plan::loop != loop_kind::row_reduce) {
+      row_outputs<typename Plan::body, V>(t, L, width, out + row * L, lane, warp_threads);
+    } else {
+      using root = kernel::row_reduction<0, typename Plan::root_op, T, typename Plan::body>;
+      const double v = ctg::detail::warp_row_reduce<root, V>(t, L, width, lane);
+      if (lane == 0) out[row] = store_as<T>(v);
+    }
+  }
+}
 
 // Root: either the group's elementwise output or (loop_kind::row_reduce) a
 // row reduction written once per row. An output whose body reads a sum's
@@ -135,6 +178,23 @@ __global__ void __launch_bounds__(Threads)
   }
 }
 
+// A visited row's combination by 16 consecutive threads of a warp (mask:
+// theirs), lane u taking combine_row's lane u (kernel::row_reduction::
+// lane_part), folded by shuffles in fold_lanes' order: combine_row's bits,
+// given to all 16. (A thread per row would leave the GPU idle where few
+// outputs sum long rows: a loss summed over every element of [8192, 4096].)
+struct row_lanes {
+  unsigned lane, mask;
+  template <class R, class Ctx>
+  __device__ double combine(const Ctx& c, dim_t L) const {
+    constexpr int lanes = static_cast<int>(R::lanes);
+    double v = R::lane_part(c, L, lane);
+#pragma unroll
+    for (int w = lanes / 2; w >= 1; w /= 2) v = R::op::combine(v, __shfl_down_sync(mask, v, w, lanes));
+    return __shfl_sync(mask, v, 0, lanes);
+  }
+};
+
 // Root reducing axes other than the last (exec/cuda/axis_reduce_map.hpp):
 // chunks of outputs' visits. With one chunk per output it writes the
 // outputs; else their partials, which axis_reduce_combine adds up. Where
@@ -152,6 +212,21 @@ __global__ void axis_reduce_group(kernel::context<K, NR> c, kernel::loop_layout<
     if (split.chunks == 1) out[o] = store_as<T>(Op::finalize(v, count));
     else partials[chunk * map.outputs + o] = v;
   };
+  if constexpr (rows_in_lanes<Plan>) {
+    // Each chunk of an output's rows by 16 threads (row_lanes).
+    constexpr unsigned lanes = 16;
+    static_assert(lanes == kernel::row_reduction<0, Op, T, typename Plan::body>::lanes);
+    const unsigned lane = threadIdx.x % lanes;
+    const row_lanes rows{lane, 0xFFFFu << (threadIdx.x % 32 / lanes * lanes)};
+    const dim_t total = split.chunks * map.outputs, groups = dim_t{blockDim.x / lanes};
+    for (dim_t i = blockIdx.x * groups + threadIdx.x / lanes; i < total; i += dim_t{gridDim.x} * groups) {
+      const dim_t chunk = split.chunks == 1 ? 0 : i / map.outputs, o = i - chunk * map.outputs;
+      const double v =
+          axis_reduce_output<Plan>(c, layout, map, o, split.first(chunk), split.end(chunk, map.per_output), rows);
+      if (lane == 0) write(chunk, o, v);
+    }
+    return;
+  }
   if constexpr (Plan::root_advances && plan_chunk<Plan> > 1) {
     // In chunks of V outputs of a row: each visited row's V values in 16-byte loads.
     constexpr dim_t V = plan_chunk<Plan>;
@@ -236,6 +311,12 @@ void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kern
   } else {
     const std::size_t rows = static_cast<std::size_t>(layout.rows());
     if (rows == 0) return;
+    if (rows_take_a_warp(static_cast<std::size_t>(layout.row_length()))) {
+      warp_row_group<Plan><<<warp_row_blocks(rows), warp_threads * warps_per_row_block, 0, dev.stream()>>>(
+          c, layout, out, chunk_width<Plan>(c, layout, out));
+      check_launch("ctg::cuda::warp_row_group");
+      return;
+    }
     row_group<Plan, threads>
         <<<row_blocks(rows), threads, 0, dev.stream()>>>(c, layout, out, chunk_width<Plan>(c, layout, out));
     check_launch("ctg::cuda::row_group");
@@ -263,7 +344,8 @@ void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, cons
   auto* part = reinterpret_cast<double*>(partials.data());
   constexpr unsigned threads = 256;
   const dim_t width = axis_reduce_chunks<Plan>(map) ? chunk_width<Plan>(c, layout, out) : 1;
-  const std::size_t work = width > 1 ? sums / static_cast<std::size_t>(width)
+  const std::size_t work = rows_in_lanes<Plan> ? sums * 16
+                           : width > 1 ? sums / static_cast<std::size_t>(width)
                            : axis_reduce_tiling::applies<Plan>(map, threads)
                                ? static_cast<std::size_t>(axis_reduce_tiling(map, split, threads).tiles.count) * threads
                                : sums;

@@ -188,13 +188,7 @@ class gemm_runner {
     for (const transpose_step& t : p.transposes) {
       const auto* in = static_cast<const std::uint8_t*>(t.from == gemm_buffer::a ? m.a : m.b);
       auto* out = static_cast<std::uint8_t*>(t.to == gemm_buffer::a_transposed ? m.a_transposed : m.b_transposed);
-      const dim_t total = t.rows * t.cols * t.batches;
-      if (total == 0) continue;
-      constexpr unsigned threads = 256;
-      kernels::transpose<tl::list<std::uint8_t>>
-          <<<dev_.blocks_for(static_cast<std::size_t>(total), threads), threads, 0, dev_.stream()>>>(in, out, t.rows,
-                                                                                                    t.cols, total);
-      check_launch("ctg::cuda::kernels::transpose");
+      launch_transpose(dev_, in, out, t.rows, t.cols, t.batches);
     }
     for (const gemm_call& c : p.calls) call(p, c, m);
   }

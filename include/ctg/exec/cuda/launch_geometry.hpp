@@ -37,6 +37,19 @@ inline constexpr std::size_t max_row_blocks = 65535;
 constexpr unsigned row_blocks(std::size_t rows) {
   return static_cast<unsigned>(rows < max_row_blocks ? (rows > 0 ? rows : 1) : max_row_blocks);
 }
+// Rows of at most warp_row_limit elements take a warp each instead (its 32
+// lanes in turn, each reduction a warp's shuffles: no block-wide wait, which
+// a block of 256 threads pays per reduction for 4 elements a thread on rows
+// of 1024): a block of warps_per_row_block warps takes that many rows at a
+// time, warp w of block b rows (b * warps + w) + k * (grid * warps). Longer
+// rows keep a block, and rows of up to 4096 its row cache in shared memory.
+// The choice follows the row's length alone, so the bits follow the shapes.
+inline constexpr std::size_t warp_row_limit = 2048;
+inline constexpr unsigned warp_threads = 32, warps_per_row_block = 8;
+constexpr bool rows_take_a_warp(std::size_t length) { return length <= warp_row_limit; }
+constexpr unsigned warp_row_blocks(std::size_t rows) {
+  return row_blocks((rows + warps_per_row_block - 1) / warps_per_row_block);
+}
 
 // Elementwise groups whose rows are at least a block long run in tiles: a
 // tile is `span` consecutive elements of one row (the last tile of a row may

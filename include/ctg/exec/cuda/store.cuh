@@ -102,9 +102,8 @@ void run_transpose(const group_call& g, const bindings_view& b, workspace& ws, f
   const rt_shape& s = b.shape[g.child[0]];
   const dim_t rows = s.d[s.rank - 2], cols = s.d[s.rank - 1], total = s.numel();
   if (total == 0) return;
-  kernels::transpose<tl::list<T>><<<ws.dev().blocks_for(static_cast<std::size_t>(total), threads), threads, 0, ws.stream()>>>(
-      b.template as<const T>(g.child[0]), b.template as<T>(g.root), rows, cols, total);
-  check_launch("ctg::cuda::kernels::transpose");
+  launch_transpose(ws.dev(), b.template as<const T>(g.child[0]), b.template as<T>(g.root), rows, cols,
+                   total / (rows * cols));
 }
 
 template <class T>
