@@ -33,8 +33,8 @@ struct host_row_lanes {
   static double combine(const Ctx& c, dim_t L) {
     double lane[R::lanes];
     for (dim_t u = 0; u < R::lanes; ++u) lane[u] = R::lane_part(c, L, u);
-    for (dim_t w = R::lanes / 2; w >= 1; w /= 2)
-      for (dim_t u = 0; u + w < R::lanes; ++u) lane[u] = R::op::combine(lane[u], lane[u + w]);  // (u + w not yet updated)
+    for (dim_t w = R::lanes / 2; w >= 1; w /= 2)  // (in increasing u: lane u + w is not yet updated)
+      for (dim_t u = 0; u + w < R::lanes; ++u) lane[u] = R::op::combine(lane[u], lane[u + w]);
     return lane[0];
   }
 };

@@ -204,7 +204,8 @@ CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_r
           if (k < n) acc[k] = Op::combine(acc[k], static_cast<double>(Body::value(t, j + k * stride)));
       }
     } else {
-      acc[0] = Op::combine(acc[0], rows.template combine<kernel::row_reduction<0, Op, typename Plan::dtype, Body>>(t, L));
+      using root = kernel::row_reduction<0, Op, typename Plan::dtype, Body>;
+      acc[0] = Op::combine(acc[0], rows.template combine<root>(t, L));
     }
     CTG_UNROLL
     for (std::size_t i = 0; i < max_rank; ++i) {  // the next visit: the last walked dim first, carrying

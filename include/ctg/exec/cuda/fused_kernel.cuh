@@ -15,8 +15,8 @@
 //   * reductions over other axes: chunks of each output's visits summed in
 //     parallel (where the last dim is kept, V outputs of a row at once in
 //     16-byte loads, as the launch allows; where it is summed too, 16
-//     threads per chunk, a lane of each row each), then each output's chunks in a
-//     fixed order, a block per output (launch_axis_reduce,
+//     threads per chunk, a lane of each row each), then each output's
+//     chunks in a fixed order, a block per output (launch_axis_reduce,
 //     exec/cuda/axis_reduce_map.hpp).
 // Elementwise results equal the CPU's bit for bit. Reductions combine in
 // another order than the CPU's row order (a tree, or chunks), so they agree
