@@ -149,9 +149,19 @@ TEST_CASE("groups are the schedule's: one DOT cluster each, with its kind and lo
   }
   for (std::size_t i = 0; i < d.size(); ++i) grouped += d.node[i].group != ctg::no_index;
   CHECK(grouped == in_groups);
-  // The bias broadcasts over rows: y's loop runs by rows (group.hpp's decision).
-  constexpr auto& gy = d.group[d.node[at<Y>].group];
-  static_assert(gy.kind == ctg::group_kind::elementwise && gy.loop == ctg::loop_kind::rows);
+  // y (a cast and two adds), read by the loss and by backward, has no group
+  // and no buffer: each group that reads it computes it again.
+  static_assert(d.node[at<Y>].duplicated && d.node[at<Y>].group == ctg::no_index && !d.node[at<Y>].buffer);
+  // So the bias it adds, broadcast over rows, makes backward's first
+  // elementwise group (the square's gradient, which reads y) run by rows
+  // (group.hpp's decision).
+  constexpr std::size_t first_backward = [] {
+    std::size_t g = 0;
+    while (!(d.group[g].backward && d.group[g].kind == ctg::group_kind::elementwise)) ++g;
+    return g;
+  }();
+  constexpr auto& gy = d.group[first_backward];
+  static_assert(gy.loop == ctg::loop_kind::rows);
   static_assert(gy.loop == ctg::detail::group_info<Step, gy.root>::loop);
   static_assert(d.node[at<W>].group == ctg::no_index);  // leaves are computed by no group
 
@@ -160,8 +170,10 @@ TEST_CASE("groups are the schedule's: one DOT cluster each, with its kind and lo
   CHECK(count(dot, "subgraph cluster_region_") == 0);
   CHECK(count(dot, "subgraph cluster_forward {") == 1);
   CHECK(count(dot, "subgraph cluster_backward {") == 1);
-  const std::string label = str("label=\"g", d.node[at<Y>].group, " elementwise, rows\"");
+  const std::string label = str("label=\"g", first_backward, " elementwise, rows\"");
   CHECK(dot.find(label) != std::string::npos);
+  // y is drawn outside every group, saying so.
+  CHECK(dot_line(dot, str("n", at<Y>)).find("computed in each group reading it") != std::string::npos);
 }
 
 TEST_CASE("the DOT graph names every node once, with its op, type and grad, and leaves by role") {
@@ -268,9 +280,9 @@ TEST_CASE("a stack's block is described as its own step, drawn inside the stack'
   CHECK(kept.find("(stack x2): runs once per layer; every layer's values kept:") != std::string::npos);
 }
 
-TEST_CASE("the group summary: one line per group, in order, with its fused ops") {
+TEST_CASE("the group summary: one line per group, in order, with its fused ops, then the duplicated nodes") {
   const std::string summary = ctg::io::group_summary(Step{});
-  CHECK(count(summary, "\n") == d.group_count());
+  CHECK(count(summary, "\n") == d.group_count() + 1);
   std::size_t from = 0;
   for (std::size_t g = 0; g < d.group_count(); ++g) {
     const std::string head = str("g", g, " ");
@@ -284,10 +296,10 @@ TEST_CASE("the group summary: one line per group, in order, with its fused ops")
           std::string::npos);
     from = end + 1;
   }
-  // y's group: the casts, adds and the bias, one loop.
-  const std::size_t gy = d.node[at<Y>].group;
-  const std::size_t line = summary.find(str("g", gy, " "));
-  CHECK(summary.substr(line, summary.find('\n', line) - line).find("elementwise, rows") != std::string::npos);
+  // The last line: the nodes each group reading them computes again, y among them.
+  const std::size_t last = summary.find("computed again in each group that reads it: ", from);
+  REQUIRE(last == from);
+  CHECK(summary.find(str("#", at<Y>, " add f32 [dyn, 8]"), last) != std::string::npos);
 }
 
 TEST_CASE("names are escaped in DOT labels") {

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <ctg/ctg.hpp>
+#include <ctg/lower/describe.hpp>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -224,4 +225,101 @@ TEST_CASE("batches that read one B: each the bits of its own gemm") {
   check.template operator()<ctg::bf16, 7, 20, 64, 33>();
   check.template operator()<float, 2, 64, 64, 96>();
   check.template operator()<ctg::bf16, 2, 64, 63, 96>();
+}
+
+// A cheap node (casts, adds, multiplies) that loops of several groups read has
+// no buffer: each of those groups computes it again (schedule.hpp, duplicated
+// nodes). RMSNorm in
+// bf16, forward and backward: the f32 casts of x, of the scale and of the
+// upstream gradient and the normalized x are read by forward and backward
+// groups alike, and none is written out; the loss and both gradients keep the
+// bits of the unfused step, where every node has a buffer.
+TEST_CASE("cheap nodes read by several groups are computed in each, bit for bit") {
+  using Xb = ctg::param<"x", ctg::bf16, 16, 64>;
+  using Sb = ctg::param<"scale", ctg::bf16, 64>;
+  using Gb = ctg::input<"g", ctg::bf16, 16, 64>;
+  auto xf = ctg::cast<ctg::f32>(Xb{});
+  auto xhat = xf * ctg::rsqrt(ctg::mean<-1>(ctg::square(xf)) + ctg::lit<1e-5>);
+  auto y = ctg::cast<ctg::bf16>(xhat * ctg::cast<ctg::f32>(Sb{}));
+  auto step = ctg::value_and_grad(ctg::sum(ctg::cast<ctg::f32>(y) * ctg::cast<ctg::f32>(Gb{})));
+  using S = decltype(step);
+  constexpr const auto& d = ctg::description<S>;
+  for (std::size_t i : {ctg::tl::index_of<decltype(xf), S::nodes>::value,
+                        ctg::tl::index_of<decltype(xhat), S::nodes>::value}) {
+    CAPTURE(i);
+    CHECK(d.node[i].duplicated);
+    CHECK(!d.node[i].buffer);
+    CHECK(d.node[i].group == ctg::no_index);
+  }
+  // Each written out in f32, they took 11 groups; now 6: the row mean of
+  // squares, its rsqrt, the loss, x's gradient (a group by rows with its row
+  // sum), the scale's gradient and its cast to bf16.
+  static_assert(ctg::group_count_v<S> == 6);
+
+  std::vector<ctg::bf16> xs(16 * 64), ss(64), gs(16 * 64);
+  const auto xv = random_floats(xs.size(), 11), sv = random_floats(ss.size(), 12), gv = random_floats(gs.size(), 13);
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = ctg::bf16(xv[i]), gs[i] = ctg::bf16(gv[i]);
+  for (std::size_t i = 0; i < ss.size(); ++i) ss[i] = ctg::bf16(sv[i]);
+  ctg::cpu::device dev;
+  auto fused = ctg::make_store(dev, step);
+  auto plain_step = ctg::unfused(step);
+  auto plain = ctg::make_store(dev, plain_step);
+  std::copy(xs.begin(), xs.end(), fused.param<Xb>().begin());
+  std::copy(xs.begin(), xs.end(), plain.param<Xb>().begin());
+  std::copy(ss.begin(), ss.end(), fused.param<Sb>().begin());
+  std::copy(ss.begin(), ss.end(), plain.param<Sb>().begin());
+  const float a = step(fused, ctg::feed<Gb>(gs));
+  const float b = plain_step(plain, ctg::feed<Gb>(gs));
+  CHECK(std::memcmp(&a, &b, sizeof a) == 0);
+  auto same_bits = [](auto u, auto v) {
+    REQUIRE(u.size() == v.size());
+    std::size_t diff = 0;
+    for (std::size_t i = 0; i < u.size(); ++i) diff += std::memcmp(&u[i], &v[i], sizeof(u[i])) != 0;
+    return diff == 0;
+  };
+  CHECK(same_bits(fused.grad<Xb>(), plain.grad<Xb>()));
+  CHECK(same_bits(fused.grad<Sb>(), plain.grad<Sb>()));
+}
+
+// Which nodes read by several groups are computed in each, and which keep a
+// buffer: past max_duplicated_cost (six exps in a row: 6 x 4 + a load = 25)
+// or reading more than max_duplicated_loads buffers, a buffer.
+TEST_CASE("nodes too costly to compute again, or reading too many buffers, keep a buffer") {
+  using P = ctg::param<"p", ctg::f32, 8, 32>;
+  using Q = ctg::param<"q", ctg::f32, 8, 32>;
+  using R = ctg::param<"r", ctg::f32, 8, 32>;
+  using U = ctg::param<"u", ctg::f32, 8, 32>;
+  P p;
+  // Each read by a column sum and a row sum (a reduction over other axes
+  // than the last is a group of its own).
+  auto both = [](auto e) { return ctg::sum(ctg::sum<0>(e)) + ctg::sum(ctg::sum<-1>(e)); };
+  auto duplicated = []<class E>(E, auto step) {
+    constexpr const auto& d = ctg::description<decltype(step)>;
+    constexpr std::size_t i = ctg::tl::index_of<E, typename decltype(step)::nodes>::value;
+    static_assert(d.node[i].duplicated != d.node[i].buffer);
+    return d.node[i].duplicated;
+  };
+  auto cheap = ctg::exp(p) * ctg::lit<2.0> + p;  // 4 + 1 + 1 + 1 + 1, 1 + 1: cost 10, one buffer
+  CHECK(duplicated(cheap, ctg::forward(both(cheap))));
+  auto costly = ctg::exp(ctg::exp(ctg::exp(ctg::exp(ctg::exp(ctg::exp(p))))));
+  static_assert(6 * 4 + 1 > ctg::detail::max_duplicated_cost);
+  CHECK(!duplicated(costly, ctg::forward(both(costly))));
+  auto wide = p + Q{} + R{} + U{};  // 4 buffers
+  static_assert(4 > ctg::detail::max_duplicated_loads);
+  CHECK(!duplicated(wide, ctg::forward(both(wide))));
+  // The same bits as the unfused step, whichever way.
+  const auto ps = random_floats(8 * 32, 14, -0.5f, 0.5f);
+  auto same_as_unfused = [&](auto step) {
+    ctg::cpu::device dev;
+    auto fused = ctg::make_store(dev, step);
+    auto plain_step = ctg::unfused(step);
+    auto plain = ctg::make_store(dev, plain_step);
+    std::copy(ps.begin(), ps.end(), fused.template param<P>().begin());
+    std::copy(ps.begin(), ps.end(), plain.template param<P>().begin());
+    step(fused);
+    plain_step(plain);
+    return std::memcmp(fused.value().data(), plain.value().data(), sizeof(float)) == 0;
+  };
+  CHECK(same_as_unfused(ctg::forward(both(cheap))));
+  CHECK(same_as_unfused(ctg::forward(both(costly))));
 }

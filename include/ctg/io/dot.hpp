@@ -16,7 +16,9 @@
 //   ("cluster_region_<checkpoint node>"); inside those, one cluster per
 //   fusion group ("cluster_g<g>", labelled with its kind and loop shape, as
 //   in io/graph_text.hpp). Nodes no group computes (leaves, constants,
-//   views, dropout masks, run-time scalars) belong to no group.
+//   views, dropout masks, run-time scalars) belong to no group, and so do
+//   cheap nodes that each group reading them computes again ("computed in
+//   each group reading it", dotted border).
 // - A ctg::nn::stack's block: a cluster in the forward part holding the
 //   block's graph drawn the same way, its ids and cluster names prefixed
 //   "s<stack node>_", with dashed edges from the stack's input to the
@@ -64,6 +66,7 @@ inline std::string dot_node(const std::string& id, std::size_t i, const node_des
   if (n.output) fate = "output";
   else if (n.kept && !leaf) fate = "kept for backward";
   if (n.recomputed) fate.append(fate.empty() ? "recomputed in backward" : ", recomputed in backward");
+  if (n.duplicated) fate = "computed in each group reading it";
   const std::string label = dot_label({cat("#", std::to_string(i), " ", node_title(n)), node_type_text(n), fate,
                                        n.checkpoint ? "ends a checkpoint region" : ""});
   std::string attrs;
@@ -71,6 +74,7 @@ inline std::string dot_node(const std::string& id, std::size_t i, const node_des
   if (n.output) attrs += ", peripheries=2";
   if (n.kept && !leaf && !n.output) attrs += ", penwidth=2";
   if (n.recomputed) attrs += ", style=\"rounded,filled,dashed\"";
+  if (n.duplicated) attrs += ", style=\"rounded,filled,dotted\"";
   return cat(id, " [label=", label, attrs, "];\n");
 }
 

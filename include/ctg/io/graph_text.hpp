@@ -9,10 +9,12 @@
 //   g1   forward   elementwise, flat          2 nodes  #4 checkpoint f32 [dyn, 32]: silu checkpoint
 //   g3   forward   reduction, axis reduce     2 nodes  #8 mean f32 []: square mean
 //   g5   backward  elementwise, rows          4 nodes  #16 mul f32 [dyn, 16]: broadcast mul mul mul
+//   computed again in each group that reads it: #1 cast f32 [dyn, 32]
 //
 // (group, part, kind and loop shape, nodes it computes, the node it writes
 // and its type, the ops fused into it, and whether a checkpoint region
-// runs it again.)
+// runs it again; last, the cheap nodes with no buffer that every group
+// reading them computes again.)
 //
 // A stack's line is followed by its block's groups (the block's graph runs
 // once per layer), indented.
@@ -123,6 +125,12 @@ inline void append_group_summary(std::string& out, const step_description& d, co
       append_group_summary(out, *b.step, indent + "    ");
     }
   }
+  std::string duplicated;
+  for (std::size_t i = 0; i < d.size(); ++i)
+    if (d.node[i].duplicated)
+      duplicated.append(cat(duplicated.empty() ? "" : ", ", "#", std::to_string(i), " ", node_title(d.node[i]), " ",
+                            d.node[i].dtype, " ", dims_text(d.node[i].dims)));
+  if (!duplicated.empty()) out.append(cat(indent, "computed again in each group that reads it: ", duplicated, "\n"));
 }
 
 }  // namespace ctg::detail

@@ -12,6 +12,7 @@
 //   d.node[i].op      "matmul", "mul", "sum", a leaf's role ("param"), ...
 //   d.node[i].dtype   "bf16";  d.node[i].dims (ctg::dyn where known at run time)
 //   d.node[i].group   index into d.group (execution order), or ctg::no_index
+//   d.node[i].duplicated  computed again in each group that reads it (then no group)
 //   d.group[g].kind, .loop, .backward, .recomputed, .region
 //   d.blocks          each ctg::nn::stack node and its block's description
 //
@@ -51,6 +52,7 @@ struct node_description {
   std::size_t region = no_index;    // the checkpoint node whose region holds it
   bool checkpoint = false;          // ends a checkpoint region (ctg::checkpoint)
   bool buffer = false;              // has a buffer of its own (else: a leaf, a view, or fused into its readers' loop)
+  bool duplicated = false;          // in no group: computed again inside each group that reads it (a cheap node)
   bool kept = false;                // a forward buffer still alive when backward starts
   bool recomputed = false;          // computed again in backward (its group belongs to a region that runs again)
 };
@@ -248,6 +250,7 @@ consteval auto make_description() {
     nd.region = p.region[i];
     nd.buffer = p.owns[i];
     nd.kept = p.kept[i];
+    nd.duplicated = t.duplicated[i];
     if (t.group[i] != no_group) {
       nd.group = group_of_root[t.group[i]];
       nd.recomputed = d.group[nd.group].recomputed;

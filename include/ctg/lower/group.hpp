@@ -51,8 +51,7 @@ struct group_reads_t {
 template <std::size_t N, std::size_t E>
 constexpr group_reads_t group_reads(const plan_table<N, E>& t, std::size_t root) {
   group_reads_t r;
-  for (std::size_t i = 0; i <= root; ++i) {
-    if (t.group[i] != root) continue;
+  for_each_member(t, root, [&](std::size_t i) {
     r.index_aware = r.index_aware || t.node[i].index_aware;
     if (i != root && t.node[i].kind == node_kind::reduce) {
       if (r.nreductions == max_group_reads) throw "ctg: internal: a fused group inlines more than 64 row reductions";
@@ -65,7 +64,7 @@ constexpr group_reads_t group_reads(const plan_table<N, E>& t, std::size_t root)
         r.input[r.ninputs++] = c;
       }
     }
-  }
+  });
   return r;
 }
 

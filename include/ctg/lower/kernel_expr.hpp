@@ -111,6 +111,9 @@ struct apply {
   }
 };
 
+// The lanes a row's sum is combined in (row_reduction below).
+inline constexpr dim_t row_sum_lanes = 16;
+
 // Reduction Slot of a row: Op over X's values along the row, combined in
 // f64, finalized, rounded once to T. The row's order (combine_row): a sum or
 // mean in 16 lanes, element j into lane j % 16 in row order, then the lanes
@@ -127,7 +130,7 @@ struct row_reduction {
   using child = X;
   static constexpr std::size_t slot = Slot;
   static constexpr bool in_lanes = std::is_same_v<Op, ctg::op::sum_r> || std::is_same_v<Op, ctg::op::mean_r>;
-  static constexpr dim_t lanes = 16;
+  static constexpr dim_t lanes = row_sum_lanes;
 
   // The lanes' combination, pairwise, into lane[0].
   CTG_HD static CTG_FORCEINLINE double fold_lanes(double (&lane)[lanes]) {

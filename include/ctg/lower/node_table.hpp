@@ -75,6 +75,7 @@ struct node_desc {
   std::size_t nchild = 0;
   bool row_reduction = false;
   bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
+  std::size_t cost = 1;      // an elementwise op's recompute_cost
   bool region_end = false;   // a checkpoint: always a buffer of its own, kept for backward
   bool output = false;       // an output of the step (or the forward part's root): a buffer to the end
   shape_value dims{};
@@ -126,6 +127,7 @@ struct plan_table {
   std::size_t children[E + 1]{};
   bool materialized[N]{};
   std::size_t group[N]{};  // the root of the group a node is computed in (no_group: leaf, constant, scalar)
+  bool duplicated[N]{};    // no group and no buffer: computed again inside each group that reads it
   std::size_t group_count = 0;
 
   constexpr std::size_t child(std::size_t i, std::size_t k) const { return children[first_child[i] + k]; }
@@ -142,6 +144,28 @@ struct plan_table {
   }
   constexpr bool is_group_root(std::size_t i) const { return group[i] == i; }
 };
+
+// What computing an element op again costs, in units of an add: a few adds,
+// multiplies or comparisons are 1; a division or a transcendental function
+// (exp, log, rsqrt, sigmoid, ...) 4. The schedule weighs writing a value and
+// reading it back against computing it again in each loop that reads it
+// (schedule.hpp, duplicated nodes).
+template <class Op>
+inline constexpr bool a_few_adds =
+    tl::contains<Op, tl::list<op::no_grad, op::neg, op::square, op::abs, op::relu, op::sign, op::step, op::add,
+                              op::sub, op::mul, op::equal>>::value;
+template <class T>
+inline constexpr bool a_few_adds<op::cast<T>> = true;
+template <class S, class Like>
+inline constexpr bool a_few_adds<op::broadcast<S, Like>> = true;
+template <class S, int... Ignore>
+inline constexpr bool a_few_adds<op::one_hot<S, Ignore...>> = true;
+template <int Ignore>
+inline constexpr bool a_few_adds<op::index_valid<Ignore>> = true;
+template <bool NegInf>
+inline constexpr bool a_few_adds<op::causal_mask<NegInf>> = true;
+template <class Op>
+inline constexpr std::size_t recompute_cost = a_few_adds<Op> ? 1 : 4;
 
 // The child edges a node contributes (random and runtime scalars read their
 // children's shapes only, not their values).
@@ -181,6 +205,7 @@ consteval node_desc node_facts() {
   if constexpr (N::kind == node_kind::elementwise) {
     d.index_aware = requires { N::op::index_aware; };
     d.region_end = requires { N::op::region_end; };
+    d.cost = recompute_cost<typename N::op>;
   }
   d.elem_bytes = sizeof(typename N::dtype);
   if constexpr (N::kind == node_kind::leaf) {

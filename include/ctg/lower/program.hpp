@@ -57,15 +57,14 @@ struct program_table {
 // Calls f(b) for each buffer (by owner node) the group rooted at r reads.
 template <std::size_t N, std::size_t E, class F>
 constexpr void for_each_read(const plan_table<N, E>& t, const program_table<N>& p, std::size_t r, F&& f) {
-  for (std::size_t n = 0; n <= r; ++n) {
-    if (t.group[n] != r) continue;
+  for_each_member(t, r, [&](std::size_t n) {
     auto read = [&](std::size_t c) {
       if (t.materialized[c] && p.owns[p.base[c]]) f(p.base[c]);
     };
     for (std::size_t k = 0; k < t.node[n].nchild; ++k) read(t.child(n, k));
     // A stack's backward also reads the stack's input (layer 0's input).
     if (t.node[n].kind == node_kind::stack_grad) read(t.child(t.child(n, 0), 0));
-  }
+  });
 }
 
 template <std::size_t N, std::size_t E>

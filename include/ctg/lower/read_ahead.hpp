@@ -6,7 +6,7 @@
 //   auto t = kernel::read_chunk<Body, V>(c, j0);  // c's copy, each advancing slot's V values
 //                                                 // at j0 .. j0 + V - 1 read wide
 //   ... Body::value(t, j0 + k) ...                // kernel::load reads t.ahead, not memory
-// (write_chunk: that, and the V results written in wide stores.)
+// (store_chunk: t's V results written in wide stores; write_chunk: both.)
 //
 // Only slots that move along the row (kernel::load<S, T, true>) are read
 // ahead; a broadcast slot, a row's reduction, dropout and constants are as
@@ -132,15 +132,21 @@ CTG_HD CTG_FORCEINLINE chunk_context_for<Body, Ctx, V> read_chunk(const Ctx& c, 
   return t;
 }
 
+// Body's values at the elements chunk context t was read at (read_chunk),
+// written to row_out[t.first ..] (dtype T) in wide stores.
+template <class Body, std::size_t V, class T, class ChunkCtx>
+CTG_HD CTG_FORCEINLINE void store_chunk(const ChunkCtx& t, T* row_out) {
+  alignas(widest_load) T raw[V];
+  CTG_UNROLL
+  for (std::size_t k = 0; k < V; ++k) raw[k] = store_as<T>(Body::value(t, t.first + static_cast<dim_t>(k)));
+  copy_wide<V * sizeof(T)>(row_out + t.first, raw);
+}
+
 // Body's values at elements first .. first + V - 1 of the row context c is
 // in, written to row_out[first ..] (dtype T) in wide stores.
 template <class Body, std::size_t V, class T, class Ctx>
 CTG_HD CTG_FORCEINLINE void write_chunk(const Ctx& c, dim_t first, T* row_out) {
-  const auto t = read_chunk<Body, V>(c, first);
-  alignas(widest_load) T raw[V];
-  CTG_UNROLL
-  for (std::size_t k = 0; k < V; ++k) raw[k] = store_as<T>(Body::value(t, first + static_cast<dim_t>(k)));
-  copy_wide<V * sizeof(T)>(row_out + first, raw);
+  store_chunk<Body, V>(read_chunk<Body, V>(c, first), row_out);
 }
 
 }  // namespace ctg::kernel

@@ -11,8 +11,10 @@
 //   * matmul, transpose, gather, scatter_add, quantize, stacks: alone, reading buffers.
 // A view (reshape) is no group at all: it shares its child's buffer.
 // A node is inlined into its consumers' group when all of them sit in one
-// group and it can be evaluated in that group's iteration space; otherwise
-// it gets a buffer and roots a group of its own.
+// group and it can be evaluated in that group's iteration space; an
+// elementwise node whose consumers sit in several such groups is computed in
+// each of them where that is cheap (a duplicated node: no group, no buffer);
+// otherwise it gets a buffer and roots a group of its own.
 #include <array>
 #include <cstddef>
 
@@ -28,17 +30,34 @@ namespace detail {
 // own buffer instead: it keeps the loop bodies (and compile time) linear in
 // the graph, where inlining a shared subexpression at every use would grow
 // them exponentially with depth.
-inline constexpr std::size_t max_shared_inline_ops = 8;
+inline constexpr std::size_t max_shared_inline_ops = 16;
+
+// An elementwise node read by loops of several groups is computed again
+// inside each of them, with no buffer, when that is cheap: writing a value and
+// reading it back in each group costs more memory traffic than a few
+// operations (an f32 cast of a bf16 tensor that forward and backward both read
+// is 6 bytes an element stored, 2 recomputed; a softmax's exp(x - max) in f32,
+// 12 bytes stored, 6 recomputed from bf16 scores). Up to this cost
+// (recompute_cost of the ops in its expression, the duplicated nodes below it
+// included, plus 1 a load) and this many buffers read; past either, a buffer.
+inline constexpr std::size_t max_duplicated_cost = 24;
+inline constexpr std::size_t max_duplicated_loads = 3;
 
 template <class Table>
 constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_buffer<bool>& forced,
-                                  const ct_buffer<std::size_t>& use_first, const ct_buffer<std::size_t>& use_consumer) {
+                                  const ct_buffer<bool>& kept_whole, const ct_buffer<std::size_t>& use_first,
+                                  const ct_buffer<std::size_t>& use_consumer) {
   p.group_count = 0;
+  // Can the loop of the group rooted at r evaluate an elementwise node?
+  auto loop_takes_elementwise = [&](std::size_t r) {
+    return p.node[r].kind == node_kind::elementwise || p.node[r].kind == node_kind::reduce;
+  };
   // Consumers come after their children in topological order, so walking
   // backwards every consumer's group is known when a node is decided.
   for (std::size_t ii = n; ii-- > 0;) {
     node_desc& d = p.node[ii];
     const kind_info k = kind_info_of(d.kind);
+    p.duplicated[ii] = false;
     // Values no group computes (a constant that is an output is computed, into its buffer).
     if ((k.source || k.shares_buffer) && !(d.kind == node_kind::constant && d.output)) {
       p.materialized[ii] = d.kind != node_kind::constant;  // read as a slot (a random value: for its index)
@@ -47,11 +66,27 @@ constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_b
     }
     bool root = !fuse || d.output || d.region_end || k.runs_alone || forced[ii];
     std::size_t target = no_group;
+    bool several = false;  // read in more than one group (or by a duplicated node)
     for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && !root; ++u) {
       const std::size_t c = use_consumer[u];
       if (kind_info_of(p.node[c].kind).reads_buffers) root = true;
+      else if (p.duplicated[c]) several = true;
       else if (target == no_group) target = p.group[c];
-      else if (target != p.group[c]) root = true;
+      else if (target != p.group[c]) several = true;
+    }
+    if (!root && several) {
+      bool duplicate = d.kind == node_kind::elementwise && !kept_whole[ii];
+      for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && duplicate; ++u) {
+        const std::size_t c = use_consumer[u];
+        duplicate = p.duplicated[c] || loop_takes_elementwise(p.group[c]);  // (a duplicated reader: checked for it)
+      }
+      if (duplicate) {
+        p.duplicated[ii] = true;
+        p.materialized[ii] = false;
+        p.group[ii] = no_group;
+        continue;
+      }
+      root = true;
     }
     if (!root && target != no_group) {
       const node_desc& t = p.node[target];
@@ -83,21 +118,51 @@ constexpr void decide_groups(plan_table<N, E>& p, bool fuse) {
       const std::size_t i = p.child(c, k);
       use_consumer[use_first[i] + fill[i]++] = c;
     }
-  ct_buffer<bool> forced(N + 1);
-  ct_buffer<std::size_t> ops(N + 1);  // size of a node's inlined expression
+  // forced: a buffer, for an inlined expression grown too large; kept_whole:
+  // not duplicated, its duplicated expression grown too large.
+  ct_buffer<bool> forced(N + 1), kept_whole(N + 1);
+  // A node's inlined expression: its size (nodes), its cost
+  // (recompute_cost, loads 1) and the buffers it loads.
+  ct_buffer<std::size_t> ops(N + 1), cost(N + 1), loads(N + 1);
   for (bool changed = true; changed;) {
-    decide_groups_once(p, N, fuse, forced, use_first, use_consumer);
+    decide_groups_once(p, N, fuse, forced, kept_whole, use_first, use_consumer);
     changed = false;
     for (std::size_t i = 0; i < N; ++i) {
       const node_desc& d = p.node[i];
-      ops[i] = 1;
+      ops[i] = cost[i] = 1;
+      loads[i] = p.materialized[i];
       if (p.materialized[i] || d.kind != node_kind::elementwise) continue;  // read as one load
-      for (std::size_t k = 0; k < d.nchild; ++k) ops[i] += ops[p.child(i, k)];
-      if (use_first[i + 1] - use_first[i] > 1 && ops[i] > max_shared_inline_ops) forced[i] = changed = true;
+      cost[i] = d.cost;
+      for (std::size_t k = 0; k < d.nchild; ++k) {
+        ops[i] += ops[p.child(i, k)];
+        cost[i] += cost[p.child(i, k)];
+        loads[i] += loads[p.child(i, k)];
+      }
+      if (p.duplicated[i]) {
+        if (cost[i] > max_duplicated_cost || loads[i] > max_duplicated_loads) kept_whole[i] = changed = true;
+      } else if (use_first[i + 1] - use_first[i] > 1 && ops[i] > max_shared_inline_ops) {
+        forced[i] = changed = true;
+      }
     }
-    for (std::size_t i = 0; i < N; ++i)
-      if (p.materialized[i] || p.node[i].kind != node_kind::elementwise) ops[i] = 1;
+
   }
+}
+
+// Calls f(i) for each node the loop of the group rooted at r evaluates, in
+// topological order: r, the nodes inlined into it (row reductions too) and
+// the duplicated nodes it reaches.
+template <std::size_t N, std::size_t E, class F>
+constexpr void for_each_member(const plan_table<N, E>& t, std::size_t r, F&& f) {
+  ct_buffer<bool> reached(r + 1);
+  reached[r] = true;
+  auto member = [&](std::size_t i) {
+    return reached[i] && (i == r || t.group[i] == r || t.duplicated[i]);
+  };
+  for (std::size_t i = r + 1; i-- > 0;)
+    if (member(i))
+      for (std::size_t k = 0; k < t.node[i].nchild; ++k) reached[t.child(i, k)] = true;
+  for (std::size_t i = 0; i <= r; ++i)
+    if (member(i)) f(i);
 }
 
 template <class Key>

@@ -189,15 +189,49 @@ CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_r
     const std::size_t d = max_rank - 1 - i;
     if (map.walked_size[d] != 0 && first != 0) index[d] = first_digits.next(map.walked_size[d]);
   }
+  // A visited row's N values read ahead (read_chunk), added to acc.
+  auto add = [&](const auto& tc) {
+    CTG_UNROLL
+    for (unsigned k = 0; k < N; ++k) acc[k] = Op::combine(acc[k], static_cast<double>(Body::value(tc, j + k)));
+  };
+  auto next_visit = [&] {  // the last walked dim first, carrying
+    CTG_UNROLL
+    for (std::size_t i = 0; i < max_rank; ++i) {
+      const std::size_t d = max_rank - 1 - i;
+      const dim_t size = map.walked_size[d];
+      if (size == 0) continue;
+      layout.move_along(t, d, 1);
+      if (++index[d] < size) break;
+      layout.move_along(t, d, -size);
+      index[d] = 0;
+    }
+  };
+  if constexpr (Plan::root_advances && Plan::reductions::size == 0) {
+    if (N > 1 && wide) {
+      // Two visits a turn, both read before either is added (in visit
+      // order): two 16-byte loads per buffer in flight, not one.
+      for (dim_t r = first; r < end; r += 2) {
+        const auto a = kernel::read_chunk<Body, N>(t, j);
+        next_visit();
+        if (r + 1 == end) {
+          add(a);
+          break;
+        }
+        const auto b = kernel::read_chunk<Body, N>(t, j);
+        next_visit();
+        add(a);
+        add(b);
+      }
+      return;
+    }
+  }
   for (dim_t r = first; r < end; ++r) {
     [&]<class... Rs>(tl::list<Rs...>) {
       ((t.local[Rs::slot] = Rs::value_of(rows.template combine<Rs>(t, L), L)), ...);
     }(typename Plan::reductions{});
     if constexpr (Plan::root_advances) {
       if (N > 1 && wide) {
-        const auto tc = kernel::read_chunk<Body, N>(t, j);
-        CTG_UNROLL
-        for (unsigned k = 0; k < N; ++k) acc[k] = Op::combine(acc[k], static_cast<double>(Body::value(tc, j + k)));
+        add(kernel::read_chunk<Body, N>(t, j));
       } else {
         CTG_UNROLL
         for (unsigned k = 0; k < N; ++k)
@@ -207,16 +241,7 @@ CTG_HD void axis_reduce_outputs(const Ctx& c, const Layout& layout, const axis_r
       using root = kernel::row_reduction<0, Op, typename Plan::dtype, Body>;
       acc[0] = Op::combine(acc[0], rows.template combine<root>(t, L));
     }
-    CTG_UNROLL
-    for (std::size_t i = 0; i < max_rank; ++i) {  // the next visit: the last walked dim first, carrying
-      const std::size_t d = max_rank - 1 - i;
-      const dim_t size = map.walked_size[d];
-      if (size == 0) continue;
-      layout.move_along(t, d, 1);
-      if (++index[d] < size) break;
-      layout.move_along(t, d, -size);
-      index[d] = 0;
-    }
+    next_visit();
   }
 }
 // One output's visits [first, end).

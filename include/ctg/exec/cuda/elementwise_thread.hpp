@@ -38,30 +38,49 @@ inline std::size_t elementwise_work(dim_t rows, dim_t row_length, dim_t width, u
   return static_cast<std::size_t>(rows * per_row);
 }
 
-// Thread `at`'s chunks: row_tiles over each row's chunks, a chunk per thread per tile.
+// Thread `at`'s chunks: row_tiles over each row's chunks, a chunk per thread
+// per tile; or, rows shorter than a block's chunks, a chunk per thread,
+// grid-stride. Two chunks a turn (the thread's next two, in turn order):
+// both are read before either is written, so each thread keeps two 16-byte
+// loads per buffer in flight (one leaves a memory-bound group short of the
+// bandwidth a copy reaches).
 template <class Plan, std::size_t K, std::size_t NR>
 CTG_HD void elementwise_chunks(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
                                typename Plan::dtype* out, thread_place at) {
   using Body = typename Plan::body;
   constexpr dim_t V = plan_chunk<Plan>;
   const dim_t L = layout.row_length(), rows = layout.rows(), per_row = L / V;
-  auto write = [&](dim_t row, dim_t first) {
+  auto read = [&](dim_t row, dim_t chunk) {
     kernel::context<K, NR> t = c;
     layout.enter_row(t, row);
-    kernel::write_chunk<Body, V>(t, first, out + row * L);
+    return kernel::read_chunk<Body, V>(t, chunk * V);
+  };
+  // Chunks (row, chunk in the row) a and b, where they exist.
+  auto write_pair = [&](bool has_a, dim_t row_a, dim_t chunk_a, bool has_b, dim_t row_b, dim_t chunk_b) {
+    if (has_a && has_b) {
+      const auto a = read(row_a, chunk_a), b = read(row_b, chunk_b);
+      kernel::store_chunk<Body, V>(a, out + row_a * L);
+      kernel::store_chunk<Body, V>(b, out + row_b * L);
+    } else if (has_a || has_b) {
+      const dim_t row = has_a ? row_a : row_b;
+      kernel::store_chunk<Body, V>(read(row, has_a ? chunk_a : chunk_b), out + row * L);
+    }
   };
   if (per_row >= at.threads) {
     const row_tiles tiles(rows, per_row, static_cast<unsigned>(at.threads), 1);
-    for (dim_t tile = at.block; tile < tiles.count; tile += at.blocks) {
-      const dim_t ch = tiles.first(tile) + at.thread;
-      if (ch < tiles.end(tile)) write(tiles.row(tile), ch * V);
+    for (dim_t tile = at.block; tile < tiles.count; tile += 2 * at.blocks) {
+      const dim_t next = tile + at.blocks;
+      const dim_t a = tiles.first(tile) + at.thread;
+      const bool has_b = next < tiles.count && tiles.first(next) + at.thread < tiles.end(next);
+      write_pair(a < tiles.end(tile), tiles.row(tile), a, has_b, has_b ? tiles.row(next) : 0,
+                 has_b ? tiles.first(next) + at.thread : 0);
     }
     return;
   }
-  const dim_t total = rows * per_row;
-  for (dim_t e = at.block * at.threads + at.thread; e < total; e += at.blocks * at.threads) {
-    const dim_t row = e / per_row;
-    write(row, (e - row * per_row) * V);
+  const dim_t total = rows * per_row, step = at.blocks * at.threads;
+  for (dim_t e = at.block * at.threads + at.thread; e < total; e += 2 * step) {
+    const dim_t f = e + step, row_e = e / per_row, row_f = f < total ? f / per_row : 0;
+    write_pair(true, row_e, e - row_e * per_row, f < total, row_f, f - row_f * per_row);
   }
 }
 

@@ -73,17 +73,23 @@ __device__ double block_row_reduce(const Ctx& c, dim_t L, dim_t width, void* tem
   return v;
 }
 
+// v of each of Width lanes (a power of two up to 32; mask: the lanes taking
+// part) combined by shuffles down to the first lane (halving: lane l with lane
+// l + h, for h = Width / 2, ..., 1), the result given to all of them.
+template <class Op, unsigned Width>
+__device__ double shuffle_fold(double v, unsigned mask) {
+#pragma unroll
+  for (unsigned h = Width / 2; h >= 1; h /= 2) v = Op::combine(v, __shfl_down_sync(mask, v, h, Width));
+  return __shfl_sync(mask, v, 0, Width);
+}
+
 // Reduction R of the row, over a warp: every lane folds its part of the row
-// (row_thread.hpp), the parts combine by shuffles down to lane 0 (halving:
-// lane l with lane l + h, for h = 16, ..., 1), and every lane takes lane 0's
-// value of R.
+// (row_thread.hpp), the parts combine by shuffle_fold, and every lane takes
+// R's value.
 template <class R, ctg::dim_t V, class Ctx>
 __device__ double warp_row_reduce(const Ctx& c, dim_t L, dim_t width, unsigned lane) {
-  double v = ctg::cuda::row_part<R, V>(c, L, width, lane, ctg::cuda::warp_threads);
-#pragma unroll
-  for (unsigned h = ctg::cuda::warp_threads / 2; h >= 1; h /= 2)
-    v = R::op::combine(v, __shfl_down_sync(0xFFFFFFFFu, v, h));
-  return R::value_of(__shfl_sync(0xFFFFFFFFu, v, 0), L);
+  const double part = ctg::cuda::row_part<R, V>(c, L, width, lane, ctg::cuda::warp_threads);
+  return R::value_of(shuffle_fold<typename R::op, ctg::cuda::warp_threads>(part, 0xFFFFFFFFu), L);
 }
 }  // namespace ctg::detail
 
@@ -178,20 +184,16 @@ __global__ void __launch_bounds__(Threads)
   }
 }
 
-// A visited row's combination by 16 consecutive threads of a warp (mask:
-// theirs), lane u taking combine_row's lane u (kernel::row_reduction::
-// lane_part), folded by shuffles in fold_lanes' order: combine_row's bits,
-// given to all 16. (A thread per row would leave the GPU idle where few
+// A visited row's combination by kernel::row_sum_lanes (16) consecutive
+// threads of a warp (mask: theirs), lane u taking combine_row's lane u
+// (kernel::row_reduction::lane_part), folded by shuffles in fold_lanes' order
+// (shuffle_fold): combine_row's bits, given to all 16. (A thread per row would leave the GPU idle where few
 // outputs sum long rows: a loss summed over every element of [8192, 4096].)
 struct row_lanes {
   unsigned lane, mask;
   template <class R, class Ctx>
   __device__ double combine(const Ctx& c, dim_t L) const {
-    constexpr int lanes = static_cast<int>(R::lanes);
-    double v = R::lane_part(c, L, lane);
-#pragma unroll
-    for (int w = lanes / 2; w >= 1; w /= 2) v = R::op::combine(v, __shfl_down_sync(mask, v, w, lanes));
-    return __shfl_sync(mask, v, 0, lanes);
+    return ctg::detail::shuffle_fold<typename R::op, unsigned{R::lanes}>(R::lane_part(c, L, lane), mask);
   }
 };
 
@@ -213,11 +215,10 @@ __global__ void axis_reduce_group(kernel::context<K, NR> c, kernel::loop_layout<
     else partials[chunk * map.outputs + o] = v;
   };
   if constexpr (rows_in_lanes<Plan>) {
-    // Each chunk of an output's rows by 16 threads (row_lanes).
-    constexpr unsigned lanes = 16;
-    static_assert(lanes == kernel::row_reduction<0, Op, T, typename Plan::body>::lanes);
+    // Each chunk of an output's rows by kernel::row_sum_lanes threads (row_lanes).
+    constexpr unsigned lanes = unsigned{kernel::row_sum_lanes};
     const unsigned lane = threadIdx.x % lanes;
-    const row_lanes rows{lane, 0xFFFFu << (threadIdx.x % 32 / lanes * lanes)};
+    const row_lanes rows{lane, ((1u << lanes) - 1) << (threadIdx.x % warp_threads / lanes * lanes)};
     const dim_t total = split.chunks * map.outputs, groups = dim_t{blockDim.x / lanes};
     for (dim_t i = blockIdx.x * groups + threadIdx.x / lanes; i < total; i += dim_t{gridDim.x} * groups) {
       const dim_t chunk = split.chunks == 1 ? 0 : i / map.outputs, o = i - chunk * map.outputs;
@@ -344,7 +345,7 @@ void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, cons
   auto* part = reinterpret_cast<double*>(partials.data());
   constexpr unsigned threads = 256;
   const dim_t width = axis_reduce_chunks<Plan>(map) ? chunk_width<Plan>(c, layout, out) : 1;
-  const std::size_t work = rows_in_lanes<Plan> ? sums * 16
+  const std::size_t work = rows_in_lanes<Plan> ? sums * std::size_t{kernel::row_sum_lanes}
                            : width > 1 ? sums / static_cast<std::size_t>(width)
                            : axis_reduce_tiling::applies<Plan>(map, threads)
                                ? static_cast<std::size_t>(axis_reduce_tiling(map, split, threads).tiles.count) * threads
