@@ -249,7 +249,7 @@ using RS = ctg::param<"s", ctg::f32, 32>;
 auto regions_loss() {
   auto h1 = ctg::checkpoint(ctg::silu(ctg::matmul(RX{}, RW1{})) * RS{});
   auto inner = ctg::matmul(h1, RW2{});
-  auto h2 = ctg::checkpoint(ctg::tanh(inner) * h1);
+  auto h2 = ctg::checkpoint(ctg::tanh(ctg::matmul(ctg::tanh(inner), RW2{})) * h1);  // (a product: backward reads it)
   return ctg::mean(ctg::square(h2)) + ctg::mean(ctg::sigmoid(inner)) * ctg::lit<0.25>;
 }
 
