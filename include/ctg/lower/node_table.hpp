@@ -75,7 +75,7 @@ struct node_desc {
   std::size_t nchild = 0;
   bool row_reduction = false;
   bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
-  std::size_t cost = 1;      // an elementwise op's recompute_cost
+  bool cheap = false;        // an elementwise op of a few adds, multiplies or comparisons (a_few_adds)
   bool region_end = false;   // a checkpoint: always a buffer of its own, kept for backward
   bool output = false;       // an output of the step (or the forward part's root): a buffer to the end
   shape_value dims{};
@@ -145,11 +145,12 @@ struct plan_table {
   constexpr bool is_group_root(std::size_t i) const { return group[i] == i; }
 };
 
-// What computing an element op again costs, in units of an add: a few adds,
-// multiplies or comparisons are 1; a division or a transcendental function
-// (exp, log, rsqrt, sigmoid, ...) 4. The schedule weighs writing a value and
-// reading it back against computing it again in each loop that reads it
-// (schedule.hpp, duplicated nodes).
+// Element ops of a few adds, multiplies or comparisons: cheap enough to
+// compute again in every loop that reads them rather than write the value
+// and read it back (schedule.hpp, duplicated nodes). Not a division or a
+// transcendental function: on a CPU, where a step's values sit in cache,
+// computing one again costs more than reading it (the realistic step on
+// the CPU ran 1.45x slower with a softmax's exp duplicated; bench/RESULTS.md).
 template <class Op>
 inline constexpr bool a_few_adds =
     tl::contains<Op, tl::list<op::no_grad, op::neg, op::square, op::abs, op::relu, op::sign, op::step, op::add,
@@ -164,8 +165,6 @@ template <int Ignore>
 inline constexpr bool a_few_adds<op::index_valid<Ignore>> = true;
 template <bool NegInf>
 inline constexpr bool a_few_adds<op::causal_mask<NegInf>> = true;
-template <class Op>
-inline constexpr std::size_t recompute_cost = a_few_adds<Op> ? 1 : 4;
 
 // The child edges a node contributes (random and runtime scalars read their
 // children's shapes only, not their values).
@@ -205,7 +204,7 @@ consteval node_desc node_facts() {
   if constexpr (N::kind == node_kind::elementwise) {
     d.index_aware = requires { N::op::index_aware; };
     d.region_end = requires { N::op::region_end; };
-    d.cost = recompute_cost<typename N::op>;
+    d.cheap = a_few_adds<typename N::op>;
   }
   d.elem_bytes = sizeof(typename N::dtype);
   if constexpr (N::kind == node_kind::leaf) {

@@ -32,15 +32,14 @@ namespace detail {
 // them exponentially with depth.
 inline constexpr std::size_t max_shared_inline_ops = 16;
 
-// An elementwise node read by loops of several groups is computed again
-// inside each of them, with no buffer, when that is cheap: writing a value and
-// reading it back in each group costs more memory traffic than a few
-// operations (an f32 cast of a bf16 tensor that forward and backward both read
-// is 6 bytes an element stored, 2 recomputed; a softmax's exp(x - max) in f32,
-// 12 bytes stored, 6 recomputed from bf16 scores). Up to this cost
-// (recompute_cost of the ops in its expression, the duplicated nodes below it
-// included, plus 1 a load) and this many buffers read; past either, a buffer.
-inline constexpr std::size_t max_duplicated_cost = 24;
+// A cheap elementwise node (a_few_adds: casts, adds, multiplies,
+// comparisons) read by loops of several groups is computed again inside each
+// of them, with no buffer: writing it and reading it back costs more memory
+// traffic than the few operations (an f32 cast of a bf16 tensor that forward
+// and backward both read is 6 bytes an element stored, 2 recomputed). Its
+// expression is bounded as a shared inlined one is (max_shared_inline_ops
+// nodes, the duplicated nodes below it and the loads at its leaves
+// included), and it reads at most this many buffers; past either, a buffer.
 inline constexpr std::size_t max_duplicated_loads = 3;
 
 template <class Table>
@@ -75,7 +74,7 @@ constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_b
       else if (target != p.group[c]) several = true;
     }
     if (!root && several) {
-      bool duplicate = d.kind == node_kind::elementwise && !kept_whole[ii];
+      bool duplicate = d.kind == node_kind::elementwise && d.cheap && !kept_whole[ii];
       for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && duplicate; ++u) {
         const std::size_t c = use_consumer[u];
         duplicate = p.duplicated[c] || loop_takes_elementwise(p.group[c]);  // (a duplicated reader: checked for it)
@@ -121,30 +120,29 @@ constexpr void decide_groups(plan_table<N, E>& p, bool fuse) {
   // forced: a buffer, for an inlined expression grown too large; kept_whole:
   // not duplicated, its duplicated expression grown too large.
   ct_buffer<bool> forced(N + 1), kept_whole(N + 1);
-  // A node's inlined expression: its size (nodes), its cost
-  // (recompute_cost, loads 1) and the buffers it loads.
-  ct_buffer<std::size_t> ops(N + 1), cost(N + 1), loads(N + 1);
+  // A node's inlined expression: its size (nodes, loads included) and the
+  // buffers it loads.
+  ct_buffer<std::size_t> ops(N + 1), loads(N + 1);
   for (bool changed = true; changed;) {
     decide_groups_once(p, N, fuse, forced, kept_whole, use_first, use_consumer);
     changed = false;
     for (std::size_t i = 0; i < N; ++i) {
       const node_desc& d = p.node[i];
-      ops[i] = cost[i] = 1;
+      ops[i] = 1;
       loads[i] = p.materialized[i];
       if (p.materialized[i] || d.kind != node_kind::elementwise) continue;  // read as one load
-      cost[i] = d.cost;
       for (std::size_t k = 0; k < d.nchild; ++k) {
         ops[i] += ops[p.child(i, k)];
-        cost[i] += cost[p.child(i, k)];
         loads[i] += loads[p.child(i, k)];
       }
-      if (p.duplicated[i]) {
-        if (cost[i] > max_duplicated_cost || loads[i] > max_duplicated_loads) kept_whole[i] = changed = true;
-      } else if (use_first[i + 1] - use_first[i] > 1 && ops[i] > max_shared_inline_ops) {
-        forced[i] = changed = true;
+      const bool too_big = p.duplicated[i]
+                               ? ops[i] > max_shared_inline_ops || loads[i] > max_duplicated_loads
+                               : use_first[i + 1] - use_first[i] > 1 && ops[i] > max_shared_inline_ops;
+      if (too_big) {
+        (p.duplicated[i] ? kept_whole : forced)[i] = changed = true;
+        ops[i] = loads[i] = 1;  // its readers in this pass: a load, as in the next
       }
     }
-
   }
 }
 
