@@ -3,7 +3,8 @@ both (bench/vs_pytorch_cpu.py, bench/vs_pytorch_gpu.py): the same model,
 batch and optimizer as bench/lm_step.hpp and bench/cuda/step.cu.
 
 Pre-norm blocks (RMSNorm), learned positions, untied head, causal attention
-with per-head projections, SwiGLU; AdamW (wd 0.1) with global-norm clipping
+(q, k, v and output projections [H*DH, D] as nn.Linear's, softmax written out
+as ctg computes it: no flash attention on either side), SwiGLU; AdamW (wd 0.1) with global-norm clipping
 at 1.0. bf16 = f32 master weights, bf16 matmuls, f32 norms / softmax / loss
 (ctg's autocast<bf16>, written as explicit casts).
 """
@@ -33,8 +34,8 @@ def make_params(s, gen, device):
     V, MAXT, D, H, DH, HID = s["V"], s["MAXT"], s["D"], s["H"], s["DH"], s["HID"]
     p = {"tok": w(V, D), "pos": w(MAXT, D), "ln_f": ones(D), "head": w(D, V)}
     for i in range(s["LAYERS"]):
-        p.update({f"{i}.ln1": ones(D), f"{i}.wq": w(H, D, DH), f"{i}.wk": w(H, D, DH), f"{i}.wv": w(H, D, DH),
-                  f"{i}.wo": w(H, DH, D), f"{i}.ln2": ones(D), f"{i}.w1": w(D, HID), f"{i}.w3": w(D, HID),
+        p.update({f"{i}.ln1": ones(D), f"{i}.wq": w(H * DH, D), f"{i}.wk": w(H * DH, D), f"{i}.wv": w(H * DH, D),
+                  f"{i}.wo": w(H * DH, D), f"{i}.ln2": ones(D), f"{i}.w1": w(D, HID), f"{i}.w3": w(D, HID),
                   f"{i}.w2": w(HID, D)})
     return p
 
@@ -49,11 +50,12 @@ def loss_fn(p, ids, pos, targets, mm, s):
     x = p["tok"][ids] + p["pos"][pos]
     mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=ids.device), 1)
     for i in range(s["LAYERS"]):
-        a = c(rms_norm(x, p[f"{i}.ln1"])).unsqueeze(1)  # [B,1,T,D]
-        q, k, v = a @ c(p[f"{i}.wq"]), a @ c(p[f"{i}.wk"]), a @ c(p[f"{i}.wv"])
+        a = c(rms_norm(x, p[f"{i}.ln1"]))  # [B,T,D]
+        q, k, v = ((a @ c(p[f"{i}.{w}"]).t()).unflatten(-1, (s["H"], s["DH"])).transpose(1, 2)
+                   for w in ("wq", "wk", "wv"))  # [B,H,T,DH]
         scores = (q @ k.transpose(-1, -2)).float() / math.sqrt(s["DH"])
         probs = torch.softmax(scores.masked_fill(mask, float("-inf")), -1)
-        x = x + ((c(probs) @ v) @ c(p[f"{i}.wo"])).sum(1).float()
+        x = x + ((c(probs) @ v).transpose(1, 2).flatten(-2) @ c(p[f"{i}.wo"])).float()
         m = c(rms_norm(x, p[f"{i}.ln2"]))
         x = x + ((F.silu(m @ c(p[f"{i}.w1"])) * (m @ c(p[f"{i}.w3"]))) @ c(p[f"{i}.w2"])).float()
     logits = (c(rms_norm(x, p["ln_f"])) @ c(p["head"])).float()

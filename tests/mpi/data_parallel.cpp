@@ -147,8 +147,8 @@ void world_equals_emulation(ctg::dist::communicator& comm, const char* name, int
 // dist::fsdp on real ranks: what its layer gathers change in a step's
 // all-gathers, by hand, against the default run (the tiny transformer, 2
 // layers). A rank's part of one layer is its padded rows of each stacked
-// leaf: the norms' scales [8] (1 element a row); wq, wk, wv [2, 8, 4] and wo
-// [2, 4, 8] (2 rows of 32); w1 and w3 [8, 12], w2 [12, 8]. In the
+// leaf: the norms' scales [8] (1 element a row); wq, wk, wv and wo [8, 8]
+// (2 heads of 4: 8 rows of 8); w1 and w3 [8, 12], w2 [12, 8]. In the
 // parameters' dtype (bf16; f32 under the fp8 policy), except that under
 // sharded<fp8<...>> every weight travels as fp8 bytes and its amax.
 template <class Policy>
@@ -159,7 +159,7 @@ void fsdp_bytes(ctg::dist::communicator& comm, const char* name) {
   using step_t = decltype(train_step<Policy>());
   static_assert(sizeof(typename ctg::tl::at_t<2, typename step_t::wrt>::dtype) == t);  // (layers.{i}.ln1.scale)
   auto ceil_div = [&](std::size_t rows) { return (rows + static_cast<std::size_t>(W) - 1) / static_cast<std::size_t>(W); };
-  const std::size_t norms = 2 * ceil_div(8), weights = 4 * ceil_div(2) * 32 + 2 * ceil_div(8) * 12 + ceil_div(12) * 8;
+  const std::size_t norms = 2 * ceil_div(8), weights = 4 * ceil_div(8) * 8 + 2 * ceil_div(8) * 12 + ceil_div(12) * 8;
   const std::size_t layer_whole = t * (norms + weights);  // what the default run's update gathers of a layer
   const std::size_t layer_gather = fp8 ? t * norms + weights + 7 * sizeof(float) : layer_whole;
   constexpr std::size_t layers = config::layers;

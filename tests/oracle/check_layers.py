@@ -66,14 +66,16 @@ def swiglu(t):
 def attention(t):
     P = policy(t)
     x, wq, wk = t["x"], t["attn.wq"], t["attn.wk"]
+    heads = 2  # layers_dump.cpp: causal_self_attention<"attn", 2, 4, P>
     # the bf16 count in tolerances.py assumes logits this small (softmax conditioning ~1)
     with torch.no_grad():
-        q, k = x.unsqueeze(-3) @ wq, x.unsqueeze(-3) @ wk
-        z = (q @ k.transpose(-1, -2)).tril() / wq.shape[-1] ** 0.5
+        q_t = (wq @ x.transpose(-1, -2)).unflatten(-2, (heads, -1))  # [..., H, Dh, T]
+        k_t = (wk @ x.transpose(-1, -2)).unflatten(-2, (heads, -1))
+        z = (q_t.transpose(-1, -2) @ k_t).tril() / q_t.shape[-2] ** 0.5
         if z.abs().max().item() > tolerances.LAYER_ATTENTION_MAX_LOGIT:
             raise ValueError(f"attention logits up to {z.abs().max().item():.3g} > "
                              f"{tolerances.LAYER_ATTENTION_MAX_LOGIT} assumed by the bf16 count")
-    return nn.causal_self_attention(x, wq, wk, t["attn.wv"], t["attn.wo"], P)
+    return nn.causal_self_attention(x, wq, wk, t["attn.wv"], t["attn.wo"], heads, P)
 
 
 @cases.formula("embedding", tolerances="layers.embedding")

@@ -173,7 +173,7 @@ def model_case(args):
               f"model ({style} q/k/v): ctg's file, read by {reader}, is the state_dict bitwise")
     r = tool(args, "model", files["separate"], batch, os.path.join(args.dir, "st_unused.safetensors"), "fused")
     want = ("ctg: safetensors file '" + files["separate"] + "': tensor 'layers.0.attn.wqkv.weight' for leaf "
-            "'layers.{i}.attn.wq' (layer 0): expected F32 [48, 16], found no such tensor")
+            "'layers.{i}.attn.wv' (layer 0): expected F32 [48, 16], found no such tensor")
     check(r.returncode == 1 and r.stderr.strip() == want, f"model: separate q/k/v loaded as fused is rejected: {r.stderr.strip()}")
 
 

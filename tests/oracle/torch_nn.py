@@ -12,8 +12,7 @@ at exactly the places where ctg's policy makes a tensor narrow:
   AUTOCAST_BF16  autocast<bf16>: f32 parameters; every matmul operand is cast to
                  bf16 (cast<bf16>: rounds an f32 value, exact for a bf16 one); every
                  matmul result, and every elementwise node computed from bf16
-                 operands (silu, the SwiGLU product, a bias add, the sum over
-                 attention heads), is a bf16 tensor, rounded once from its f64
+                 operands (silu, the SwiGLU product, a bias add), is a bf16 tensor, rounded once from its f64
                  value; norms, softmax and the loss run in f64 here (f32 in ctg:
                  its stats type).
   FULL_BF16      full<bf16>: as AUTOCAST_BF16, and the parameters are bf16 too.
@@ -178,20 +177,24 @@ def embedding(table, ids, P):
     return w.double()[ids.long()].to(w.dtype)
 
 
-def causal_self_attention(x, wq, wk, wv, wo, P):
-    """Multi-head causal self-attention over x [..., T, d], per-head weights
-    wq/wk/wv [H, d, Dh] and wo [H, Dh, d]:
-        y = sum_h softmax(mask(q_h k_h^T / sqrt(Dh))) v_h @ wo_h,  q_h = x @ wq_h, ...
-    (the sum over heads equals concat_h(o_h) @ Wo with Wo split by heads)."""
-    head_dim = wq.shape[-1]
-    xh = P.low_(x).unsqueeze(-3)                                  # [..., 1, T, d]
-    q, k, v = (linear(xh, w, P) for w in (wq, wk, wv))            # [..., H, T, Dh]
-    scores = P.stats(P.node(torch.matmul, q, k.transpose(-1, -2))) / math.sqrt(head_dim)
+def causal_self_attention(x, wq, wk, wv, wo, heads, P):
+    """Multi-head causal self-attention over x [..., T, d] with `heads` heads,
+    wq/wk/wv [H*Dh, d] (nn.Linear's [out, in]) and wo [H*Dh, d] ([in, out]):
+        y = concat_h(softmax(mask(q_h k_h^T / sqrt(Dh))) v_h) @ wo,
+    every head's values computed transposed, as ctg does (nn/attention.hpp):
+    q^T = wq @ x^T [..., H*Dh, T] viewed as [..., H, Dh, T], o_h^T = v_h^T probs_h^T."""
+    xt = P.low_(x).transpose(-1, -2)                                  # [..., d, T]
+
+    def per_head(w):                                                  # [..., H, Dh, T]
+        return P.node(torch.matmul, P.cast_param(P.param(w)), xt).unflatten(-2, (heads, -1))
+    q_t, k_t, v_t = per_head(wq), per_head(wk), per_head(wv)
+    head_dim = q_t.shape[-2]
+    scores = P.stats(P.node(torch.matmul, q_t.transpose(-1, -2), k_t)) / math.sqrt(head_dim)
     t = scores.shape[-1]
     future = torch.ones(t, t, dtype=torch.bool).triu(1)
     probs = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
-    heads = linear(linear(probs, v, P), wo, P)                    # [..., H, T, d]
-    return P.node(lambda h: h.sum(dim=-3), heads)
+    o_t = P.node(torch.matmul, v_t, P.low_(probs).transpose(-1, -2))  # [..., H, Dh, T]
+    return linear(o_t.flatten(-3, -2).transpose(-1, -2), wo, P)       # [..., T, H*Dh] @ wo
 
 
 def cross_entropy(logits, targets, ignore_index=IGNORE):

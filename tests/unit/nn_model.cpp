@@ -12,7 +12,7 @@ TEST_CASE("transformer (f64 policy, stacked blocks): every parameter's gradient 
   using params = ctg::params_t<decltype(loss)>;
   // tok, pos, 9 stacked block leaves, ln_f, lm_head
   static_assert(params::size == 13);
-  using WQ = ctg::param<"layers.{i}.attn.wq", ctg::f64, 2, 2, 4, 3>;
+  using WQ = ctg::param<"layers.{i}.attn.wq", ctg::f64, 2, 6, 4>;
   static_assert(ctg::has_grad_path_v<decltype(loss), WQ>);
   auto step = ctg::value_and_grad(loss);
   ctg::cpu::device dev;

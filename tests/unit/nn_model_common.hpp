@@ -108,8 +108,8 @@ void stack_equals_unrolled() {
   using T = typename P::param_type;
   using SW1 = ctg::param<"layers.{i}.mlp.w1", T, 1, 4, 6>;
   using UW1 = ctg::param<"layers.0.mlp.w1", T, 4, 6>;
-  using SWQ = ctg::param<"layers.{i}.attn.wq", T, 1, 2, 4, 3>;
-  using UWQ = ctg::param<"layers.0.attn.wq", T, 2, 4, 3>;
+  using SWQ = ctg::param<"layers.{i}.attn.wq", T, 1, 6, 4>;
+  using UWQ = ctg::param<"layers.0.attn.wq", T, 6, 4>;
   using STOK = ctg::param<"tok.weight", T, 7, 4>;
   const auto sw1 = gc::to_vec(ss.template grad<SW1>());
   CHECK(sw1 == gc::to_vec(us.template grad<UW1>()));

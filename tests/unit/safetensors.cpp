@@ -190,9 +190,9 @@ TEST_CASE("the transformer map writes the PyTorch twin's state_dict names and sh
   // ctg::nn::transformer's stored leaves for vocab 11, max_seq 8, dim 16, 2 heads of 8, hidden 24, 2 layers.
   using store = test_util::leaf_store<
       ctg::param<"tok.weight", ctg::f32, 11, 16>, ctg::param<"pos.weight", ctg::f32, 8, 16>,
-      ctg::param<"layers.{i}.ln1.scale", ctg::f32, 2, 16>, ctg::param<"layers.{i}.attn.wq", ctg::f32, 2, 2, 16, 8>,
-      ctg::param<"layers.{i}.attn.wk", ctg::f32, 2, 2, 16, 8>, ctg::param<"layers.{i}.attn.wv", ctg::f32, 2, 2, 16, 8>,
-      ctg::param<"layers.{i}.attn.wo", ctg::f32, 2, 2, 8, 16>, ctg::param<"layers.{i}.ln2.scale", ctg::f32, 2, 16>,
+      ctg::param<"layers.{i}.ln1.scale", ctg::f32, 2, 16>, ctg::param<"layers.{i}.attn.wq", ctg::f32, 2, 16, 16>,
+      ctg::param<"layers.{i}.attn.wk", ctg::f32, 2, 16, 16>, ctg::param<"layers.{i}.attn.wv", ctg::f32, 2, 16, 16>,
+      ctg::param<"layers.{i}.attn.wo", ctg::f32, 2, 16, 16>, ctg::param<"layers.{i}.ln2.scale", ctg::f32, 2, 16>,
       ctg::param<"layers.{i}.mlp.w1", ctg::f32, 2, 16, 24>, ctg::param<"layers.{i}.mlp.w3", ctg::f32, 2, 16, 24>,
       ctg::param<"layers.{i}.mlp.w2", ctg::f32, 2, 24, 16>, ctg::param<"ln_f.scale", ctg::f32, 16>,
       ctg::param<"lm_head.weight", ctg::f32, 16, 11>>;

@@ -156,17 +156,18 @@ consteval bool fp8_formats_follow_recipes() {
 }  // namespace detail
 
 // fp8_matmul<Out, GradScaling>(a, b): a @ b for quantized a and b, the result
-// in Out. Their formats must follow their recipes (detail::fp8_formats_follow_recipes).
-template <class Out, class GradScaling, expr A, expr B>
+// in Out; fp8_matmul<Out, GradScaling, TA, TB> multiplies op(a) op(b), op
+// transposing the last two dims where TA / TB (a transposed operand is read
+// where it lies). Their formats must follow their recipes
+// (detail::fp8_formats_follow_recipes).
+template <class Out, class GradScaling, bool TA = false, bool TB = false, expr A, expr B>
 constexpr auto fp8_matmul(A, B) {
-  static_assert(detail::matmul_shape<A, B, false, false>().ok,
+  static_assert(detail::matmul_shape<A, B, TA, TB>().ok,
                 "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
-  if constexpr (A::kind == node_kind::failed || B::kind == node_kind::failed)  // (reported already)
-    return node_t<failed_node<shape_from<detail::matmul_shape<A, B, false, false>()>, Out, node_t<A>, node_t<B>>>{};
-  else if constexpr (!detail::fp8_formats_follow_recipes<A, B, GradScaling>())
-    return node_t<failed_node<shape_from<detail::matmul_shape<A, B, false, false>()>, Out, node_t<A>, node_t<B>>>{};
-  else
-    return node_t<fp8_matmul_node<node_t<A>, node_t<B>, false, false, Out, GradScaling>>{};
+  using failed = node_t<failed_node<shape_from<detail::matmul_shape<A, B, TA, TB>()>, Out, node_t<A>, node_t<B>>>;
+  if constexpr (A::kind == node_kind::failed || B::kind == node_kind::failed) return failed{};  // (reported already)
+  else if constexpr (!detail::fp8_formats_follow_recipes<A, B, GradScaling>()) return failed{};
+  else return node_t<fp8_matmul_node<node_t<A>, node_t<B>, TA, TB, Out, GradScaling>>{};
 }
 
 }  // namespace ctg

@@ -52,6 +52,12 @@ inline std::string node_title(const node_description& n) {
   return t;
 }
 
+// "#12 matmul f32 [dyn, 16]": the node, its dtype and dims.
+inline std::string node_line_text(const step_description& d, std::size_t i) {
+  const node_description& n = d.node[i];
+  return cat("#", std::to_string(i), " ", node_title(n), " ", n.dtype, " ", dims_text(n.dims));
+}
+
 // "f32 [dyn, 16], grad" or "..., no grad".
 inline std::string node_type_text(const node_description& n) {
   return cat(n.dtype, " ", dims_text(n.dims), n.requires_grad ? ", grad" : ", no grad");
@@ -109,8 +115,7 @@ inline void append_group_summary(std::string& out, const step_description& d, co
     char head[96];
     std::snprintf(head, sizeof head, "g%-3zu %-9s %-24s %3zu node%s  ", g, gr.backward ? "backward" : "forward",
                   group_title(gr).c_str(), gr.nodes, gr.nodes == 1 ? " " : "s");
-    out.append(cat(indent, head, "#", std::to_string(gr.root), " ", node_title(root), " ", root.dtype, " ",
-                   dims_text(root.dims)));
+    out.append(cat(indent, head, node_line_text(d, gr.root)));
     if (gr.nodes > 1) {
       out.append(":");
       for (std::size_t i = 0; i <= gr.root; ++i)
@@ -128,8 +133,7 @@ inline void append_group_summary(std::string& out, const step_description& d, co
   std::string duplicated;
   for (std::size_t i = 0; i < d.size(); ++i)
     if (d.node[i].duplicated)
-      duplicated.append(cat(duplicated.empty() ? "" : ", ", "#", std::to_string(i), " ", node_title(d.node[i]), " ",
-                            d.node[i].dtype, " ", dims_text(d.node[i].dims)));
+      duplicated.append(cat(duplicated.empty() ? "" : ", ", node_line_text(d, i)));
   if (!duplicated.empty()) out.append(cat(indent, "computed again in each group that reads it: ", duplicated, "\n"));
 }
 

@@ -6,7 +6,7 @@
 //   m.add("mlp.up.weight", "mlp.up.weight", ctg::io::torch_linear)    // nn.Linear [out, in] <-> ctg [in, out]
 //    .add("layers.{i}.ln1.scale", "layers.{i}.ln1.weight")            // a rename; one tensor per layer
 //    .add("layers.{i}.attn.wq", "layers.{i}.attn.wqkv.weight",        // q, k, v fused in one nn.Linear
-//         ctg::io::fused(ctg::io::torch_heads_in, 0, 3));
+//         ctg::io::fused(ctg::io::as_is, 0, 3));
 //
 // A leaf without an entry is the file tensor of the same name, as_is, whole
 // (what save_safetensors writes with an empty map). When a leaf's name
@@ -17,10 +17,10 @@
 // Layouts, for a ctg slice of dims s (the file tensor's dims follow from s):
 //   as_is            file dims = s, same element order.
 //   torch_linear     s = [in, out]; file [out, in] (nn.Linear's weight): transposed.
-//   torch_heads_in   s = [H, d, Dh] (attention's wq/wk/wv); file [H*Dh, d], the
+//   torch_heads_in   s = [H, d, Dh] (per-head input weights); file [H*Dh, d], the
 //                    weight of nn.Linear(d, H*Dh) whose output splits as
 //                    .view(..., H, Dh): ctg[h][i][j] = file[h*Dh + j][i].
-//   torch_heads_out  s = [H, Dh, d] (attention's wo); file [d, H*Dh], the weight
+//   torch_heads_out  s = [H, Dh, d] (per-head output weights); file [d, H*Dh], the weight
 //                    of nn.Linear(H*Dh, d): ctg[h][j][i] = file[i][h*Dh + j].
 //   fused(l, p, n)   the p-th of n equal blocks along the file tensor's dim 0
 //                    (q, k, v in one nn.Linear(d, 3*H*Dh): parts 0, 1, 2); the

@@ -49,7 +49,8 @@ constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_b
   p.group_count = 0;
   // Can the loop of the group rooted at r evaluate an elementwise node?
   auto loop_takes_elementwise = [&](std::size_t r) {
-    return p.node[r].kind == node_kind::elementwise || p.node[r].kind == node_kind::reduce;
+    const node_kind k = p.node[r].kind;
+    return k == node_kind::elementwise || k == node_kind::reduce || k == node_kind::constant;
   };
   // Consumers come after their children in topological order, so walking
   // backwards every consumer's group is known when a node is decided.
@@ -90,7 +91,7 @@ constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_b
     if (!root && target != no_group) {
       const node_desc& t = p.node[target];
       if (d.kind == node_kind::elementwise) {
-        root = !(t.kind == node_kind::elementwise || t.kind == node_kind::reduce || t.kind == node_kind::constant);
+        root = !loop_takes_elementwise(target);
       } else if (d.kind == node_kind::reduce) {
         const bool row_group = t.kind == node_kind::elementwise || (t.kind == node_kind::reduce && t.row_reduction);
         root = !(d.row_reduction && row_group && p.same_dims(p.iteration_dims(target), d.child_dims));

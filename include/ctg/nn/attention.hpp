@@ -1,20 +1,20 @@
 #pragma once
-// Causal multi-head self-attention over x [batch..., T, d].
+// Causal multi-head self-attention over x [batch..., T, d], H heads of Dh.
 //
-// Per-head projections are parameters of shape [H, d, Dh] ("<name>.wq",
-// "<name>.wk", "<name>.wv") and [H, Dh, d] ("<name>.wo"). With x viewed as
-// [batch..., 1, T, d], q = x @ Wq is one batched matmul giving [batch..., H, T, Dh];
-// the output projection sums the heads: y = sum_h o_h @ Wo_h, which equals the
-// usual concat(o_h) @ Wo with Wo split by heads. No reshape or permute needed.
+// The projections are nn.Linear's weights: "<name>.wq", "<name>.wk" and
+// "<name>.wv" are [H*Dh, d] (out, in), "<name>.wo" is [H*Dh, d] (in, out, as
+// ctg's linear): y = concat_h(o_h) @ Wo. Every head's values are computed
+// transposed, features along the rows: q^T = Wq @ x^T is one matmul giving
+// [batch..., H*Dh, T], which is [batch..., H, Dh, T] unchanged in memory. So
+// scores = (q_h^T)^T k_h^T and o_h^T = v_h^T probs_h^T are batched over heads
+// with no permute, and the output projection is one matmul with K = H*Dh over
+// [batch..., H*Dh, T] read transposed: no per-head products of width d to sum
+// over heads, forward or backward.
 //
 // Scores are scaled by 1/sqrt(Dh), masked causally and passed through softmax
 // in the stats type (f32); an optional additive mask (broadcastable to the
 // scores [batch..., H, T, T]) is added before the softmax.
 #include <ctg/nn/linear.hpp>
-
-namespace ctg::nn {
-
-}  // namespace ctg::nn
 
 namespace ctg::detail {
 consteval double inv_sqrt(dim_t n) {
@@ -25,28 +25,68 @@ consteval double inv_sqrt(dim_t n) {
 
 struct no_mask {};
 
+// [..., F, T] <-> [..., F / Dh, Dh, T]: features F = H*Dh as H heads' rows, one head after another.
+template <class S, dim_t HeadDim>
+consteval shape_value heads_split() {
+  shape_value v;
+  for (std::size_t i = 0; i + 2 < S::rank; ++i) v.d[v.rank++] = S::dims[i];
+  v.d[v.rank++] = S::dims[S::rank - 2] / HeadDim;
+  v.d[v.rank++] = HeadDim;
+  v.d[v.rank++] = S::dims[S::rank - 1];
+  return v;
+}
+template <class S>
+consteval shape_value heads_joined() {
+  shape_value v;
+  for (std::size_t i = 0; i + 3 < S::rank; ++i) v.d[v.rank++] = S::dims[i];
+  v.d[v.rank++] = S::dims[S::rank - 3] * S::dims[S::rank - 2];
+  v.d[v.rank++] = S::dims[S::rank - 1];
+  return v;
+}
+
+template <class X, class Wq, class Wk, class Wv, class Wo, dim_t Heads, dim_t HeadDim>
+consteval bool attention_weights_fit() {
+  constexpr dim_t d = X::dims::dims[X::dims::rank - 1];
+  constexpr auto is = [](auto w) {
+    using W = decltype(w);
+    return W::dims::rank == 2 && W::dims::dims[0] == Heads * HeadDim && W::dims::dims[1] == d;
+  };
+  constexpr bool ok = HeadDim > 0 && is(Wq{}) && is(Wk{}) && is(Wv{}) && is(Wo{});
+  static_assert(ok, "ctg: shape mismatch: attention's weights wq, wk, wv and wo are each [H*Dh, d] for H heads "
+                    "of Dh (nn.Linear's layout; x is [..., T, d])");
+  return ok;
+}
+
 template <precision::policy P, dim_t HeadDim, expr X, expr Wq, expr Wk, expr Wv, expr Wo, class Mask>
 constexpr auto attention(X x, Wq wq, Wk wk, Wv wv, Wo wo, Mask) {
   using S = typename P::stats_type;
-  auto xh = unsqueeze<-3>(precision::for_matmul<P>(x));  // [..., 1, T, d]
-  auto q = nn::linear<P>(xh, wq);  // [..., H, T, Dh]
-  auto k = nn::linear<P>(xh, wk);
-  auto v = nn::linear<P>(xh, wv);
+  auto per_head = [](auto t) {  // [..., H*Dh, T] -> [..., H, Dh, T]
+    return reshape<shape_from<heads_split<typename decltype(t)::dims, HeadDim>()>>(t);
+  };
+  auto q_t = per_head(precision::weight_times_transposed<P>(wq, x));
+  auto k_t = per_head(precision::weight_times_transposed<P>(wk, x));
+  auto v_t = per_head(precision::weight_times_transposed<P>(wv, x));
   // Products of two activations: in the matmul type under every policy (not FP8).
-  auto scores = cast<S>(matmul(q, transpose(k))) * lit<inv_sqrt(HeadDim)>;  // [..., H, T, T]
+  auto scores = cast<S>(matmul(transpose(q_t), k_t)) * lit<inv_sqrt(HeadDim)>;  // [..., H, T, T]
   auto probs = [&] {
     if constexpr (std::is_same_v<Mask, no_mask>) return softmax(causal_mask(scores));
     else return softmax(causal_mask(scores + cast<S>(Mask{})));
   }();
-  auto heads = nn::linear<P>(matmul(precision::for_matmul<P>(probs), v), wo);  // [..., H, T, d]
-  return squeeze<-3>(sum<-3>(heads));                // [..., T, d]
+  auto o_t = matmul(v_t, transpose(precision::for_matmul<P>(probs)));  // [..., H, Dh, T]
+  auto concat_t = reshape<shape_from<heads_joined<typename decltype(o_t)::dims>()>>(o_t);  // [..., H*Dh, T]
+  return nn::linear<P>(transpose(concat_t), wo);  // [..., T, d]
 }
 }  // namespace ctg::detail
 
 namespace ctg::nn {
-template <precision::policy P, expr X, expr Wq, expr Wk, expr Wv, expr Wo>
+// With the weights given as expressions (each [H*Dh, d], see the top of this file).
+template <dim_t Heads, precision::policy P, expr X, expr Wq, expr Wk, expr Wv, expr Wo>
 constexpr auto causal_self_attention(X x, Wq wq, Wk wk, Wv wv, Wo wo) {
-  return detail::attention<P, Wq::dims::dims[Wq::dims::rank - 1]>(x, wq, wk, wv, wo, detail::no_mask{});
+  constexpr dim_t head_dim = Heads > 0 ? Wq::dims::dims[0] / Heads : 0;
+  if constexpr (detail::attention_weights_fit<X, Wq, Wk, Wv, Wo, Heads, head_dim>())
+    return detail::attention<P, head_dim>(x, wq, wk, wv, wo, detail::no_mask{});
+  else  // (reported above)
+    return node_t<failed_node<typename X::dims, typename P::matmul_type, node_t<X>>>{};
 }
 
 // Named parameters, with an additive mask expression added to the scores (below: without).
@@ -54,12 +94,11 @@ template <fixed_string Name, dim_t Heads, dim_t HeadDim, precision::policy P, ex
 constexpr auto causal_self_attention_masked(X x, Mask mask) {
   constexpr dim_t d = X::dims::dims[X::dims::rank - 1];
   using T = typename P::param_type;
-  return detail::attention<P, HeadDim>(x, param<Name + ".wq", T, Heads, d, HeadDim>{},
-                                       param<Name + ".wk", T, Heads, d, HeadDim>{},
-                                       param<Name + ".wv", T, Heads, d, HeadDim>{},
-                                       param<Name + ".wo", T, Heads, HeadDim, d>{}, mask);
+  constexpr dim_t features = Heads * HeadDim;
+  return detail::attention<P, HeadDim>(x, param<Name + ".wq", T, features, d>{}, param<Name + ".wk", T, features, d>{},
+                                       param<Name + ".wv", T, features, d>{}, param<Name + ".wo", T, features, d>{},
+                                       mask);
 }
-
 
 template <fixed_string Name, dim_t Heads, dim_t HeadDim, precision::policy P, expr X>
 constexpr auto causal_self_attention(X x) {

@@ -70,6 +70,31 @@ inline constexpr bool is_delayed_recipe_v<precision::delayed<H, M, A, F>> = true
 template <class Recipe, fixed_string Name>
 using scaling_for = std::conditional_t<is_delayed_recipe_v<Recipe>, scaling::delayed<Name, Recipe>,
                                        scaling::current<Recipe>>;
+
+// x @ w (WeightFirst: w @ x^T) under policy P: see weight_matmul below.
+template <precision::policy P, bool WeightFirst, expr X, expr W>
+constexpr auto weight_product(X x, W w) {
+  using precision::for_matmul;
+  if constexpr (precision::is_fp8_policy_v<P> && is_leaf_v<W>) {
+    using R = typename P::recipe;
+    constexpr auto name = W::name;
+    using F = typename R::formats::forward;
+    auto xq = quantize<F, scaling_for<R, name + ".fp8_input">>(for_matmul<P>(x));
+    auto wq = [&] {
+      using S = scaling_for<R, name + ".fp8_weight">;
+      if constexpr (precision::shards_weights_v<P>)
+        return node_t<quantize_node<F, node_t<W>, S, true>>{};  // shard(quantize(w))
+      else return quantize<F, S>(w);
+    }();
+    using out = typename P::matmul_type;
+    using grad_scaling = scaling_for<R, name + ".fp8_grad">;
+    if constexpr (WeightFirst) return fp8_matmul<out, grad_scaling, false, true>(wq, xq);
+    else return fp8_matmul<out, grad_scaling>(xq, wq);
+  } else {
+    if constexpr (WeightFirst) return matmul(for_matmul<P>(w), transpose(for_matmul<P>(x)));
+    else return matmul(for_matmul<P>(x), for_matmul<P>(w));
+  }
+}
 }  // namespace ctg::detail
 
 namespace ctg::precision {
@@ -78,20 +103,15 @@ namespace ctg::precision {
 // both operands cast to P's matmul type.
 template <policy P, expr X, expr W>
 constexpr auto weight_matmul(X x, W w) {
-  if constexpr (is_fp8_policy_v<P> && is_leaf_v<W>) {
-    using R = typename P::recipe;
-    constexpr auto name = W::name;
-    using F = typename R::formats::forward;
-    auto xq = quantize<F, detail::scaling_for<R, name + ".fp8_input">>(for_matmul<P>(x));
-    auto wq = [&] {
-      using S = detail::scaling_for<R, name + ".fp8_weight">;
-      if constexpr (shards_weights_v<P>) return node_t<quantize_node<F, node_t<W>, S, true>>{};  // shard(quantize(w))
-      else return quantize<F, S>(w);
-    }();
-    return fp8_matmul<typename P::matmul_type, detail::scaling_for<R, name + ".fp8_grad">>(xq, wq);
-  } else {
-    return matmul(for_matmul<P>(x), for_matmul<P>(w));
-  }
+  return detail::weight_product<P, false>(x, w);
+}
+
+// w @ x^T for a weight w [out, in] (nn.Linear's layout) and an activation
+// x [..., T, in]: [..., out, T], the output features along the rows (x is read
+// transposed where it lies). In FP8 as weight_matmul.
+template <policy P, expr W, expr X>
+constexpr auto weight_times_transposed(W w, X x) {
+  return detail::weight_product<P, true>(x, w);
 }
 
 }  // namespace ctg::precision

@@ -186,9 +186,10 @@ __global__ void __launch_bounds__(Threads)
 
 // A visited row's combination by kernel::row_sum_lanes (16) consecutive
 // threads of a warp (mask: theirs), lane u taking combine_row's lane u
-// (kernel::row_reduction::lane_part), folded by shuffles in fold_lanes' order
-// (shuffle_fold): combine_row's bits, given to all 16. (A thread per row would leave the GPU idle where few
-// outputs sum long rows: a loss summed over every element of [8192, 4096].)
+// (kernel::row_reduction::lane_part), folded by shuffles in fold_lanes'
+// order (shuffle_fold): combine_row's bits, given to all 16. (A thread per
+// row would leave the GPU idle where few outputs sum long rows: a loss
+// summed over every element of [8192, 4096].)
 struct row_lanes {
   unsigned lane, mask;
   template <class R, class Ctx>
