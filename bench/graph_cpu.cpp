@@ -1,5 +1,6 @@
 // CPU backend: fused vs materialized-per-op vs Eigen (and what Eigen's
-// element functions give up in accuracy), and softmax fwd+bwd.
+// element functions give up in accuracy), softmax fwd+bwd, and the loss
+// head's cross-entropy fwd+bwd.
 // The argument of the ctg runs is the thread count (cpu::device{threads});
 // Eigen's expressions run on one thread.
 //   build/default/bench/bench_graph_cpu
@@ -150,6 +151,28 @@ void BM_softmax_fwd_4096(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 4096 * 4096);
 }
 BENCHMARK(BM_softmax_fwd_4096)->Apply(threads);
+
+// The loss head's cross-entropy, forward + backward, over 1024 tokens of
+// GPT-2's vocabulary (50304) in bf16 (f32 in the loss, as autocast runs it):
+// loss = cross_entropy(logits, targets), gradient to the logits.
+constexpr ctg::dim_t ce_tokens = 1024, ce_vocab = 50304;
+template <class T>
+void BM_cross_entropy_fwd_bwd(benchmark::State& state) {
+  using Logits = ctg::param<"logits", T, ce_tokens, ce_vocab>;
+  using Targets = ctg::input<"targets", ctg::i32, ctg::dyn>;
+  auto step = ctg::value_and_grad(ctg::nn::cross_entropy(Logits{}, Targets{}), ctg::wrt<Logits>);
+  auto store = ctg::make_store(ctg::cpu::device{static_cast<unsigned>(state.range(0))}, step);
+  const auto w = random_floats(ce_tokens * ce_vocab, -4.0f, 4.0f);
+  auto logits = store.template param<Logits>();
+  for (std::size_t i = 0; i < w.size(); ++i) logits[i] = static_cast<T>(w[i]);
+  std::vector<ctg::i32> targets(ce_tokens);
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<ctg::i32>((i * 7919) % ce_vocab);
+  for (auto _ : state) benchmark::DoNotOptimize(step(store, ctg::feed<Targets>(targets, ce_tokens)));
+  state.counters["groups"] = static_cast<double>(ctg::group_count_v<decltype(step)>);
+  state.SetItemsProcessed(state.iterations() * ce_tokens * ce_vocab);
+}
+BENCHMARK_TEMPLATE(BM_cross_entropy_fwd_bwd, ctg::f32)->Apply(threads);
+BENCHMARK_TEMPLATE(BM_cross_entropy_fwd_bwd, ctg::bf16)->Apply(threads);
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -72,6 +72,16 @@ def torch_ops():
         with torch.autocast("cuda", dtype=bf16):
             return torch.matmul(x, w)
 
+    xh, wh = param(8192, 768), param(768, 50304, dtype=f32)
+    targets = (torch.arange(8192, device=dev) * 7919) % 50304
+
+    def lm_head(c):  # the loss cross_entropy(x @ w, targets) compiled whole (c), with its backward
+        def loss(x, w):
+            with torch.autocast("cuda", dtype=bf16):
+                return torch.nn.functional.cross_entropy(torch.matmul(x, w).float(), targets)
+        f = c(loss)
+        return lambda: torch.autograd.grad(f(xh, wh), (xh, wh))
+
     return {
         "group swiglu [8192,4096] bf16": lambda c: (lambda f: lambda: f(a.detach(), b.detach()))(
             c(lambda p, q: torch.nn.functional.silu(p) * q)),
@@ -83,6 +93,7 @@ def torch_ops():
         "quantize_e4m3_delayed+dequantize [8192,4096] bf16": lambda c: (lambda f: lambda: f(a.detach()))(
             c(quantize)),
         "linear_fwd_bwd 8192^3 bf16": lambda c: fwd_bwd(c, linear, (xl, wl), gl),
+        "lm_head_fwd_bwd [8192,768]x[768,50304] bf16": lm_head,
     }
 
 

@@ -12,7 +12,8 @@
 //     SwiGLU of [8192, 4096] bf16, a linear of 8192 x 8192 x 8192 in bf16 and
 //     in FP8 (precision::fp8, delayed scaling); and a forward step that
 //     quantizes [8192, 4096] bf16 to e4m3 (delayed: amax and cast in one
-//     pass) and dequantizes it.
+//     pass) and dequantizes it; GPT-2's loss head, a bf16 product to
+//     [8192, 50304] logits and cross_entropy, forward and backward.
 // GB/s counts the bytes an ideal kernel moves (each input read once, each
 // output written once); TFLOP/s the products' 2 m n k. Times with CUDA
 // events over 20 calls after 3 warm-ups (common.cuh); a step waits for its
@@ -135,6 +136,9 @@ using G = ctg::input<"g", ctg::bf16, 8192, 4096>;
 using Xl = ctg::param<"x", ctg::bf16, 8192, 8192>;
 using Wl = ctg::param<"w", ctg::f32, 8192, 8192>;
 using Gl = ctg::input<"g", ctg::bf16, 8192, 8192>;
+using Xh = ctg::param<"x", ctg::bf16, 8192, 768>;
+using Wh = ctg::param<"w", ctg::f32, 768, 50304>;
+using Th = ctg::input<"targets", ctg::i32, 8192>;
 
 template <class Y>
 constexpr auto against(Y y, auto g) {
@@ -181,6 +185,17 @@ void step_cases(const cu::device& dev) {
     auto store = ctg::make_store(dev, step);
     ctg::nn::init_params(store, 1);
     step_case(dev, "linear_fwd_bwd 8192^3 fp8", 0, flop, [&] { step(store, ctg::feed(Gl{}, gl.span())); });
+  }
+  {
+    // GPT-2's loss head: its product and cross-entropy over 8192 tokens.
+    auto loss = ctg::nn::cross_entropy(ctg::nn::linear<pr::autocast<ctg::bf16>>(Xh{}, Wh{}), Th{});
+    auto step = ctg::value_and_grad(loss);
+    auto store = ctg::make_store(dev, step);
+    ctg::nn::init_params(store, 1);
+    std::vector<ctg::i32> targets(8192);
+    for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<ctg::i32>((i * 7919) % 50304);
+    step_case(dev, "lm_head_fwd_bwd [8192,768]x[768,50304] bf16", 0, 3 * 2.0 * 8192 * 768 * 50304,
+              [&] { step(store, ctg::feed(Th{}, targets)); });
   }
 }
 }  // namespace

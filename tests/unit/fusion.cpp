@@ -332,3 +332,57 @@ TEST_CASE("costly, large or wide nodes read by several groups keep a buffer") {
   CHECK(same_as_unfused(ctg::forward(both(cheap))));
   CHECK(same_as_unfused(ctg::forward(both(large))));
 }
+
+// cross_entropy over bf16 logits (as autocast runs a model's head) keeps
+// nothing of the logits' size but the logits: forward keeps a value a row
+// (the max, log(sum(exp))), and backward is one group that reads the logits
+// and writes their gradient in bf16 (log-softmax's rule takes the softmax
+// from its own value: ops.hpp). The loss and the gradient keep the bits of
+// the unfused step.
+TEST_CASE("cross_entropy keeps a value a row, and its backward is one pass over the logits") {
+  constexpr ctg::dim_t vocab = 96;
+  using Wb = ctg::param<"w", ctg::bf16, 64, vocab>;
+  using T = ctg::input<"t", ctg::i32, ctg::dyn>;
+  auto logits = ctg::matmul(ctg::cast<ctg::bf16>(X{}), Wb{});
+  auto step = ctg::value_and_grad(ctg::nn::cross_entropy(logits, T{}));
+  using S = decltype(step);
+  constexpr const auto& d = ctg::description<S>;
+  // Buffers of [tokens, vocab]: the logits forward, their gradient backward.
+  std::size_t forward_buffers = 0, backward_buffers = 0, backward_groups = 0;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    const auto& n = d.node[i];
+    if (n.dims.rank != 2 || n.dims.d[0] != ctg::dyn || n.dims.d[1] != vocab) continue;
+    CAPTURE(n.op);
+    if (n.buffer) ++(n.backward ? backward_buffers : forward_buffers);
+  }
+  for (const auto& g : d.group)
+    backward_groups += g.backward && d.node[g.root].dims.rank == 2 && d.node[g.root].dims.d[1] == vocab &&
+                       d.node[g.root].dims.d[0] == ctg::dyn;
+  CHECK(forward_buffers == 1);
+  CHECK(backward_buffers == 1);
+  CHECK(backward_groups == 1);
+
+  const auto xs = random_floats(13 * 64, 21), ws = random_floats(64 * vocab, 22, -0.5f, 0.5f);
+  std::vector<ctg::i32> ts(13);
+  for (std::size_t i = 0; i < ts.size(); ++i) ts[i] = static_cast<ctg::i32>((i * 37) % vocab);
+  ts[4] = -100;  // ignored
+  ctg::cpu::device dev;
+  auto fused = ctg::make_store(dev, step);
+  auto plain_step = ctg::unfused(step);
+  auto plain = ctg::make_store(dev, plain_step);
+  for (std::size_t i = 0; i < ws.size(); ++i)
+    fused.param<Wb>()[i] = plain.param<Wb>()[i] = ctg::bf16(ws[i]);
+  const float a = step(fused, ctg::feed<X>(xs, 13), ctg::feed<T>(ts, 13));
+  const float b = plain_step(plain, ctg::feed<X>(xs, 13), ctg::feed<T>(ts, 13));
+  CHECK(std::isfinite(a));
+  CHECK(std::memcmp(&a, &b, sizeof a) == 0);
+  const auto ga = fused.grad<Wb>(), gb = plain.grad<Wb>();
+  REQUIRE(ga.size() == gb.size());
+  std::size_t diff = 0, nonzero = 0;
+  for (std::size_t i = 0; i < ga.size(); ++i) {
+    diff += std::memcmp(&ga[i], &gb[i], sizeof(ga[i])) != 0;
+    nonzero += static_cast<float>(ga[i]) != 0.0f;
+  }
+  CHECK(diff == 0);
+  CHECK(nonzero > ga.size() / 2);
+}

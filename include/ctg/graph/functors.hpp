@@ -90,6 +90,20 @@ CTG_BINARY_OP(div, rule, a / b)
 CTG_BINARY_OP(equal, none, a == b ? C(1) : C(0))
 #undef CTG_BINARY_OP
 
+// log_softmax_sub<Axis>: log-softmax's last step, z - log(sum(exp(z))), given
+// z (x shifted by its row max) and log(sum(exp(z))) (built without gradient).
+// Its rule is log-softmax's whole gradient taken from its value y,
+// g - exp(y) * sum(g): backward reads x and one value per row, never an
+// exp(z) of x's size kept from forward (the loss's [tokens, vocab] logits).
+template <int Axis>
+struct log_softmax_sub {
+  static constexpr grad gradient = grad::rule;
+  static constexpr const char* name = "log_softmax";
+  static constexpr int axis = Axis;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C z, C log_sum_exp) { return z - log_sum_exp; }
+};
+
 // cast<T>: the value converted to T (rounded once, at the node's output).
 template <class T>
 struct cast {
@@ -145,8 +159,12 @@ struct one_hot {
   static constexpr int ignore = (0 + ... + Ignore);
   using result_dtype = f32;
   using result_shape = S;
+  // (The column as an i32, as the ids are: a 64-bit integer to float has no
+  // AVX2 instruction, and one such conversion keeps a whole CPU loop scalar.)
   template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t, C idx) { return C(col) == idx ? C(1) : C(0); }
+  CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t, C idx) {
+    return C(static_cast<std::int32_t>(col)) == idx ? C(1) : C(0);
+  }
 };
 // index_valid<Ignore>: 1 where the index is not Ignore, 0 where it is.
 template <int Ignore>
@@ -175,7 +193,7 @@ template <class... Ops>
 struct functor_list {};
 using all_functors =
     functor_list<neg, exp, log, sqrt, rsqrt, square, abs, relu, sigmoid, tanh, silu, gelu, sign, step, silu_grad,
-                 gelu_grad, add, sub, mul, div, equal, cast<f32>, no_grad, checkpoint, broadcast<shape<2, 3>>,
+                 gelu_grad, add, sub, mul, div, equal, log_softmax_sub<-1>, cast<f32>, no_grad, checkpoint, broadcast<shape<2, 3>>,
                  one_hot<shape<2, 3>>, index_valid<-1>, causal_mask<true>, causal_mask<false>>;
 
 // ------------------------------------------------------------ reductions ----

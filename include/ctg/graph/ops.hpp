@@ -207,10 +207,13 @@ constexpr auto softmax(X x) {
   auto e = exp(x - no_grad(max<Axis>(x)));
   return e / sum<Axis>(e);
 }
+// log_softmax's gradient comes from its own value (op::log_softmax_sub), so
+// the exp(z) that forward sums is read by nothing else and stays in the sum's loop.
 template <int Axis = -1, expr X>
 constexpr auto log_softmax(X x) {
   auto z = x - no_grad(max<Axis>(x));
-  return z - log(sum<Axis>(exp(z)));
+  auto log_sum_exp = no_grad(log(sum<Axis>(exp(z))));
+  return detail::make_ew<op::log_softmax_sub<Axis>, decltype(z), decltype(log_sum_exp)>();
 }
 
 // ---------------------------------------------------------------- matmul ----
@@ -414,7 +417,8 @@ constexpr auto gather(Table, Ids) {
 template <dim_t Classes, int... Ignore, expr Ids>
 constexpr auto one_hot(Ids ids) {
   static_assert(index_type<typename Ids::dtype>, "ctg: one_hot takes an i32 tensor");
-  static_assert(Classes >= 2, "ctg: one_hot needs at least 2 classes");
+  static_assert(Classes >= 2 && Classes <= 0x7FFFFFFF,
+                "ctg: one_hot needs at least 2 classes (and at most 2^31 - 1: its ids are i32)");
   using col = decltype(unsqueeze<-1>(ids));
   return detail::make_ew<op::one_hot<shape_from<detail::with_last_dim<typename col::dims, Classes>()>, Ignore...>,
                          col>();

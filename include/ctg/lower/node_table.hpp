@@ -165,6 +165,8 @@ template <int Ignore>
 inline constexpr bool a_few_adds<op::index_valid<Ignore>> = true;
 template <bool NegInf>
 inline constexpr bool a_few_adds<op::causal_mask<NegInf>> = true;
+template <int Axis>
+inline constexpr bool a_few_adds<op::log_softmax_sub<Axis>> = true;
 
 // The child edges a node contributes (random and runtime scalars read their
 // children's shapes only, not their values).

@@ -1,7 +1,9 @@
 #pragma once
 // cross_entropy(logits [..., V], targets [...] i32): the mean over the
 // targets that are not Ignore of -log_softmax(logits)[target], in the stats
-// type (f32 for narrow logits), fused with the log-softmax: one row pass.
+// type (f32 for narrow logits), fused with the log-softmax: forward keeps
+// two values a row (the max, log(sum(exp))) and nothing of the logits' size;
+// backward is one pass over the logits, writing their gradient.
 // As PyTorch's F.cross_entropy(..., ignore_index=Ignore, reduction="mean"):
 // when every target is ignored the loss is 0/0 (NaN). A target outside
 // [0, classes) that is not Ignore is a run-time ctg::error.
