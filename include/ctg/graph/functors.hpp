@@ -193,8 +193,8 @@ template <class... Ops>
 struct functor_list {};
 using all_functors =
     functor_list<neg, exp, log, sqrt, rsqrt, square, abs, relu, sigmoid, tanh, silu, gelu, sign, step, silu_grad,
-                 gelu_grad, add, sub, mul, div, equal, log_softmax_sub<-1>, cast<f32>, no_grad, checkpoint, broadcast<shape<2, 3>>,
-                 one_hot<shape<2, 3>>, index_valid<-1>, causal_mask<true>, causal_mask<false>>;
+                 gelu_grad, add, sub, mul, div, equal, log_softmax_sub<-1>, cast<f32>, no_grad, checkpoint,
+                 broadcast<shape<2, 3>>, one_hot<shape<2, 3>>, index_valid<-1>, causal_mask<true>, causal_mask<false>>;
 
 // ------------------------------------------------------------ reductions ----
 struct sum_r {
