@@ -153,8 +153,9 @@ void BM_softmax_fwd_4096(benchmark::State& state) {
 BENCHMARK(BM_softmax_fwd_4096)->Apply(threads);
 
 // The loss head's cross-entropy, forward + backward, over 1024 tokens of
-// GPT-2's vocabulary (50304) in bf16 (f32 in the loss, as autocast runs it):
-// loss = cross_entropy(logits, targets), gradient to the logits.
+// GPT-2's vocabulary (50304), with f32 and with bf16 logits (the loss in
+// f32 either way, as autocast runs it): loss = cross_entropy(logits,
+// targets), gradient to the logits.
 constexpr ctg::dim_t ce_tokens = 1024, ce_vocab = 50304;
 template <class T>
 void BM_cross_entropy_fwd_bwd(benchmark::State& state) {

@@ -386,3 +386,56 @@ TEST_CASE("cross_entropy keeps a value a row, and its backward is one pass over 
   CHECK(diff == 0);
   CHECK(nonzero > ga.size() / 2);
 }
+
+// Attention's softmax over its [batch, heads, T, T] scores under autocast:
+// forward is one loop (the row max and the sum of exp inlined) writing the
+// probabilities in f32, then their bf16 cast for the product with v; no
+// exp(z) of the scores' size is kept (softmax's rule takes its gradient
+// from its own value: ops.hpp), so the only buffers of that size forward
+// are the scores, the probabilities and their cast. Loss and gradients
+// keep the unfused step's bits.
+TEST_CASE("attention's softmax is one loop and keeps its probabilities, no exp of the scores' size") {
+  using P = ctg::precision::autocast<ctg::bf16>;
+  using Xa = ctg::input<"x", ctg::f32, 2, 16, 32>;
+  using Wq = ctg::param<"a.wq", ctg::f32, 32, 32>;
+  auto step = ctg::value_and_grad(ctg::mean(ctg::square(ctg::nn::causal_self_attention<"a", 4, 8, P>(Xa{}))));
+  using S = decltype(step);
+  constexpr const auto& d = ctg::description<S>;
+  auto is_scores = [](const ctg::node_description& n) {
+    return n.dims.rank == 4 && n.dims.d[0] == 2 && n.dims.d[1] == 4 && n.dims.d[2] == 16 && n.dims.d[3] == 16;
+  };
+  std::size_t forward_buffers = 0, forward_groups = 0, exp_buffers = 0;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    const auto& n = d.node[i];
+    if (!is_scores(n) || !n.buffer) continue;
+    CAPTURE(n.op);
+    forward_buffers += !n.backward;
+    exp_buffers += n.op == "exp";
+  }
+  for (const auto& g : d.group)
+    forward_groups += !g.backward && is_scores(d.node[g.root]) && g.kind != ctg::group_kind::matmul;
+  CHECK(forward_buffers == 3);  // the scores (a product), the probabilities, their bf16 cast
+  CHECK(forward_groups == 2);   // the softmax, the cast
+  CHECK(exp_buffers == 0);
+
+  const auto xs = random_floats(2 * 16 * 32, 23);
+  ctg::cpu::device dev;
+  auto fused = ctg::make_store(dev, step);
+  auto plain_step = ctg::unfused(step);
+  auto plain = ctg::make_store(dev, plain_step);
+  ctg::nn::init_params(fused, 7, 0.3);
+  ctg::nn::init_params(plain, 7, 0.3);
+  const float a = step(fused, ctg::feed<Xa>(xs));
+  const float b = plain_step(plain, ctg::feed<Xa>(xs));
+  CHECK(std::isfinite(a));
+  CHECK(std::memcmp(&a, &b, sizeof a) == 0);
+  const auto ga = fused.grad<Wq>(), gb = plain.grad<Wq>();
+  REQUIRE(ga.size() == gb.size());
+  std::size_t diff = 0, nonzero = 0;
+  for (std::size_t i = 0; i < ga.size(); ++i) {
+    diff += std::memcmp(&ga[i], &gb[i], sizeof(ga[i])) != 0;
+    nonzero += ga[i] != 0.0f;
+  }
+  CHECK(diff == 0);
+  CHECK(nonzero > ga.size() / 2);
+}

@@ -104,6 +104,22 @@ struct log_softmax_sub {
   CTG_HD static CTG_FORCEINLINE C apply(C z, C log_sum_exp) { return z - log_sum_exp; }
 };
 
+// softmax_div<Axis>: softmax's last step, exp(z) / sum(exp(z)), given z (x
+// shifted by its row max) and sum(exp(z)) (built without gradient). Its rule
+// is softmax's whole gradient taken from its value y, y * (g - sum(g * y)):
+// the exp(z) that forward sums is read by nothing else and stays in the
+// sum's loop, and backward reads y, never an exp(z) of x's size besides it.
+// (A group's body computes it as exp then a division, each rounded to the
+// node's dtype: lower/kernel_expr.hpp, node_body.)
+template <int Axis>
+struct softmax_div {
+  static constexpr grad gradient = grad::rule;
+  static constexpr const char* name = "softmax";
+  static constexpr int axis = Axis;
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C z, C sum_exp) { return math::exp(z) / sum_exp; }
+};
+
 // cast<T>: the value converted to T (rounded once, at the node's output).
 template <class T>
 struct cast {
@@ -193,7 +209,7 @@ template <class... Ops>
 struct functor_list {};
 using all_functors =
     functor_list<neg, exp, log, sqrt, rsqrt, square, abs, relu, sigmoid, tanh, silu, gelu, sign, step, silu_grad,
-                 gelu_grad, add, sub, mul, div, equal, log_softmax_sub<-1>, cast<f32>, no_grad, checkpoint,
+                 gelu_grad, add, sub, mul, div, equal, log_softmax_sub<-1>, softmax_div<-1>, cast<f32>, no_grad, checkpoint,
                  broadcast<shape<2, 3>>, one_hot<shape<2, 3>>, index_valid<-1>, causal_mask<true>, causal_mask<false>>;
 
 // ------------------------------------------------------------ reductions ----

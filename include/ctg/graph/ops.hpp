@@ -201,14 +201,16 @@ constexpr auto sum_to(X) {
 }
 
 // softmax / log_softmax along an axis. The shift by the max is taken without
-// gradient: softmax does not depend on it, so no gradient is lost.
+// gradient: softmax does not depend on it, so no gradient is lost. Each ends
+// in one node whose gradient comes from its own value (op::softmax_div,
+// op::log_softmax_sub), so the exp(z) that forward sums is read by nothing
+// else and stays in the sum's loop.
 template <int Axis = -1, expr X>
 constexpr auto softmax(X x) {
-  auto e = exp(x - no_grad(max<Axis>(x)));
-  return e / sum<Axis>(e);
+  auto z = x - no_grad(max<Axis>(x));
+  auto sum_exp = no_grad(sum<Axis>(exp(z)));
+  return detail::make_ew<op::softmax_div<Axis>, decltype(z), decltype(sum_exp)>();
 }
-// log_softmax's gradient comes from its own value (op::log_softmax_sub), so
-// the exp(z) that forward sums is read by nothing else and stays in the sum's loop.
 template <int Axis = -1, expr X>
 constexpr auto log_softmax(X x) {
   auto z = x - no_grad(max<Axis>(x));

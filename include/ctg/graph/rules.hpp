@@ -26,6 +26,10 @@ template <class Op>
 inline constexpr bool is_log_softmax_sub = false;
 template <int Axis>
 inline constexpr bool is_log_softmax_sub<op::log_softmax_sub<Axis>> = true;
+template <class Op>
+inline constexpr bool is_softmax_div = false;
+template <int Axis>
+inline constexpr bool is_softmax_div<op::softmax_div<Axis>> = true;
 
 // The gradient reaching child K of an elementwise node of Op (children Xs).
 // (The children come as arguments, deduced: g++ 12 takes time exponential in
@@ -75,6 +79,12 @@ constexpr auto elementwise_rule(Self self, G g, X x, Rest...) {
     // (Child 1 is built without gradient; were it to need one, it is -g.)
     if constexpr (K == 0) return g - exp(self) * sum<Op::axis>(g);
     else return -g;
+  } else if constexpr (is_softmax_div<Op>) {
+    // y = exp(z) / s: dz = y * (g - sum(g * y)), PyTorch's softmax backward.
+    // (Child 1 is built without gradient; were it to need one, it is -g y / s.)
+    using B = tl::at_t<0, tl::list<Rest...>>;
+    if constexpr (K == 0) return self * (g - sum<Op::axis>(g * self));
+    else return -(g * self) / B{};
   } else {
     static_assert(dependent_false<Op>,
                   "ctg: no backward rule for this op (see the Op in the instantiation above): add a branch to "

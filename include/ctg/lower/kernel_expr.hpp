@@ -223,6 +223,20 @@ struct name_free_op<op::checkpoint> {
   using type = pass;
 };
 
+// An element node's body: Op over its children's bodies. softmax_div is
+// one node to autodiff and the schedule (its rule reads its value), but its
+// body is exp(z) then a division, each rounded to T as two nodes would be:
+// the exp is the very expression the row's sum reads, so the row cache
+// serves it, and the bits are those of softmax written as exp(z) / sum.
+template <class Op, class T, class... Xs>
+struct node_body {
+  using type = apply<Op, T, Xs...>;
+};
+template <int Axis, class T, class Z, class SumExp>
+struct node_body<op::softmax_div<Axis>, T, Z, SumExp> {
+  using type = apply<op::div, T, apply<op::exp, T, Z>, SumExp>;
+};
+
 }  // namespace ctg::kernel
 
 namespace ctg::detail {
@@ -252,7 +266,8 @@ consteval auto kernel_expr_of() {
       return kernel_expr_of<Step, R, tl::index_of<first_child, nodes>::value>();  // nothing to compute, nothing to round
     } else {
       return []<class... X>(tl::list<X...>) {
-        return std::type_identity<kernel::apply<kop, T, typename decltype(kernel_expr_of<Step, R, tl::index_of<X, nodes>::value>())::type...>>{};
+        return std::type_identity<typename kernel::node_body<
+            kop, T, typename decltype(kernel_expr_of<Step, R, tl::index_of<X, nodes>::value>())::type...>::type>{};
       }(typename node::children{});
     }
   }
