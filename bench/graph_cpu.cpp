@@ -1,6 +1,6 @@
 // CPU backend: fused vs materialized-per-op vs Eigen (and what Eigen's
-// element functions give up in accuracy), softmax fwd+bwd, and the loss
-// head's cross-entropy fwd+bwd.
+// element functions give up in accuracy), softmax fwd+bwd (also causal),
+// and the loss head's cross-entropy fwd+bwd.
 // The argument of the ctg runs is the thread count (cpu::device{threads});
 // Eigen's expressions run on one thread.
 //   build/default/bench/bench_graph_cpu
@@ -151,6 +151,24 @@ void BM_softmax_fwd_4096(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 4096 * 4096);
 }
 BENCHMARK(BM_softmax_fwd_4096)->Apply(threads);
+
+// Attention's causal softmax, forward + backward, over 64 heads' [128, 128]
+// scores (the ones above the diagonal masked to -inf, so exp meets -inf
+// there): loss = sum(softmax(causal_mask(S)) * R).
+constexpr ctg::dim_t cs_heads = 64, cs_seq = 128;
+using CS = ctg::param<"s", ctg::f32, cs_heads, cs_seq, cs_seq>;
+using CR = ctg::frozen<"r", ctg::f32, cs_heads, cs_seq, cs_seq>;
+void BM_causal_softmax_fwd_bwd(benchmark::State& state) {
+  auto step = ctg::value_and_grad(ctg::sum(ctg::softmax(ctg::causal_mask(CS{})) * CR{}), ctg::wrt<CS>);
+  auto store = ctg::make_store(ctg::cpu::device{static_cast<unsigned>(state.range(0))}, step);
+  constexpr std::size_t n = cs_heads * cs_seq * cs_seq;
+  const auto w = random_floats(n, -4.0f, 4.0f), r = random_floats(n, -1.0f, 1.0f);
+  std::copy(w.begin(), w.end(), store.param<CS>().begin());
+  std::copy(r.begin(), r.end(), store.param<CR>().begin());
+  for (auto _ : state) benchmark::DoNotOptimize(step(store));
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_causal_softmax_fwd_bwd)->Apply(threads);
 
 // The loss head's cross-entropy, forward + backward, over 1024 tokens of
 // GPT-2's vocabulary (50304), with f32 and with bf16 logits (the loss in
