@@ -286,3 +286,29 @@ TEST_CASE("replayed steps with checkpoint regions give the bits of steps run as 
 TEST_CASE("after a failed capture a step runs as it is: the same bits") {
   regions_replayed(true);
 }
+
+// A profiled store times each group alone (exec/group_profile.hpp), so it
+// launches them one by one: no capture, no replay, and the same bits.
+TEST_CASE("a profiled step runs its launches as they are: the same bits") {
+  auto step = ctg::value_and_grad(regions_loss());
+  taping_backend::reset();
+  taping_store<decltype(step)> a;
+  ctg::cpu::device dev;
+  auto b = ctg::make_store(dev, step);
+  ctg::nn::init_params(a, 4, 0.3);
+  ctg::nn::init_params(b, 4, 0.3);
+  a.profile_groups(true);
+  std::vector<float> x(4 * 16);
+  for (int s = 0; s < 4; ++s) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.05f * static_cast<float>((i * 5 + s) % 19) - 0.4f;
+    const float la = step(a, ctg::feed<RX>(x, 4)), lb = step(b, ctg::feed<RX>(x, 4));
+    INFO("step " << s);
+    CHECK(std::memcmp(&la, &lb, sizeof la) == 0);
+    same_state::check_same_state(a, b);
+  }
+  CHECK(taping_backend::captures == 0);
+  CHECK(taping_backend::replays == 0);
+  CHECK(taping_backend::runs == 0);  // (replay_launches is not called at all)
+  CHECK(!a.group_times().empty());
+  for (const auto& t : a.group_times()) CHECK(t.calls >= 4);
+}

@@ -31,6 +31,7 @@
 //     static void fold_amaxes(workspace&, const amax_fold&);
 //     static void update_fp8(workspace&, const fp8_update&);
 //     template <class T> static void accumulate(workspace&, std::byte* dst, const std::byte* src, std::size_t n);  // dst += src
+//     using group_clock = ...;  // times a group alone (exec/group_profile.hpp)
 //   };
 //
 // A run: bind the feeds and resolve shapes, place buffers (exec/buffers.hpp),
@@ -46,6 +47,7 @@
 #include <concepts>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <span>
 #include <string>
 #include <tuple>
@@ -53,6 +55,7 @@
 
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/fp8_state.hpp>
+#include <ctg/exec/group_profile.hpp>
 #include <ctg/exec/index_checks.hpp>
 #include <ctg/exec/micro_batch_set.hpp>
 #include <ctg/exec/replica_group.hpp>
@@ -214,6 +217,17 @@ class basic_store {
   // When on, a step whose loss is not finite throws ctg::error and changes nothing.
   void check_finite(bool on) { check_finite_ = on; }
 
+  // Group profiling (exec/group_profile.hpp): while on, each successful
+  // run adds every group's time, bytes and operations to group_times();
+  // turning it on again starts new sums. Off, a run pays one branch a group.
+  void profile_groups(bool on) {
+    own_profile_ = on ? std::make_unique<profile_type>() : nullptr;
+    profile_ = own_profile_.get();
+  }
+  std::span<const group_timing> group_times() const {
+    return profile_ ? profile_->sums() : std::span<const group_timing>{};
+  }
+
   // Gradient accumulation (exec/micro_batch_set.hpp): the next steps come in
   // sets of k micro-batches; once a set is complete, grad<L>() holds the mean
   // of their gradients (each step's backward starts from 1/k, and the steps
@@ -267,6 +281,7 @@ class basic_store {
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     if (group_) return run_as_replica(feeds...);
     if (!mem_.holds_stacked_params()) throw_held_in_shards(first_stacked_param_name());
+    if (profile_) profile_->start_run();
     detail::check_ids<Key>(host_ids(), feeds...);
     prepare(nullptr, feeds...);
     run_launches();
@@ -349,6 +364,7 @@ class basic_store {
   // succeeded, with the same sizes, before any commits.
   template <class... Feeds>
   float run_as_replica(const Feeds&... feeds) {
+    if (profile_) profile_->start_run();
     group_->before_run();
     std::string failure;
     loss_read loss{};
@@ -484,6 +500,10 @@ class basic_store {
   // changes every step.
   void run_launches() {
     if constexpr (Backend::replays_launches && !has_node_kind(node_kind::random)) {
+      if (profile_) {  // (each group timed alone: launched one by one)
+        run_positions(0, prog.len);
+        return;
+      }
       auto& b = mem_.bound();
       const auto* bufs = reinterpret_cast<const std::byte*>(b.buf.data());
       const auto* shapes = reinterpret_cast<const std::byte*>(b.shape.data());
@@ -523,9 +543,33 @@ class basic_store {
         if (k == node_kind::quantize && group_) given = group_->provided(p.call.root);
         else if (k == node_kind::quantize && layer_group_) given = layer_group_->layer_provided(layer_stack_, p.call.root);
         if (given) use_provided(p.call.root, *given, view, amax);
+        else if (profile_) run_profiled(p, view, amax);
         else p.run(p.call, view, ws_, amax);
       }
     }
+  }
+  void run_profiled(const position& p, const bindings_view& v, float* amax) {
+    const auto from = profile_->now(ws_);
+    p.run(p.call, v, ws_, amax);
+    const auto to = profile_->now(ws_);
+    const group_call& c = p.call;
+    const detail::node_desc& d = table.node[c.root];
+    auto bytes = [&](std::size_t i) {
+      return static_cast<double>(v.shape[i].numel()) * static_cast<double>(table.node[i].elem_bytes);
+    };
+    double moved = bytes(c.root), flops = 0;
+    if (detail::kind_info_of(d.kind).runs_alone) {
+      for (std::size_t k = 0; k < d.nchild && k < 2; ++k) moved += bytes(c.child[k]);
+      if (d.kind == node_kind::matmul || d.kind == node_kind::fp8_matmul) {
+        const rt_shape& a = v.shape[c.child[0]];
+        flops = 2.0 * static_cast<double>(v.shape[c.root].numel()) *
+                static_cast<double>(a.d[a.rank - (d.transpose_a ? 2 : 1)]);
+      }
+    } else {
+      constexpr const auto& inputs = detail::step_inputs_of<Key>;
+      for (std::size_t j = inputs.first[c.root]; j < inputs.first[c.root + 1]; ++j) moved += bytes(inputs.node[j]);
+    }
+    profile_->ran(profile_stack_, c.root, moved, flops, from, to);
   }
   // Quantize node r's value as its replica group gave it: the payload, its
   // side data (amax, scale, 1 / scale: exec/buffers.hpp) and the amax it records.
@@ -571,6 +615,7 @@ class basic_store {
   }
   // Nothing visible changed before this point.
   float commit(loss_read loss) {
+    if (profile_) profile_->settle();
     mem_.publish(ws_, loss.count);
     if (!on_shared_leaves_) {  // (a step on another store's leaves writes none of its state)
       ++key_.step;
@@ -686,6 +731,12 @@ class basic_store {
   std::vector<float> replica_amax_;  // every amax of a step, as its group maxes them
   std::vector<i32> ids_copy_;        // fed ids copied to the host for their check (host_ids)
   std::vector<std::byte> replay_key_;  // the bindings' bytes (run_launches)
+  // Group profiling: this store's own sums, and the ones its runs add to
+  // (a stack's block: its parent's, under the stack node profile_stack_).
+  using profile_type = group_profile<typename Backend::group_clock>;
+  std::unique_ptr<profile_type> own_profile_;
+  profile_type* profile_ = nullptr;
+  std::size_t profile_stack_ = group_timing::own_step;
 };
 
 }  // namespace ctg

@@ -18,11 +18,30 @@
 //
 // A stack's line is followed by its block's groups (the block's graph runs
 // once per layer), indented.
+//
+// And a store's group profile (exec/group_profile.hpp), slowest group first:
+//
+//   store.profile_groups(true);  /* run steps */
+//   std::fputs(ctg::io::group_profile_text(store).c_str(), stdout);
+//
+//      total ms  share    calls   ms a call      GB/s    GFLOP/s  group
+//        10.383  12.6 %       3      3.4610       1.2      103.4  #14 matmul a^T b bf16 [dyn, 8, dyn, dyn] (block of #9)
+//         9.121  11.1 %       3      3.0403       2.1             #25 softmax f32 [dyn, 8, dyn, dyn] (block of #9)
+//
+// (the group's time summed over its calls, its share of all groups' time,
+// its calls, its bytes moved and a product's operations per second, and
+// the node it writes, in its block for a stack's groups; then the total,
+// and the sums by kind of group, as group_summary names them.)
+#include <algorithm>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <ctg/core/dims_text.hpp>
+#include <ctg/exec/group_profile.hpp>
 #include <ctg/lower/describe.hpp>
 
 namespace ctg::detail {
@@ -137,9 +156,64 @@ inline void append_group_summary(std::string& out, const step_description& d, co
   if (!duplicated.empty()) out.append(cat(indent, "computed again in each group that reads it: ", duplicated, "\n"));
 }
 
+// The step of stack node `stack`'s block, in d or in the blocks below it (null: none).
+inline const step_description* block_step_of(const step_description& d, std::size_t stack) {
+  for (const block_description& b : d.blocks)
+    if (b.stack == stack) return b.step;
+  for (const block_description& b : d.blocks)
+    if (const step_description* inner = block_step_of(*b.step, stack)) return inner;
+  return nullptr;
+}
+
+inline std::string group_profile_text(const step_description& d, std::span<const group_timing> times) {
+  std::vector<group_timing> order(times.begin(), times.end());
+  std::stable_sort(order.begin(), order.end(), [](const group_timing& a, const group_timing& b) { return a.seconds > b.seconds; });
+  double total = 0;
+  for (const group_timing& t : order) total += t.seconds;
+  std::string out = "   total ms  share    calls   ms a call      GB/s    GFLOP/s  group\n";
+  for (const group_timing& t : order) {
+    const bool own = t.stack == group_timing::own_step;
+    const step_description* s = own ? &d : block_step_of(d, t.stack);
+    const double per_call = t.calls ? t.seconds / static_cast<double>(t.calls) : 0.0;
+    char head[112], gflops[24] = "";
+    if (t.flops > 0 && t.seconds > 0) std::snprintf(gflops, sizeof gflops, "%10.1f", t.flops / t.seconds / 1e9);
+    std::snprintf(head, sizeof head, "%11.3f %5.1f %% %8zu %11.4f %9.1f %10s  ", t.seconds * 1e3,
+                  total > 0 ? 100.0 * t.seconds / total : 0.0, t.calls, per_call * 1e3,
+                  t.seconds > 0 ? t.bytes / t.seconds / 1e9 : 0.0, gflops);
+    out.append(cat(head, s ? node_line_text(*s, t.root) : cat("#", std::to_string(t.root)),
+                   own ? "" : cat(" (block of #", std::to_string(t.stack), ")"), "\n"));
+  }
+  char tail[64];
+  std::snprintf(tail, sizeof tail, "%11.3f ms in all; by kind:\n", total * 1e3);
+  out.append(tail);
+  // The sums by the groups' kind and loop shape, as group_summary names them.
+  std::vector<std::pair<std::string, double>> kinds;
+  for (const group_timing& t : order) {
+    const step_description* s = t.stack == group_timing::own_step ? &d : block_step_of(d, t.stack);
+    const std::string kind = s ? group_title(s->group[s->node[t.root].group]) : "?";
+    auto k = std::find_if(kinds.begin(), kinds.end(), [&](const auto& e) { return e.first == kind; });
+    if (k == kinds.end()) kinds.emplace_back(kind, t.seconds);
+    else k->second += t.seconds;
+  }
+  std::stable_sort(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [kind, seconds] : kinds) {
+    char line[96];
+    std::snprintf(line, sizeof line, "%11.3f %5.1f %%  ", seconds * 1e3, total > 0 ? 100.0 * seconds / total : 0.0);
+    out.append(cat(line, kind, "\n"));
+  }
+  return out;
+}
+
 }  // namespace ctg::detail
 
 namespace ctg::io {
+
+// A store's group profile (store.profile_groups(true), then steps), one line
+// a group, the slowest first (see the top of this file).
+template <class Store>
+std::string group_profile_text(const Store& store) {
+  return detail::group_profile_text(description<typename Store::step_type>, store.group_times());
+}
 
 // The groups of step, one line each, in the order they run; a stack's
 // block's groups follow its stack's line, indented (see the top of this file).

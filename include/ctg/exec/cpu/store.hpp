@@ -13,6 +13,7 @@
 // output, fused loops their elements or rows, reductions over other axes
 // their output columns; no sum is ever split, so a step's results are bit
 // for bit the same with any number of threads.
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -57,11 +58,21 @@ class arena {
   std::size_t size_ = 0;
 };
 
+// Group profiling's clock (exec/group_profile.hpp): a CPU group is done
+// when its runner returns.
+struct group_clock {
+  using mark = std::chrono::steady_clock::time_point;
+  mark now(workspace&) const { return std::chrono::steady_clock::now(); }
+  double seconds(mark from, mark to) const { return std::chrono::duration<double>(to - from).count(); }
+  void reuse() {}
+};
+
 struct backend {
   static constexpr bool host_memory = true;
   static constexpr bool replays_launches = false;
   using arena = cpu::arena;
   using workspace = cpu::workspace;
+  using group_clock = cpu::group_clock;
 
   static void copy(workspace&, std::byte* dst, const std::byte* src, std::size_t bytes) {
     if (bytes) std::memmove(dst, src, bytes);

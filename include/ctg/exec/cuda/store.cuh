@@ -27,6 +27,7 @@
 #include <ctg/exec/cuda/data_kernels.cuh>
 #include <ctg/exec/cuda/fused_kernel.cuh>
 #include <ctg/exec/cuda/gemm.cuh>
+#include <ctg/exec/cuda/group_clock.cuh>
 #include <ctg/exec/cuda/workspace.cuh>
 #include <ctg/exec/group_layout.hpp>
 #include <ctg/exec/invalid_store.hpp>
@@ -175,6 +176,7 @@ struct backend {
   static constexpr bool replays_launches = true;
   using arena = cuda::arena;
   using workspace = cuda::workspace;
+  using group_clock = cuda::group_clock;
 
   static void copy(workspace& ws, std::byte* dst, const std::byte* src, std::size_t bytes) {
     if (bytes) CTG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ws.stream()));

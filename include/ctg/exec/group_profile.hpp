@@ -1,0 +1,80 @@
+#pragma once
+// Where a step's time goes, group by group: store.profile_groups(true)
+// times every group of every run (a stack's block's groups once per layer,
+// under their stack), with the bytes it moved and, for a product, its
+// floating-point operations; store.group_times() reads the sums, and
+// io::group_profile_text prints them beside each group's nodes. Each group
+// is timed on its own: a GPU's runs are launched one by one (no graph
+// replay) between two events, so a profiled run takes longer than a plain
+// one, and what matters is each group's share and its bytes per second.
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace ctg {
+
+// One group's sums over the profiled runs.
+struct group_timing {
+  static constexpr std::size_t own_step = static_cast<std::size_t>(-1);
+  std::size_t stack = own_step;  // the stack node whose block holds the group (own_step: the store's step)
+  std::size_t root = 0;          // the node the group writes (in its step: the block's, for a block)
+  std::size_t calls = 0;
+  double seconds = 0;
+  // Per call, summed: its input buffers read once and its output written
+  // once (a buffer read by broadcast, or gathered from, counts whole), and
+  // a product's multiply-adds times 2.
+  double bytes = 0;
+  double flops = 0;
+};
+
+// Clock: a backend's group_clock (exec/cpu/store.hpp, exec/cuda/group_clock.cuh):
+//   mark now(workspace&)          a point in the workspace's order of work
+//   double seconds(mark, mark)    between two marks (waits for the second)
+//   void reuse()                  every mark handed out so far is settled
+template <class Clock>
+class group_profile {
+ public:
+  using mark = typename Clock::mark;
+
+  template <class Workspace>
+  mark now(Workspace& ws) {
+    return clock_.now(ws);
+  }
+  // A group ran between two marks; its time is read once the run succeeds.
+  void ran(std::size_t stack, std::size_t root, double bytes, double flops, mark from, mark to) {
+    pending_.push_back({stack, root, bytes, flops, from, to});
+  }
+  // A run starts: what a failed run left is dropped.
+  void start_run() {
+    pending_.clear();
+    clock_.reuse();
+  }
+  // A run succeeded: its groups' times into the sums (in the order groups
+  // first ran).
+  void settle() {
+    for (const pending_group& p : pending_) {
+      group_timing* t = nullptr;
+      for (group_timing& e : sums_)
+        if (e.stack == p.stack && e.root == p.root) t = &e;
+      if (!t) t = &sums_.emplace_back(group_timing{p.stack, p.root});
+      ++t->calls;
+      t->seconds += clock_.seconds(p.from, p.to);
+      t->bytes += p.bytes;
+      t->flops += p.flops;
+    }
+    start_run();
+  }
+  std::span<const group_timing> sums() const { return sums_; }
+
+ private:
+  struct pending_group {
+    std::size_t stack, root;
+    double bytes, flops;
+    mark from, to;
+  };
+  Clock clock_;
+  std::vector<pending_group> pending_;
+  std::vector<group_timing> sums_;
+};
+
+}  // namespace ctg

@@ -1,0 +1,151 @@
+// Group profiling (exec/group_profile.hpp): a profiled store times every
+// group of every successful run, a stack's block's groups once per layer,
+// with the bytes each moved and a product's operations, and prints them
+// (io::group_profile_text).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <ctg/ctg.hpp>
+#include <ctg/io/graph_text.hpp>
+
+namespace {
+using ctg::dyn;
+using ctg::f32;
+using X = ctg::input<"x", f32, dyn, 8>;
+using W = ctg::param<"w", f32, 8, 4>;
+using Y = decltype(ctg::matmul(X{}, W{}));
+using Step = decltype(ctg::value_and_grad(ctg::sum(ctg::tanh(Y{}))));
+constexpr std::size_t product = ctg::tl::index_of<Y, Step::nodes>::value;
+
+template <ctg::fixed_string Prefix>
+struct mlp_block {
+  template <ctg::expr In>
+  constexpr auto operator()(In x) const {
+    using P = ctg::precision::full<f32>;
+    return x + ctg::nn::linear<Prefix + ".down", 4, P>(ctg::silu(ctg::nn::linear<Prefix + ".up", 8, P>(x)));
+  }
+};
+using X4 = ctg::input<"x", f32, dyn, 4>;
+template <ctg::nn::checkpointing C>
+using Stacked = decltype(ctg::nn::stack<3, mlp_block, C>(X4{}));
+template <ctg::nn::checkpointing C>
+using SStep = decltype(ctg::value_and_grad(ctg::mean(ctg::square(Stacked<C>{}))));
+
+const ctg::group_timing* find(std::span<const ctg::group_timing> times, std::size_t stack, std::size_t root) {
+  for (const auto& t : times)
+    if (t.stack == stack && t.root == root) return &t;
+  return nullptr;
+}
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("a profiled store times every group of each run, with its bytes and a product's operations") {
+  constexpr const auto& d = ctg::description<Step>;
+  const std::vector<float> xs(5 * 8, 0.25f);
+  ctg::cpu::device dev{1};
+  auto store = ctg::make_store(dev, Step{});
+  Step step;
+  step(store, ctg::feed<X>(xs, 5));
+  CHECK(store.group_times().empty());  // off by default
+
+  store.profile_groups(true);
+  for (int run = 0; run < 3; ++run) step(store, ctg::feed<X>(xs, 5));
+  const auto times = store.group_times();
+  CHECK(times.size() == d.group_count());  // each group once, none twice
+  double total = 0;
+  for (const auto& g : d.group) {
+    const ctg::group_timing* t = find(times, ctg::group_timing::own_step, g.root);
+    CAPTURE(g.root);
+    REQUIRE(t != nullptr);
+    CHECK(t->calls == 3);
+    CHECK(t->seconds >= 0.0);
+    total += t->seconds;
+  }
+  CHECK(total > 0.0);
+  // The forward product x [5, 8] @ w [8, 4]: reads 160 + 128 bytes, writes
+  // 80; 2 * 5 * 4 * 8 operations. A fused group counts no operations.
+  const ctg::group_timing* p = find(times, ctg::group_timing::own_step, product);
+  REQUIRE(p != nullptr);
+  CHECK(p->bytes == 3 * (160.0 + 128.0 + 80.0));
+  CHECK(p->flops == 3 * 320.0);
+  for (const auto& t : times)
+    if (d.group[d.node[t.root].group].kind != ctg::group_kind::matmul) CHECK(t.flops == 0.0);
+
+  // The text: a header, one line a group (the slowest first), the total,
+  // and one line a kind of group (here: a product, a row loop, reductions).
+  const std::string text = ctg::io::group_profile_text(store);
+  std::size_t kinds = 0;
+  for (std::size_t g = 0; g < d.group_count(); ++g) {
+    bool first = true;
+    for (std::size_t h = 0; h < g; ++h) first = first && ctg::detail::group_title(d.group[h]) != ctg::detail::group_title(d.group[g]);
+    kinds += first;
+    CHECK(count(text, "%  " + ctg::detail::group_title(d.group[g]) + "\n") == 1);
+  }
+  CHECK(count(text, "\n") == 1 + d.group_count() + 1 + kinds);
+  CHECK(text.find(ctg::detail::node_line_text(d, product)) != std::string::npos);
+  CHECK(text.find("ms in all; by kind:") != std::string::npos);
+
+  // On again: new sums. Off: none.
+  store.profile_groups(true);
+  CHECK(store.group_times().empty());
+  step(store, ctg::feed<X>(xs, 5));
+  CHECK(find(store.group_times(), ctg::group_timing::own_step, product)->calls == 1);
+  store.profile_groups(false);
+  CHECK(store.group_times().empty());
+}
+
+TEST_CASE("a failed run adds nothing to the profile") {
+  ctg::cpu::device dev{1};
+  auto store = ctg::make_store(dev, Step{});
+  Step step;
+  store.check_finite(true);
+  store.profile_groups(true);
+  const std::vector<float> xs(2 * 8, 0.5f);
+  step(store, ctg::feed<X>(xs, 2));
+  std::vector<float> bad = xs;
+  bad[3] = std::numeric_limits<float>::quiet_NaN();
+  CHECK_THROWS_AS(step(store, ctg::feed<X>(bad, 2)), ctg::error);
+  for (const auto& t : store.group_times()) CHECK(t.calls == 1);
+  // The next run's sums start from the last successful run's.
+  step(store, ctg::feed<X>(xs, 2));
+  for (const auto& t : store.group_times()) CHECK(t.calls == 2);
+}
+
+TEST_CASE("a stack's block's groups are timed once per layer, under their stack") {
+  using C = ctg::nn::checkpointing;
+  auto check = [](auto step, std::size_t forward_calls_per_layer) {
+    using S = decltype(step);
+    constexpr const auto& d = ctg::description<S>;
+    REQUIRE(d.blocks.size() == 1);
+    const ctg::step_description& block = *d.blocks[0].step;
+    const std::size_t stack = d.blocks[0].stack;
+    ctg::cpu::device dev{1};
+    auto store = ctg::make_store(dev, step);
+    ctg::nn::init_params(store, 3, 0.5);
+    store.profile_groups(true);
+    const std::vector<float> xs(6 * 4, 0.3f);
+    for (int run = 0; run < 2; ++run) step(store, ctg::feed<X4>(xs, 6));
+    const auto times = store.group_times();
+    std::size_t own = 0;
+    for (const auto& t : times) own += t.stack == ctg::group_timing::own_step;
+    CHECK(own + block.group_count() == times.size());
+    for (const auto& g : block.group) {
+      const ctg::group_timing* t = find(times, stack, g.root);
+      CAPTURE(g.root);
+      REQUIRE(t != nullptr);
+      CHECK(t->calls == 2 * 3 * (g.backward ? 1 : forward_calls_per_layer));
+    }
+    const std::string text = ctg::io::group_profile_text(store);
+    CHECK(count(text, "(block of #" + std::to_string(stack) + ")") == block.group_count());
+  };
+  check(SStep<C::none>{}, 1);
+  check(SStep<C::every_layer>{}, 2);  // each layer's forward part runs again in backward
+}
