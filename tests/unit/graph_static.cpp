@@ -114,6 +114,8 @@ static_assert(same<shape_t<decltype(W32{} - ctg::mean<-1>(W32{}))>, shape<3, 4>>
 // the default softmax axis is the last one
 static_assert(same<decltype(ctg::softmax(T234{})), decltype(ctg::softmax<-1>(T234{}))>);
 static_assert(same<decltype(ctg::softmax(T234{})), decltype(ctg::softmax<2>(T234{}))>);
+static_assert(same<decltype(ctg::log_softmax(T234{})), decltype(ctg::log_softmax<2>(T234{}))>);
+static_assert(same<decltype(ctg::softmax<-2>(T234{})), decltype(ctg::softmax<1>(T234{}))>);
 
 // ----------------------------------------------------- matmul / transpose ---
 static_assert(same<shape_t<decltype(ctg::matmul(W32{}, W1{}))>, shape<3, 8>>);

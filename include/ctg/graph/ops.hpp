@@ -205,17 +205,23 @@ constexpr auto sum_to(X) {
 // in one node whose gradient comes from its own value (op::softmax_div,
 // op::log_softmax_sub), so the exp(z) that forward sums is read by nothing
 // else and stays in the sum's loop.
+// (Their last node names the axis counted from the front, so softmax<-1>
+// and softmax<rank - 1> are the same type, as sum<-1> and sum<rank - 1> are.)
+namespace detail {
+template <class X, int Axis>
+inline constexpr int axis_from_front = Axis < 0 ? Axis + static_cast<int>(X::dims::rank) : Axis;
+}
 template <int Axis = -1, expr X>
 constexpr auto softmax(X x) {
   auto z = x - no_grad(max<Axis>(x));
   auto sum_exp = no_grad(sum<Axis>(exp(z)));
-  return detail::make_ew<op::softmax_div<Axis>, decltype(z), decltype(sum_exp)>();
+  return detail::make_ew<op::softmax_div<detail::axis_from_front<X, Axis>>, decltype(z), decltype(sum_exp)>();
 }
 template <int Axis = -1, expr X>
 constexpr auto log_softmax(X x) {
   auto z = x - no_grad(max<Axis>(x));
   auto log_sum_exp = no_grad(log(sum<Axis>(exp(z))));
-  return detail::make_ew<op::log_softmax_sub<Axis>, decltype(z), decltype(log_sum_exp)>();
+  return detail::make_ew<op::log_softmax_sub<detail::axis_from_front<X, Axis>>, decltype(z), decltype(log_sum_exp)>();
 }
 
 // ---------------------------------------------------------------- matmul ----
