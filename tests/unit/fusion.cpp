@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace {
@@ -37,6 +38,19 @@ void check_fused_equals_unfused(Step step, const Feeds&... feeds) {
   std::size_t diff = 0;
   for (std::size_t i = 0; i < a.size(); ++i) diff += std::memcmp(&a[i], &b[i], sizeof(a[i])) != 0;
   CHECK(diff == 0);
+}
+// A gradient of the fused step against the unfused one's: the same bits,
+// and more than half of it nonzero (a gradient that is all zeros would match).
+template <class G>
+void check_same_nonzero_grad(std::span<const G> fused, std::span<const G> plain) {
+  REQUIRE(fused.size() == plain.size());
+  std::size_t diff = 0, nonzero = 0;
+  for (std::size_t i = 0; i < fused.size(); ++i) {
+    diff += std::memcmp(&fused[i], &plain[i], sizeof(G)) != 0;
+    nonzero += static_cast<float>(fused[i]) != 0.0f;
+  }
+  CHECK(diff == 0);
+  CHECK(nonzero > fused.size() / 2);
 }
 }  // namespace
 
@@ -376,15 +390,7 @@ TEST_CASE("cross_entropy keeps a value a row, and its backward is one pass over 
   const float b = plain_step(plain, ctg::feed<X>(xs, 13), ctg::feed<T>(ts, 13));
   CHECK(std::isfinite(a));
   CHECK(std::memcmp(&a, &b, sizeof a) == 0);
-  const auto ga = fused.grad<Wb>(), gb = plain.grad<Wb>();
-  REQUIRE(ga.size() == gb.size());
-  std::size_t diff = 0, nonzero = 0;
-  for (std::size_t i = 0; i < ga.size(); ++i) {
-    diff += std::memcmp(&ga[i], &gb[i], sizeof(ga[i])) != 0;
-    nonzero += static_cast<float>(ga[i]) != 0.0f;
-  }
-  CHECK(diff == 0);
-  CHECK(nonzero > ga.size() / 2);
+  check_same_nonzero_grad(fused.grad<Wb>(), plain.grad<Wb>());
 }
 
 // Attention's softmax over its [batch, heads, T, T] scores under autocast:
@@ -429,13 +435,5 @@ TEST_CASE("attention's softmax is one loop and keeps its probabilities, no exp o
   const float b = plain_step(plain, ctg::feed<Xa>(xs));
   CHECK(std::isfinite(a));
   CHECK(std::memcmp(&a, &b, sizeof a) == 0);
-  const auto ga = fused.grad<Wq>(), gb = plain.grad<Wq>();
-  REQUIRE(ga.size() == gb.size());
-  std::size_t diff = 0, nonzero = 0;
-  for (std::size_t i = 0; i < ga.size(); ++i) {
-    diff += std::memcmp(&ga[i], &gb[i], sizeof(ga[i])) != 0;
-    nonzero += ga[i] != 0.0f;
-  }
-  CHECK(diff == 0);
-  CHECK(nonzero > ga.size() / 2);
+  check_same_nonzero_grad(fused.grad<Wq>(), plain.grad<Wq>());
 }
