@@ -22,7 +22,11 @@
 // case,
 //   op <name> ms <t> [GB/s <b> copy_pct <p>] [TFLOP/s <f>]
 // and returns 77 without a GPU.
-//   build/default/bench/bench_cuda_ops
+//   build/default/bench/bench_cuda_ops [--profile]
+// --profile: the copy and the whole steps only, each step then run 3 times
+// more with its groups timed one by one (exec/group_profile.hpp): a table of
+// each group's time, GB/s and GFLOP/s under the step's line, so one run says
+// which group of an RMSNorm's or a linear's step is far from the copy.
 #include <cstdio>
 #include <cstring>
 #include <span>
@@ -31,6 +35,7 @@
 
 #include <ctg/ctg.hpp>
 #include <ctg/exec/cuda/store.cuh>
+#include <ctg/io/graph_text.hpp>
 
 #include "common.cuh"
 
@@ -42,6 +47,7 @@ using bench_cuda::device_bytes;
 using bench_cuda::time_ms;
 
 double copy_gbps = 0;  // (measured first)
+bool profiled = false;  // --profile
 
 void report(const char* name, float ms, double bytes, double flop = 0) {
   std::printf("op %s ms %.4f", name, ms);
@@ -112,10 +118,17 @@ using B = ctg::input<"b", ctg::bf16, 8192, 4096>;
 using Sc = ctg::input<"s", ctg::bf16, 4096>;
 using Scores = ctg::input<"scores", ctg::f32, 8 * 12 * 1024, 1024>;
 
-// A whole step: the median of calls of `run`, which runs it once.
-template <class Run>
-void step_case(const cu::device& dev, const char* name, double bytes, double flop, Run&& run) {
+// A whole step on `store`: the median of calls of `run`, which runs it
+// once; with --profile, then 3 calls with each group timed alone.
+template <class Store, class Run>
+void step_case(const cu::device& dev, const char* name, double bytes, double flop, Store& store, Run&& run) {
   report(name, time_ms(dev, run), bytes, flop);
+  if (!profiled) return;
+  store.profile_groups(true);
+  for (int i = 0; i < 3; ++i) run();
+  store.profile_groups(false);
+  std::printf("%s: each group timed alone, 3 calls\n%s\n", name, ctg::io::group_profile_text(store).c_str());
+  std::fflush(stdout);
 }
 
 // Upstream gradients and inputs fed in device memory (read in place).
@@ -155,21 +168,23 @@ void step_cases(const cu::device& dev) {
     auto step = ctg::value_and_grad(against(y, G{}));
     auto store = ctg::make_store(dev, step);
     ctg::nn::init_params(store, 1);
-    step_case(dev, "rmsnorm_fwd_bwd [8192,4096] bf16", 3 * act, 0, [&] { step(store, ctg::feed(G{}, g.span())); });
+    step_case(dev, "rmsnorm_fwd_bwd [8192,4096] bf16", 3 * act, 0, store,
+              [&] { step(store, ctg::feed(G{}, g.span())); });
   }
   {
     auto y = ctg::silu(Ap{}) * Bp{};
     auto step = ctg::value_and_grad(against(y, G{}));
     auto store = ctg::make_store(dev, step);
     ctg::nn::init_params(store, 1);
-    step_case(dev, "swiglu_fwd_bwd [8192,4096] bf16", 5 * act, 0, [&] { step(store, ctg::feed(G{}, g.span())); });
+    step_case(dev, "swiglu_fwd_bwd [8192,4096] bf16", 5 * act, 0, store,
+              [&] { step(store, ctg::feed(G{}, g.span())); });
   }
   {
     device_bf16 a(8192 * 4096);
     using Q = ctg::scaling::delayed<"q", pr::delayed<>>;
     auto step = ctg::forward(ctg::dequantize<ctg::bf16>(ctg::quantize<ctg::e4m3, Q>(A{})));
     auto store = ctg::make_store(dev, step);
-    step_case(dev, "quantize_e4m3_delayed+dequantize [8192,4096] bf16", 3 * act, 0,
+    step_case(dev, "quantize_e4m3_delayed+dequantize [8192,4096] bf16", 3 * act, 0, store,
               [&] { step(store, ctg::feed(A{}, a.span())); });
   }
   const double flop = 3 * 2.0 * 8192.0 * 8192.0 * 8192.0;
@@ -178,13 +193,13 @@ void step_cases(const cu::device& dev) {
     auto step = ctg::value_and_grad(against(ctg::nn::linear<pr::autocast<ctg::bf16>>(Xl{}, Wl{}), Gl{}));
     auto store = ctg::make_store(dev, step);
     ctg::nn::init_params(store, 1);
-    step_case(dev, "linear_fwd_bwd 8192^3 bf16", 0, flop, [&] { step(store, ctg::feed(Gl{}, gl.span())); });
+    step_case(dev, "linear_fwd_bwd 8192^3 bf16", 0, flop, store, [&] { step(store, ctg::feed(Gl{}, gl.span())); });
   }
   if (dev.has_fp8_gemm()) {
     auto step = ctg::value_and_grad(against(ctg::nn::linear<pr::fp8<>>(Xl{}, Wl{}), Gl{}));
     auto store = ctg::make_store(dev, step);
     ctg::nn::init_params(store, 1);
-    step_case(dev, "linear_fwd_bwd 8192^3 fp8", 0, flop, [&] { step(store, ctg::feed(Gl{}, gl.span())); });
+    step_case(dev, "linear_fwd_bwd 8192^3 fp8", 0, flop, store, [&] { step(store, ctg::feed(Gl{}, gl.span())); });
   }
   {
     // GPT-2's loss head: its product and cross-entropy over 8192 tokens.
@@ -194,15 +209,17 @@ void step_cases(const cu::device& dev) {
     ctg::nn::init_params(store, 1);
     std::vector<ctg::i32> targets(8192);
     for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<ctg::i32>((i * 7919) % 50304);
-    step_case(dev, "lm_head_fwd_bwd [8192,768]x[768,50304] bf16", 0, 3 * 2.0 * 8192 * 768 * 50304,
+    step_case(dev, "lm_head_fwd_bwd [8192,768]x[768,50304] bf16", 0, 3 * 2.0 * 8192 * 768 * 50304, store,
               [&] { step(store, ctg::feed(Th{}, targets)); });
   }
 }
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) profiled = profiled || !std::strcmp(argv[i], "--profile");
   return bench_cuda::run_on_gpu([](const cu::device& dev) {
     copy_case(dev);
+    if (profiled) return step_cases(dev);
     {
       auto y = ctg::silu(A{}) * B{};
       group_case(dev, "group swiglu [8192,4096] bf16", ctg::forward(y), y);
