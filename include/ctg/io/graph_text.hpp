@@ -13,8 +13,8 @@
 //
 // (group, part, kind and loop shape, nodes it computes, the node it writes
 // and its type, the ops fused into it, and whether a checkpoint region
-// runs it again; last, the nodes with no buffer that every group reading
-// them computes again.)
+// runs it again; last, the cheap nodes with no buffer that every group
+// reading them computes again.)
 //
 // A stack's line is followed by its block's groups (the block's graph runs
 // once per layer), indented.

@@ -52,8 +52,7 @@ struct node_description {
   std::size_t region = no_index;    // the checkpoint node whose region holds it
   bool checkpoint = false;          // ends a checkpoint region (ctg::checkpoint)
   bool buffer = false;              // has a buffer of its own (else: a leaf, a view, or fused into its readers' loop)
-  bool duplicated = false;          // in no group: computed again inside each group that reads it
-                                    // (a cheap node; softmax and its row reductions)
+  bool duplicated = false;          // in no group: computed again inside each group that reads it (a cheap node)
   bool kept = false;                // a forward buffer still alive when backward starts
   bool recomputed = false;          // computed again in backward (its group belongs to a region that runs again)
 };

@@ -316,15 +316,6 @@ struct row_cache_of<Body, tl::list<R, Rs...>> {
 // Body reading the cached sum R's values back.
 template <class Body, class R>
 using row_cache_body = typename replace_expr<Body, typename R::child, kernel::kept_value<typename R::child>>::type;
-// Row reduction Q, computed after the cached sum R, reading R's values back too.
-template <class Q, class R>
-struct row_cache_reduction_of;
-template <std::size_t Slot, class Op, class T, class X, class R>
-struct row_cache_reduction_of<kernel::row_reduction<Slot, Op, T, X>, R> {
-  using type = kernel::row_reduction<Slot, Op, T, row_cache_body<X, R>>;
-};
-template <class Q, class R>
-using row_cache_reduction = typename row_cache_reduction_of<Q, R>::type;
 }  // namespace ctg::detail
 
 namespace ctg::kernel {

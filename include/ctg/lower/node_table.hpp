@@ -76,7 +76,6 @@ struct node_desc {
   bool row_reduction = false;
   bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
   bool cheap = false;        // an elementwise op of a few adds, multiplies or comparisons (a_few_adds)
-  bool row_statistic = false;  // a value from its row's reductions, computed again where they are (softmax_div)
   bool region_end = false;   // a checkpoint: always a buffer of its own, kept for backward
   bool output = false;       // an output of the step (or the forward part's root): a buffer to the end
   shape_value dims{};
@@ -152,7 +151,6 @@ struct plan_table {
 // transcendental function: on a CPU, where a step's values sit in cache,
 // computing one again costs more than reading it (the realistic step on
 // the CPU ran 1.45x slower with a softmax's exp duplicated; bench/RESULTS.md).
-// (Softmax's value over its rows is the exception: from_row_statistics.)
 template <class Op>
 inline constexpr bool a_few_adds =
     tl::contains<Op, tl::list<op::no_grad, op::neg, op::square, op::abs, op::relu, op::sign, op::step, op::add,
@@ -169,16 +167,6 @@ template <bool NegInf>
 inline constexpr bool a_few_adds<op::causal_mask<NegInf>> = true;
 template <int Axis>
 inline constexpr bool a_few_adds<op::log_softmax_sub<Axis>> = true;
-
-// Softmax's value: computed again, with the row reductions it divides by,
-// in each group that reads it when all of them run over its rows
-// (schedule.hpp): attention's probabilities are then never written in f32,
-// only their bf16 cast, and backward reads the scores again (2 bytes an
-// element) where it read the f32 probabilities (4).
-template <class Op>
-inline constexpr bool from_row_statistics = false;
-template <int Axis>
-inline constexpr bool from_row_statistics<op::softmax_div<Axis>> = true;
 
 // The child edges a node contributes (random and runtime scalars read their
 // children's shapes only, not their values).
@@ -219,7 +207,6 @@ consteval node_desc node_facts() {
     d.index_aware = requires { N::op::index_aware; };
     d.region_end = requires { N::op::region_end; };
     d.cheap = a_few_adds<typename N::op>;
-    d.row_statistic = from_row_statistics<typename N::op>;
   }
   d.elem_bytes = sizeof(typename N::dtype);
   if constexpr (N::kind == node_kind::leaf) {

@@ -42,34 +42,15 @@ inline constexpr std::size_t max_shared_inline_ops = 16;
 // included), and it reads at most this many buffers; past either, a buffer.
 inline constexpr std::size_t max_duplicated_loads = 3;
 
-// Softmax's value (a row_statistic node) read by several groups that all
-// loop over its rows is computed again in each of them, and so are the row
-// reductions it divides by and the exp they sum: the reductions are then
-// inlined row reductions of each of those groups. Attention's probabilities
-// are read by their bf16 cast (forward) and by softmax's backward: both
-// compute them from the scores, and the f32 probabilities (4 bytes an
-// element written, read twice) never exist. Its cost is compute that a
-// group's row already in cache (L1 on a GPU, the CPU's row cache) makes cheap.
-
 template <class Table>
 constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_buffer<bool>& forced,
                                   const ct_buffer<bool>& kept_whole, const ct_buffer<std::size_t>& use_first,
-                                  const ct_buffer<std::size_t>& use_consumer, ct_buffer<std::size_t>& row_home) {
+                                  const ct_buffer<std::size_t>& use_consumer) {
   p.group_count = 0;
   // Can the loop of the group rooted at r evaluate an elementwise node?
   auto loop_takes_elementwise = [&](std::size_t r) {
     const node_kind k = p.node[r].kind;
     return k == node_kind::elementwise || k == node_kind::reduce || k == node_kind::constant;
-  };
-  // Can it inline row reductions over its iteration shape (a rows loop)?
-  auto loop_takes_row_reductions = [&](std::size_t r) {
-    const node_desc& t = p.node[r];
-    return t.kind == node_kind::elementwise || (t.kind == node_kind::reduce && t.row_reduction);
-  };
-  // row_home[i]: a group that evaluates node i, where every group that does
-  // is a rows loop over one shape (else no_group).
-  auto home_of_reader = [&](std::size_t c) {
-    return p.duplicated[c] ? row_home[c] : loop_takes_row_reductions(p.group[c]) ? p.group[c] : no_group;
   };
   // Consumers come after their children in topological order, so walking
   // backwards every consumer's group is known when a node is decided.
@@ -77,7 +58,6 @@ constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_b
     node_desc& d = p.node[ii];
     const kind_info k = kind_info_of(d.kind);
     p.duplicated[ii] = false;
-    row_home[ii] = no_group;
     // Values no group computes (a constant that is an output is computed, into its buffer).
     if ((k.source || k.shares_buffer) && !(d.kind == node_kind::constant && d.output)) {
       p.materialized[ii] = d.kind != node_kind::constant;  // read as a slot (a random value: for its index)
@@ -95,47 +75,26 @@ constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_b
       else if (target != p.group[c]) several = true;
     }
     if (!root && several) {
-      // The rows loop every reader's group runs (no_group: none common), and
-      // whether every reader is a row reduction computed again in each group.
-      std::size_t home = use_first[ii] < use_first[ii + 1] ? home_of_reader(use_consumer[use_first[ii]]) : no_group;
-      bool read_by_duplicated_sums_only = true;
-      for (std::size_t u = use_first[ii]; u < use_first[ii + 1]; ++u) {
-        const std::size_t c = use_consumer[u], h = home_of_reader(c);
-        if (h == no_group || home == no_group || !p.same_dims(p.iteration_dims(h), p.iteration_dims(home)))
-          home = no_group;
-        read_by_duplicated_sums_only =
-            read_by_duplicated_sums_only && p.duplicated[c] && p.node[c].kind == node_kind::reduce;
-      }
-      bool duplicate = false;
-      if (d.kind == node_kind::elementwise && !kept_whole[ii]) {
-        if (d.cheap) {
-          duplicate = true;
-          for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && duplicate; ++u) {
-            const std::size_t c = use_consumer[u];
-            duplicate = p.duplicated[c] || loop_takes_elementwise(p.group[c]);  // (a duplicated reader: checked for it)
-          }
-        } else {
-          duplicate = home != no_group && (read_by_duplicated_sums_only ||
-                                           (d.row_statistic && p.same_dims(p.iteration_dims(home), d.dims)));
-        }
-      } else if (d.kind == node_kind::reduce && d.row_reduction) {
-        duplicate = home != no_group && p.same_dims(p.iteration_dims(home), d.child_dims);
+      bool duplicate = d.kind == node_kind::elementwise && d.cheap && !kept_whole[ii];
+      for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && duplicate; ++u) {
+        const std::size_t c = use_consumer[u];
+        duplicate = p.duplicated[c] || loop_takes_elementwise(p.group[c]);  // (a duplicated reader: checked for it)
       }
       if (duplicate) {
         p.duplicated[ii] = true;
         p.materialized[ii] = false;
         p.group[ii] = no_group;
-        row_home[ii] = home;
         continue;
       }
       root = true;
     }
     if (!root && target != no_group) {
+      const node_desc& t = p.node[target];
       if (d.kind == node_kind::elementwise) {
         root = !loop_takes_elementwise(target);
       } else if (d.kind == node_kind::reduce) {
-        root = !(d.row_reduction && loop_takes_row_reductions(target) &&
-                 p.same_dims(p.iteration_dims(target), d.child_dims));
+        const bool row_group = t.kind == node_kind::elementwise || (t.kind == node_kind::reduce && t.row_reduction);
+        root = !(d.row_reduction && row_group && p.same_dims(p.iteration_dims(target), d.child_dims));
       } else {
         root = true;
       }
@@ -162,12 +121,11 @@ constexpr void decide_groups(plan_table<N, E>& p, bool fuse) {
   // forced: a buffer, for an inlined expression grown too large; kept_whole:
   // not duplicated, its duplicated expression grown too large.
   ct_buffer<bool> forced(N + 1), kept_whole(N + 1);
-  ct_buffer<std::size_t> row_home(N + 1);
   // A node's inlined expression: its size (nodes, loads included) and the
   // buffers it loads.
   ct_buffer<std::size_t> ops(N + 1), loads(N + 1);
   for (bool changed = true; changed;) {
-    decide_groups_once(p, N, fuse, forced, kept_whole, use_first, use_consumer, row_home);
+    decide_groups_once(p, N, fuse, forced, kept_whole, use_first, use_consumer);
     changed = false;
     for (std::size_t i = 0; i < N; ++i) {
       const node_desc& d = p.node[i];

@@ -42,16 +42,16 @@ struct cpu_fused_group {
   }
 
   // The compute type of expression X's values.
-  template <class X, class Ctx = ctx>
-  using value_t = decltype(X::value(std::declval<const Ctx&>(), dim_t(0)));
+  template <class X>
+  using value_t = decltype(X::value(std::declval<const ctx&>(), dim_t(0)));
 
   // X's values along the row in whole blocks of 16, evaluated side by side
   // into a buffer (that loop vectorizes: exp, tanh, ... run in SIMD
   // registers), each block passed to block(v, j) (j: its first element);
   // returns where the tail starts.
-  template <class X, class Ctx, class F>
-  static CTG_FORCEINLINE dim_t for_each_block(const Ctx& c, dim_t L, F&& block) {
-    using V = value_t<X, Ctx>;
+  template <class X, class F>
+  static CTG_FORCEINLINE dim_t for_each_block(const ctx& c, dim_t L, F&& block) {
+    using V = value_t<X>;
     dim_t j = 0;
     for (; j + 16 <= L; j += 16) {
       V v[16];
@@ -67,12 +67,12 @@ struct cpu_fused_group {
   // one in row order (a max, whose value does not depend on the order, runs
   // in SIMD lanes too).
   // A sum can keep the values it combines (keep[j], for the row cache below).
-  template <class R, class Ctx = ctx>
-  static CTG_FORCEINLINE double combine_row(const Ctx& c, dim_t L,
-                                            [[maybe_unused]] value_t<typename R::child, Ctx>* keep = nullptr) {
+  template <class R>
+  static CTG_FORCEINLINE double combine_row(const ctx& c, dim_t L,
+                                            [[maybe_unused]] value_t<typename R::child>* keep = nullptr) {
     using Op = typename R::op;
     using X = typename R::child;
-    using V = value_t<X, Ctx>;
+    using V = value_t<X>;
     if constexpr (R::in_lanes) {
       static_assert(R::lanes == 16);
       double lane[16];
@@ -144,15 +144,11 @@ struct cpu_fused_group {
   using cached = typename row_cache_of<body, typename Plan::reductions>::type;
   template <class R>
   using kept_ctx = kernel::kept_context<ctx, value_t<typename R::child>>;
-  // The row's inlined reductions with R keeping its values in keep (which
-  // c.kept points to); the reductions after R read them back too (softmax's
-  // backward sums g * y, y computed from the kept exp(z)).
+  // The row's inlined reductions with R keeping its values in keep.
   template <class R, class... Rs>
-  static CTG_FORCEINLINE void inline_reductions_keeping(kept_ctx<R>& c, dim_t L, value_t<typename R::child>* keep,
-                                                        tl::list<Rs...>) {
+  static CTG_FORCEINLINE void inline_reductions_keeping(ctx& c, dim_t L, auto* keep, tl::list<Rs...>) {
     auto combined = [&]<class Q>(std::type_identity<Q>) {
       if constexpr (std::is_same_v<Q, R>) return combine_row<Q>(c, L, keep);
-      else if constexpr (Q::slot > R::slot) return combine_row<row_cache_reduction<Q, R>>(c, L);
       else return combine_row<Q>(c, L);
     };
     ((c.local[Rs::slot] = Rs::value_of(combined(std::type_identity<Rs>{}), L)), ...);
