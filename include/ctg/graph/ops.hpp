@@ -209,7 +209,7 @@ constexpr auto sum_to(X) {
 // and softmax<rank - 1> are the same type, as sum<-1> and sum<rank - 1> are.)
 namespace detail {
 template <class X, int Axis>
-inline constexpr int axis_from_front = Axis < 0 ? Axis + static_cast<int>(X::dims::rank) : Axis;
+inline constexpr int axis_from_front = static_cast<int>(normalize_axis<typename X::dims, Axis>());
 }
 template <int Axis = -1, expr X>
 constexpr auto softmax(X x) {

@@ -170,10 +170,14 @@ inline std::string group_profile_text(const step_description& d, std::span<const
   std::stable_sort(order.begin(), order.end(), [](const group_timing& a, const group_timing& b) { return a.seconds > b.seconds; });
   double total = 0;
   for (const group_timing& t : order) total += t.seconds;
+  // The description a timing's root indexes: the step's, or its stack's block's.
+  auto described_in = [&](const group_timing& t) {
+    return t.stack == group_timing::own_step ? &d : block_step_of(d, t.stack);
+  };
   std::string out = "   total ms  share    calls   ms a call      GB/s    GFLOP/s  group\n";
   for (const group_timing& t : order) {
     const bool own = t.stack == group_timing::own_step;
-    const step_description* s = own ? &d : block_step_of(d, t.stack);
+    const step_description* s = described_in(t);
     const double per_call = t.calls ? t.seconds / static_cast<double>(t.calls) : 0.0;
     char head[112], gflops[24] = "";
     if (t.flops > 0 && t.seconds > 0) std::snprintf(gflops, sizeof gflops, "%10.1f", t.flops / t.seconds / 1e9);
@@ -189,7 +193,7 @@ inline std::string group_profile_text(const step_description& d, std::span<const
   // The sums by the groups' kind and loop shape, as group_summary names them.
   std::vector<std::pair<std::string, double>> kinds;
   for (const group_timing& t : order) {
-    const step_description* s = t.stack == group_timing::own_step ? &d : block_step_of(d, t.stack);
+    const step_description* s = described_in(t);
     const std::string kind = s ? group_title(s->group[s->node[t.root].group]) : "?";
     auto k = std::find_if(kinds.begin(), kinds.end(), [&](const auto& e) { return e.first == kind; });
     if (k == kinds.end()) kinds.emplace_back(kind, t.seconds);
