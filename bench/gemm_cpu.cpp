@@ -4,7 +4,9 @@
 // a benchmark peer only) at 1024^3 and the realistic transformer's shapes,
 // one thread each (openblas_set_num_threads(1)). gemm_bf16 uses vdpbf16ps where
 // the CPU has AVX512-BF16; gemm_bf16_widened is the f32 path it replaces.
-// gemm_*_threads2: the same call on a 2-thread cpu::thread_pool.
+// gemm_*_threads2: the same call on a 2-thread cpu::thread_pool. big/*_at:
+// A read transposed (stored [K, M]: the weight gradients' x^T g), ctg's and
+// cblas_sgemm's (CblasTrans).
 //   build/default/bench/bench_gemm_cpu --benchmark_filter=1024
 // Counter GFLOP: 2*M*N*K*batch per second (printed as GFLOP=x/s).
 #include <benchmark/benchmark.h>
@@ -47,7 +49,7 @@ std::vector<T> random_values(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-enum class impl { naive, gemm, gemm_widened, gemm_threads2, openblas };
+enum class impl { naive, gemm, gemm_widened, gemm_threads2, openblas, gemm_at, openblas_at };
 
 // Args: M, N, K, batch (independent matrices, as in batched attention).
 template <class T, impl I>
@@ -71,11 +73,16 @@ void BM_gemm(benchmark::State& state) {
       else if constexpr (I == impl::gemm_widened)
         ctg::detail::gemm_with(ctg::detail::gemm_isa::avx512, M, N, K, ai, bi, ci, ws);
       else if constexpr (I == impl::gemm_threads2) ctg::cpu::gemm(M, N, K, ai, bi, ci, ws, &pool);
+      else if constexpr (I == impl::gemm_at) ctg::cpu::gemm(M, N, K, ai, bi, ci, ws, nullptr, {.transpose_a = true});
       else if constexpr (I == impl::naive) naive_matmul(M, N, K, ai, bi, ci, acc);
 #if CTG_BENCH_HAVE_OPENBLAS
       else if constexpr (I == impl::openblas && std::is_same_v<T, float>)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
                     static_cast<int>(K), 1.0f, ai, static_cast<int>(K), bi, static_cast<int>(N), 0.0f, ci,
+                    static_cast<int>(N));
+      else if constexpr (I == impl::openblas_at && std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
+                    static_cast<int>(K), 1.0f, ai, static_cast<int>(M), bi, static_cast<int>(N), 0.0f, ci,
                     static_cast<int>(N));
 #endif
     }
@@ -116,6 +123,16 @@ void big_shapes(benchmark::internal::Benchmark* b) {
       ->Unit(benchmark::kMillisecond);
 }
 
+// The realistic transformer's weight gradients, x^T g over its 1024 tokens
+// (A = x stored [K, M]).
+void weight_grad_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({256, 688, 1024, 1})
+      ->Args({688, 256, 1024, 1})
+      ->Args({256, 256, 1024, 1})
+      ->ArgNames({"M", "N", "K", "batch"})
+      ->Unit(benchmark::kMillisecond);
+}
+
 BENCHMARK(BM_gemm<ctg::f32, impl::naive>)->Name("naive_f32")->Apply(shapes);
 BENCHMARK(BM_gemm<ctg::f32, impl::gemm>)->Name("gemm_f32")->Apply(shapes);
 BENCHMARK(BM_gemm<ctg::bf16, impl::naive>)->Name("naive_bf16")->Apply(shapes);
@@ -129,6 +146,11 @@ BENCHMARK(BM_gemm<ctg::bf16, impl::gemm>)->Name("big/gemm_bf16")->Apply(big_shap
 BENCHMARK(BM_gemm<ctg::bf16, impl::gemm_widened>)->Name("big/gemm_bf16_widened")->Apply(big_shapes);
 BENCHMARK(BM_gemm<ctg::f32, impl::gemm_threads2>)->Name("big/gemm_f32_threads2")->Apply(big_shapes);
 BENCHMARK(BM_gemm<ctg::bf16, impl::gemm_threads2>)->Name("big/gemm_bf16_threads2")->Apply(big_shapes);
+BENCHMARK(BM_gemm<ctg::f32, impl::gemm_at>)->Name("big/gemm_f32_at")->Apply(weight_grad_shapes);
+#if CTG_BENCH_HAVE_OPENBLAS
+BENCHMARK(BM_gemm<ctg::f32, impl::openblas_at>)->Name("big/openblas_sgemm_at")->Apply(weight_grad_shapes);
+#endif
+BENCHMARK(BM_gemm<ctg::bf16, impl::gemm_at>)->Name("big/gemm_bf16_at")->Apply(weight_grad_shapes);
 
 }  // namespace
 BENCHMARK_MAIN();

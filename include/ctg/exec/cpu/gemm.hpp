@@ -45,9 +45,12 @@
 // Speed. B is packed once per call into panels of NR columns (converted to
 // f32, zero-padded; for vdpbf16ps, pairs of bf16 rows interleaved), and a
 // register-blocked micro-kernel computes MR x NR tiles with A broadcast from
-// its rows, read in place: row r's value k at a[r][k * a_step] (a_step 1 for
-// A's rows, M for the rows of a transposed A: its columns). Only a transposed
-// bf16 A for vdpbf16ps is copied first, to bring each row's pairs together.
+// its rows: row r's value k at a[r][k * a_step]. A's rows are read in place
+// (f32) or converted to f32 rows first; a transposed A is copied first, its
+// columns packed by tile of MR rows (value k of the tile's rows side by side:
+// a_step MR), so a tile's K steps are one run of memory where in place they
+// lay M apart, a cache line each (x^T g, the weight gradients' products, ran
+// 1.6x slower that way); for vdpbf16ps, to bring each row's pairs together.
 // With a pool, the tiles are cut into blocks of rows and columns (tasks)
 // that the threads share. The kernels are compiled for AVX-512 /
 // AVX512-BF16 / AVX2+FMA with target attributes and selected once per process
@@ -475,12 +478,14 @@ inline void gemm_pair_transposed_a(dim_t M, dim_t K, const bf16* A, dim_t i0, di
   }
 }
 
-// Where rows [i_begin, i_end) of op(A) are read: row i_begin + r starts at
-// base + r * row_step, its value k (or pair) k * k_step further.
+// Where a micro-kernel finds op(A)'s rows: in the tile whose first row is
+// t0 rows past the task's first, row t0 + r at base + t0 * tile_step +
+// r * row_step (row-major rows: both the row's length; packed tiles: a
+// tile's size and 1), each next value k_step further on.
 template <class T>
 struct gemm_rows {
   const T* base;
-  dim_t row_step, k_step;
+  dim_t tile_step, row_step, k_step;
 };
 
 // Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from f32 rows of
@@ -499,7 +504,8 @@ void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, gemm_rows<float> A, co
     const float* panel = bp + j0 * K;
     for (dim_t i0 = i_begin; i0 < i_end; i0 += ks.mr) {
       const int mr = static_cast<int>(std::min<dim_t>(ks.mr, i_end - i0));
-      for (int r = 0; r < ks.mr; ++r) rows[r] = A.base + (i0 - i_begin + std::min(r, mr - 1)) * A.row_step;
+      for (int r = 0; r < ks.mr; ++r)
+        rows[r] = A.base + (i0 - i_begin) * A.tile_step + std::min(r, mr - 1) * A.row_step;
       if constexpr (std::is_same_v<TC, f32>) {
         fn(K, rows, A.k_step, panel, C + i0 * N + j0, N, mr, nr);
       } else {
@@ -525,7 +531,8 @@ void gemm_tiles_bf16(const gemm_bf16_kernels<TC>& ks, dim_t N, dim_t K2, gemm_ro
     const std::uint32_t* panel = bp + j0 * K2;
     for (dim_t i0 = i_begin; i0 < i_end; i0 += ks.mr) {
       const int mr = static_cast<int>(std::min<dim_t>(ks.mr, i_end - i0));
-      for (int r = 0; r < ks.mr; ++r) rows[r] = A.base + (i0 - i_begin + std::min(r, mr - 1)) * A.row_step;
+      for (int r = 0; r < ks.mr; ++r)
+        rows[r] = A.base + (i0 - i_begin) * A.tile_step + std::min(r, mr - 1) * A.row_step;
       fn(K2, rows, A.k_step, panel, C + i0 * N + j0, N, mr, nr);
     }
   }
@@ -542,6 +549,34 @@ void gemm_f64(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, f64* C, cpu::
       for (dim_t j = 0; j < N; ++j)
         c[j] += av * static_cast<f64>(load_as<TB>(layout.transpose_b ? B[j * K + k] : B[k * N + j]));
     }
+  }
+}
+
+// Rows [i0, i1) of op(A) = A^T (A stored [K, M]) in f32, packed by row
+// tile: the tile of rows i0 + t MR .. holds row r's value k at
+// out[(t K + k) MR + r] (rows past i1 zero), so a micro-kernel reads a
+// tile's K steps as one run of memory. (MR a constant: each k's MR values
+// convert and move as one vector.)
+template <int MR, class TA>
+void gemm_pack_transposed_a(dim_t M, dim_t K, const TA* A, dim_t i0, dim_t i1, float* out) {
+  const dim_t full = (i1 - i0) / MR;
+  for (dim_t k = 0; k < K; ++k) {
+    const TA* from = A + k * M + i0;
+    for (dim_t t = 0; t < full; ++t)
+      for (int r = 0; r < MR; ++r) out[(t * K + k) * MR + r] = load_as<TA>(from[t * MR + r]);
+  }
+  if (const int rest = static_cast<int>((i1 - i0) - full * MR)) {
+    float* tile = out + full * K * MR;
+    for (dim_t k = 0; k < K; ++k)
+      for (int r = 0; r < MR; ++r) tile[k * MR + r] = r < rest ? load_as<TA>(A[k * M + i0 + full * MR + r]) : 0.0f;
+  }
+}
+template <class TA>
+void gemm_pack_transposed_a(int mr, dim_t M, dim_t K, const TA* A, dim_t i0, dim_t i1, float* out) {
+  switch (mr) {
+    case 8: return gemm_pack_transposed_a<8>(M, K, A, i0, i1, out);
+    case 6: return gemm_pack_transposed_a<6>(M, K, A, i0, i1, out);
+    default: return gemm_pack_transposed_a<4>(M, K, A, i0, i1, out);
   }
 }
 
@@ -573,22 +608,21 @@ void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A0, cons
     const dim_t i0 = rb * s.row_block, i1 = std::min(M, i0 + s.row_block);
     const dim_t p0 = pg * s.panel_group, p1 = std::min(panels, p0 + s.panel_group);
     const TA* A = A0 + ps.a_at(product);
-    // Rows i0.. of op(A): A's rows, or a transposed A's columns (value k
-    // M apart); another dtype converted first, in the same layout.
-    gemm_rows<float> a{nullptr, layout.transpose_a ? 1 : K, layout.transpose_a ? M : 1};
-    const dim_t first = layout.transpose_a ? i0 : i0 * K;
-    if constexpr (std::is_same_v<TA, f32>) {
-      a.base = A + first;
+    // Rows i0.. of op(A): A's rows read in place where A is f32, else
+    // converted; a transposed A's columns packed by row tile (read in place,
+    // a tile's K values lie M apart, one cache line each: the weight
+    // gradients' products, x^T g, ran at 0.6x the speed of the others).
+    gemm_rows<float> a{nullptr, K, K, 1};
+    if (layout.transpose_a) {
+      const dim_t tiles = (i1 - i0 + ks.mr - 1) / ks.mr;
+      float* packed = ws.a_f32(static_cast<std::size_t>(tiles * ks.mr * K), worker);
+      gemm_pack_transposed_a(ks.mr, M, K, A, i0, i1, packed);
+      a = {packed, K, 1, ks.mr};
+    } else if constexpr (std::is_same_v<TA, f32>) {
+      a.base = A + i0 * K;
     } else {
-      const dim_t rows = i1 - i0;
-      float* a32 = ws.a_f32(static_cast<std::size_t>(rows * K), worker);
-      if (layout.transpose_a) {
-        for (dim_t k = 0; k < K; ++k)
-          for (dim_t r = 0; r < rows; ++r) a32[k * rows + r] = load_as<TA>(A[k * M + i0 + r]);
-        a.k_step = rows;
-      } else {
-        for (dim_t e = 0, n = rows * K; e < n; ++e) a32[e] = load_as<TA>(A[first + e]);
-      }
+      float* a32 = ws.a_f32(static_cast<std::size_t>((i1 - i0) * K), worker);
+      for (dim_t e = 0, n = (i1 - i0) * K; e < n; ++e) a32[e] = load_as<TA>(A[i0 * K + e]);
       a.base = a32;
     }
     gemm_tiles(ks, N, K, a, bp, C + ps.c_at(product), i0, i1, p0, p1);
@@ -620,18 +654,18 @@ void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A0, const bf16* B, T
     const bf16* A = A0 + ps.a_at(product);
     // A's rows hold their pairs side by side (an odd K padded with a zero);
     // a transposed A's pairs are brought together first.
-    gemm_rows<std::uint16_t> a{reinterpret_cast<const std::uint16_t*>(A) + i0 * K, K, 2};
+    gemm_rows<std::uint16_t> a{reinterpret_cast<const std::uint16_t*>(A) + i0 * K, K, K, 2};
     if (layout.transpose_a) {
       auto* pairs = reinterpret_cast<std::uint32_t*>(ws.a_f32(static_cast<std::size_t>((i1 - i0) * K2), worker));
       gemm_pair_transposed_a(M, K, A, i0, i1, pairs);
-      a = {reinterpret_cast<const std::uint16_t*>(pairs), 2, 2 * (i1 - i0)};
+      a = {reinterpret_cast<const std::uint16_t*>(pairs), 2, 2, 2 * (i1 - i0)};
     } else if (K % 2) {
       auto* pad = reinterpret_cast<std::uint16_t*>(ws.a_f32(static_cast<std::size_t>((i1 - i0) * K2), worker));
       for (dim_t i = i0; i < i1; ++i) {
         std::memcpy(pad + (i - i0) * lda, reinterpret_cast<const std::uint16_t*>(A) + i * K, K * sizeof(std::uint16_t));
         pad[(i - i0) * lda + K] = 0;
       }
-      a = {pad, lda, 2};
+      a = {pad, lda, lda, 2};
     }
     gemm_tiles_bf16(ks, N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1);
   });
