@@ -325,6 +325,40 @@ TEST_CASE("gemm: transposed operands give the bits of transposing first") {
   }
 }
 
+// A transposed A is packed by tile of MR rows before the kernels read it
+// (k-major within a tile; pairs of k for vdpbf16ps): each row's values, and
+// zeros past the last row, where the returned gemm_rows says they are. The
+// pairs' layout is checked here on every host; end to end it runs only where
+// the CPU has AVX512-BF16 (the transposed-operand tests above).
+TEST_CASE("gemm: a transposed A's packed tiles hold each row's values where the kernels read them") {
+  const dim_t M = 19, K = 7, i0 = 2, i1 = 19, K2 = (K + 1) / 2;  // 17 rows: the last tile short
+  const auto a = random_values<ctg::bf16>(static_cast<std::size_t>(M * K), 31);  // A stored [K, M]
+  for (int mr : {4, 6, 8}) {
+    CAPTURE(mr);
+    const dim_t tiles = (i1 - i0 + mr - 1) / mr;
+    std::vector<float> f(static_cast<std::size_t>(tiles * mr * K), -1.0f);
+    const auto fr = ctg::detail::gemm_pack_transposed_a(mr, M, K, a.data(), i0, i1, f.data());
+    std::vector<std::uint32_t> pairs(static_cast<std::size_t>(tiles * mr * K2), 0xFFFFFFFFu);
+    const auto pr = ctg::detail::gemm_pair_transposed_a(mr, M, K, a.data(), i0, i1, pairs.data());
+    std::size_t bad = 0;
+    for (dim_t i = i0; i < i0 + tiles * mr; ++i) {  // rows past i1 too: zeros
+      const dim_t t0 = (i - i0) / mr * mr, r = (i - i0) % mr;
+      const bool row = i < i1;
+      for (dim_t k = 0; k < K; ++k) {
+        const float want = row ? ctg::load_as<ctg::bf16>(a[k * M + i]) : 0.0f;
+        bad += bits(fr.base[t0 * fr.tile_step + r * fr.row_step + k * fr.k_step]) != bits(want);
+      }
+      for (dim_t p = 0; p < K2; ++p) {
+        const std::uint16_t* at = pr.base + t0 * pr.tile_step + r * pr.row_step + p * pr.k_step;
+        const std::uint16_t lo = row ? a[2 * p * M + i].bits : 0;
+        const std::uint16_t hi = row && 2 * p + 1 < K ? a[(2 * p + 1) * M + i].bits : 0;
+        bad += at[0] != lo || at[1] != hi;
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("gemm: the vdpbf16ps reference chain reads transposed operands") {
   // The reference itself, against a plain loop over hand-transposed copies.
   const mnk s{5, 7, 9};

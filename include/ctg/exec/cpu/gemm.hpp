@@ -50,7 +50,7 @@
 // columns packed by tile of MR rows (value k of the tile's rows side by side:
 // a_step MR), so a tile's K steps are one run of memory where in place they
 // lay M apart, a cache line each (x^T g, the weight gradients' products, ran
-// 1.6x slower that way); for vdpbf16ps, to bring each row's pairs together.
+// 1.6x slower that way); for vdpbf16ps the same, each row's pairs together.
 // With a pool, the tiles are cut into blocks of rows and columns (tasks)
 // that the threads share. The kernels are compiled for AVX-512 /
 // AVX512-BF16 / AVX2+FMA with target attributes and selected once per process
@@ -464,29 +464,38 @@ void gemm_pack_b_pairs(const Kernels& ks, dim_t N, dim_t K, const bf16* B, bool 
   }
 }
 
-// Rows [i0, i1) of op(A) for vdpbf16ps when A is stored transposed ([K, M]):
-// pair p of row i at out[(p * (i1 - i0) + i - i0)] (a_step 2 * (i1 - i0) in
-// bf16 values), op(A)[i, K] zero. Two of A's rows interleave into one run of pairs.
-inline void gemm_pair_transposed_a(dim_t M, dim_t K, const bf16* A, dim_t i0, dim_t i1, std::uint32_t* out) {
-  const dim_t rows = i1 - i0;
-  for (dim_t p = 0; 2 * p < K; ++p, out += rows) {
-    const bf16* lo = A + 2 * p * M + i0;
-    if (2 * p + 1 < K)
-      for (dim_t r = 0; r < rows; ++r) out[r] = bf16_pair(lo[r], lo[M + r]);
-    else
-      for (dim_t r = 0; r < rows; ++r) out[r] = bf16_pair(lo[r], bf16{});
-  }
-}
-
-// Where a micro-kernel finds op(A)'s rows: in the tile whose first row is
-// t0 rows past the task's first, row t0 + r at base + t0 * tile_step +
-// r * row_step (row-major rows: both the row's length; packed tiles: a
-// tile's size and 1), each next value k_step further on.
+// Where a micro-kernel finds op(A)'s rows: row t0 + r of the tile whose
+// first row is t0 rows past the task's first lies at base + t0 * tile_step +
+// r * row_step, its next value (or pair) k_step further on. Rows in place
+// or converted: tile_step = row_step = a row's length, k_step 1 (2 for
+// pairs); tiles packed k-major: tile_step = a row's length, row_step 1
+// (2 for pairs), k_step MR (2 MR).
 template <class T>
 struct gemm_rows {
   const T* base;
   dim_t tile_step, row_step, k_step;
 };
+
+// Rows [i0, i1) of op(A) for vdpbf16ps when A is stored transposed ([K, M]),
+// packed by tile of MR rows as gemm_pack_transposed_a packs them: pair p of
+// row i0 + t MR + r at out[(t K2 + p) MR + r] (K2 = ceil(K / 2); op(A)[i, K]
+// and rows past i1 zero). Two of A's rows interleave into each tile's run.
+// Returns where the kernels read them.
+inline gemm_rows<std::uint16_t> gemm_pair_transposed_a(int MR, dim_t M, dim_t K, const bf16* A, dim_t i0, dim_t i1,
+                                                       std::uint32_t* out) {
+  const dim_t K2 = (K + 1) / 2;
+  for (dim_t t0 = i0; t0 < i1; t0 += MR) {
+    std::uint32_t* tile = out + (t0 - i0) * K2;
+    const int mr = static_cast<int>(std::min<dim_t>(MR, i1 - t0));
+    for (dim_t p = 0; p < K2; ++p) {
+      const bf16* lo = A + 2 * p * M + t0;
+      const bool hi = 2 * p + 1 < K;
+      for (int r = 0; r < MR; ++r) tile[p * MR + r] = r < mr ? bf16_pair(lo[r], hi ? lo[M + r] : bf16{}) : 0u;
+    }
+  }
+  return {reinterpret_cast<const std::uint16_t*>(out), 2 * K2, 2, 2 * dim_t{MR}};
+}
+
 
 // Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from f32 rows of
 // op(A) and packed B. Tiles of a narrow C go through an f32 buffer and are
@@ -556,9 +565,9 @@ void gemm_f64(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, f64* C, cpu::
 // tile: the tile of rows i0 + t MR .. holds row r's value k at
 // out[(t K + k) MR + r] (rows past i1 zero), so a micro-kernel reads a
 // tile's K steps as one run of memory. (MR a constant: each k's MR values
-// convert and move as one vector.)
+// convert and move as one vector.) Returns where the kernels read them.
 template <int MR, class TA>
-void gemm_pack_transposed_a(dim_t M, dim_t K, const TA* A, dim_t i0, dim_t i1, float* out) {
+gemm_rows<float> gemm_pack_transposed_a(dim_t M, dim_t K, const TA* A, dim_t i0, dim_t i1, float* out) {
   const dim_t full = (i1 - i0) / MR;
   for (dim_t k = 0; k < K; ++k) {
     const TA* from = A + k * M + i0;
@@ -570,9 +579,10 @@ void gemm_pack_transposed_a(dim_t M, dim_t K, const TA* A, dim_t i0, dim_t i1, f
     for (dim_t k = 0; k < K; ++k)
       for (int r = 0; r < MR; ++r) tile[k * MR + r] = r < rest ? load_as<TA>(A[k * M + i0 + full * MR + r]) : 0.0f;
   }
+  return {out, K, 1, MR};
 }
 template <class TA>
-void gemm_pack_transposed_a(int mr, dim_t M, dim_t K, const TA* A, dim_t i0, dim_t i1, float* out) {
+gemm_rows<float> gemm_pack_transposed_a(int mr, dim_t M, dim_t K, const TA* A, dim_t i0, dim_t i1, float* out) {
   switch (mr) {
     case 8: return gemm_pack_transposed_a<8>(M, K, A, i0, i1, out);
     case 6: return gemm_pack_transposed_a<6>(M, K, A, i0, i1, out);
@@ -616,8 +626,7 @@ void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A0, cons
     if (layout.transpose_a) {
       const dim_t tiles = (i1 - i0 + ks.mr - 1) / ks.mr;
       float* packed = ws.a_f32(static_cast<std::size_t>(tiles * ks.mr * K), worker);
-      gemm_pack_transposed_a(ks.mr, M, K, A, i0, i1, packed);
-      a = {packed, K, 1, ks.mr};
+      a = gemm_pack_transposed_a(ks.mr, M, K, A, i0, i1, packed);
     } else if constexpr (std::is_same_v<TA, f32>) {
       a.base = A + i0 * K;
     } else {
@@ -656,9 +665,9 @@ void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A0, const bf16* B, T
     // a transposed A's pairs are brought together first.
     gemm_rows<std::uint16_t> a{reinterpret_cast<const std::uint16_t*>(A) + i0 * K, K, K, 2};
     if (layout.transpose_a) {
-      auto* pairs = reinterpret_cast<std::uint32_t*>(ws.a_f32(static_cast<std::size_t>((i1 - i0) * K2), worker));
-      gemm_pair_transposed_a(M, K, A, i0, i1, pairs);
-      a = {reinterpret_cast<const std::uint16_t*>(pairs), 2, 2, 2 * (i1 - i0)};
+      const dim_t tiles = (i1 - i0 + ks.mr - 1) / ks.mr;
+      auto* pairs = reinterpret_cast<std::uint32_t*>(ws.a_f32(static_cast<std::size_t>(tiles * ks.mr * K2), worker));
+      a = gemm_pair_transposed_a(ks.mr, M, K, A, i0, i1, pairs);
     } else if (K % 2) {
       auto* pad = reinterpret_cast<std::uint16_t*>(ws.a_f32(static_cast<std::size_t>((i1 - i0) * K2), worker));
       for (dim_t i = i0; i < i1; ++i) {
