@@ -496,7 +496,6 @@ inline gemm_rows<std::uint16_t> gemm_pair_transposed_a(int MR, dim_t M, dim_t K,
   return {reinterpret_cast<const std::uint16_t*>(out), 2 * K2, 2, 2 * dim_t{MR}};
 }
 
-
 // Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from f32 rows of
 // op(A) and packed B. Tiles of a narrow C go through an f32 buffer and are
 // rounded once.
