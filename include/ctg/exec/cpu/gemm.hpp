@@ -476,26 +476,6 @@ struct gemm_rows {
   dim_t tile_step, row_step, k_step;
 };
 
-// Rows [i0, i1) of op(A) for vdpbf16ps when A is stored transposed ([K, M]),
-// packed by tile of MR rows as gemm_pack_transposed_a packs them: pair p of
-// row i0 + t MR + r at out[(t K2 + p) MR + r] (K2 = ceil(K / 2); op(A)[i, K]
-// and rows past i1 zero). Two of A's rows interleave into each tile's run.
-// Returns where the kernels read them.
-inline gemm_rows<std::uint16_t> gemm_pair_transposed_a(int MR, dim_t M, dim_t K, const bf16* A, dim_t i0, dim_t i1,
-                                                       std::uint32_t* out) {
-  const dim_t K2 = (K + 1) / 2;
-  for (dim_t t0 = i0; t0 < i1; t0 += MR) {
-    std::uint32_t* tile = out + (t0 - i0) * K2;
-    const int mr = static_cast<int>(std::min<dim_t>(MR, i1 - t0));
-    for (dim_t p = 0; p < K2; ++p) {
-      const bf16* lo = A + 2 * p * M + t0;
-      const bool hi = 2 * p + 1 < K;
-      for (int r = 0; r < MR; ++r) tile[p * MR + r] = r < mr ? bf16_pair(lo[r], hi ? lo[M + r] : bf16{}) : 0u;
-    }
-  }
-  return {reinterpret_cast<const std::uint16_t*>(out), 2 * K2, 2, 2 * dim_t{MR}};
-}
-
 // Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from f32 rows of
 // op(A) and packed B. Tiles of a narrow C go through an f32 buffer and are
 // rounded once.
@@ -560,33 +540,53 @@ void gemm_f64(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, f64* C, cpu::
   }
 }
 
-// Rows [i0, i1) of op(A) = A^T (A stored [K, M]) in f32, packed by row
-// tile: the tile of rows i0 + t MR .. holds row r's value k at
-// out[(t K + k) MR + r] (rows past i1 zero), so a micro-kernel reads a
-// tile's K steps as one run of memory. (MR a constant: each k's MR values
-// convert and move as one vector.) Returns where the kernels read them.
-template <int MR, class TA>
-gemm_rows<float> gemm_pack_transposed_a(dim_t M, dim_t K, const TA* A, dim_t i0, dim_t i1, float* out) {
+// Rows [i0, i1) of op(A) packed by tile of MR rows, k-major in a tile: the
+// tile of rows i0 + t MR .. holds row r's step k at out[(t steps + k) MR + r]
+// (rows past i1 zero), so a micro-kernel reads a tile's steps as one run of
+// memory; value(k, i) gives row i's step k. (MR a constant: a full tile's
+// MR values of a step convert and move as one vector.)
+template <int MR, class Out, class Value>
+void gemm_pack_tiles(dim_t steps, dim_t i0, dim_t i1, Out* out, Value value) {
   const dim_t full = (i1 - i0) / MR;
-  for (dim_t k = 0; k < K; ++k) {
-    const TA* from = A + k * M + i0;
+  for (dim_t k = 0; k < steps; ++k)
     for (dim_t t = 0; t < full; ++t)
-      for (int r = 0; r < MR; ++r) out[(t * K + k) * MR + r] = load_as<TA>(from[t * MR + r]);
-  }
+      for (int r = 0; r < MR; ++r) out[(t * steps + k) * MR + r] = value(k, i0 + t * MR + r);
   if (const int rest = static_cast<int>((i1 - i0) - full * MR)) {
-    float* tile = out + full * K * MR;
-    for (dim_t k = 0; k < K; ++k)
-      for (int r = 0; r < MR; ++r) tile[k * MR + r] = r < rest ? load_as<TA>(A[k * M + i0 + full * MR + r]) : 0.0f;
+    Out* tile = out + full * steps * MR;
+    for (dim_t k = 0; k < steps; ++k)
+      for (int r = 0; r < MR; ++r) tile[k * MR + r] = r < rest ? value(k, i0 + full * MR + r) : Out{};
   }
-  return {out, K, 1, MR};
 }
+template <class Out, class Value>
+void gemm_pack_tiles(int mr, dim_t steps, dim_t i0, dim_t i1, Out* out, Value value) {
+  switch (mr) {
+    case 8: return gemm_pack_tiles<8>(steps, i0, i1, out, value);
+    case 6: return gemm_pack_tiles<6>(steps, i0, i1, out, value);
+    default: return gemm_pack_tiles<4>(steps, i0, i1, out, value);
+  }
+}
+// Elements of out that gemm_pack_tiles fills for `rows` rows of `steps` steps.
+inline std::size_t gemm_packed_size(int mr, dim_t rows, dim_t steps) {
+  return static_cast<std::size_t>((rows + mr - 1) / mr * mr * steps);
+}
+
+// Rows [i0, i1) of op(A) = A^T (A stored [K, M]) in f32, packed by row tile
+// (gemm_pack_tiles). Returns where the kernels read them.
 template <class TA>
 gemm_rows<float> gemm_pack_transposed_a(int mr, dim_t M, dim_t K, const TA* A, dim_t i0, dim_t i1, float* out) {
-  switch (mr) {
-    case 8: return gemm_pack_transposed_a<8>(M, K, A, i0, i1, out);
-    case 6: return gemm_pack_transposed_a<6>(M, K, A, i0, i1, out);
-    default: return gemm_pack_transposed_a<4>(M, K, A, i0, i1, out);
-  }
+  gemm_pack_tiles(mr, K, i0, i1, out, [&](dim_t k, dim_t i) { return load_as<TA>(A[k * M + i]); });
+  return {out, K, 1, mr};
+}
+
+// The same for vdpbf16ps: step p of row i is the pair (op(A)[i, 2p],
+// op(A)[i, 2p + 1]), op(A)[i, K] zero; K2 = ceil(K / 2) steps.
+inline gemm_rows<std::uint16_t> gemm_pair_transposed_a(int mr, dim_t M, dim_t K, const bf16* A, dim_t i0, dim_t i1,
+                                                       std::uint32_t* out) {
+  const dim_t K2 = (K + 1) / 2;
+  gemm_pack_tiles(mr, K2, i0, i1, out, [&](dim_t p, dim_t i) {
+    return bf16_pair(A[2 * p * M + i], 2 * p + 1 < K ? A[(2 * p + 1) * M + i] : bf16{});
+  });
+  return {reinterpret_cast<const std::uint16_t*>(out), 2 * K2, 2, 2 * dim_t{mr}};
 }
 
 // Runs f(task, worker) for every task, on the pool when there is one.
@@ -623,8 +623,7 @@ void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A0, cons
     // gradients' products, x^T g, ran at 0.6x the speed of the others).
     gemm_rows<float> a{nullptr, K, K, 1};
     if (layout.transpose_a) {
-      const dim_t tiles = (i1 - i0 + ks.mr - 1) / ks.mr;
-      float* packed = ws.a_f32(static_cast<std::size_t>(tiles * ks.mr * K), worker);
+      float* packed = ws.a_f32(gemm_packed_size(ks.mr, i1 - i0, K), worker);
       a = gemm_pack_transposed_a(ks.mr, M, K, A, i0, i1, packed);
     } else if constexpr (std::is_same_v<TA, f32>) {
       a.base = A + i0 * K;
@@ -664,8 +663,7 @@ void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A0, const bf16* B, T
     // a transposed A's pairs are brought together first.
     gemm_rows<std::uint16_t> a{reinterpret_cast<const std::uint16_t*>(A) + i0 * K, K, K, 2};
     if (layout.transpose_a) {
-      const dim_t tiles = (i1 - i0 + ks.mr - 1) / ks.mr;
-      auto* pairs = reinterpret_cast<std::uint32_t*>(ws.a_f32(static_cast<std::size_t>(tiles * ks.mr * K2), worker));
+      auto* pairs = reinterpret_cast<std::uint32_t*>(ws.a_f32(gemm_packed_size(ks.mr, i1 - i0, K2), worker));
       a = gemm_pair_transposed_a(ks.mr, M, K, A, i0, i1, pairs);
     } else if (K % 2) {
       auto* pad = reinterpret_cast<std::uint16_t*>(ws.a_f32(static_cast<std::size_t>((i1 - i0) * K2), worker));
