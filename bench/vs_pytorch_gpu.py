@@ -87,6 +87,9 @@ def torch_ops():
             c(lambda p, q: torch.nn.functional.silu(p) * q)),
         "group rmsnorm [8192,4096] bf16": lambda c: (lambda f: lambda: f(x.detach(), s.detach()))(c(rmsnorm)),
         "group softmax [98304,1024] f32": lambda c: (lambda f: lambda: f(scores))(c(lambda t: t.softmax(-1))),
+        # the probabilities and their bf16 cast, both kept (as attention's backward and its product with v read them)
+        "group softmax + bf16 cast [98304,1024]": lambda c: (lambda f: lambda: f(scores))(
+            c(lambda t: (lambda p: (p, p.to(bf16)))(t.softmax(-1)))),
         "rmsnorm_fwd_bwd [8192,4096] bf16": lambda c: fwd_bwd(c, rmsnorm, (x, s), g),
         "swiglu_fwd_bwd [8192,4096] bf16": lambda c: fwd_bwd(c, lambda p, q: torch.nn.functional.silu(p) * q,
                                                              (a, b), g),

@@ -3,7 +3,8 @@
 // bandwidth, FP8 linear forward and backward at least 1.6x bf16):
 //   * copy: cudaMemcpyAsync, device to device (2 x bytes per copy);
 //   * fused groups, one kernel each (cuda::launch_fused on device buffers):
-//     SwiGLU's product, an RMSNorm's rows, attention's softmax rows; each
+//     SwiGLU's product, an RMSNorm's rows, attention's softmax rows (alone,
+//     and writing its bf16 cast too: a side output, lower/schedule.hpp); each
 //     in 16-byte chunks (the kernels' way when buffers are aligned) and
 //     element by element (the output one element off its alignment, so the
 //     launch cannot take chunks), in the same run;
@@ -102,11 +103,16 @@ void group_case(const cu::device& dev, const char* name, Step, Root) {
     };
     (one(std::integral_constant<std::size_t, S>{}), ...);
   }(std::make_index_sequence<info::ninputs>{});
+  // Its outputs: the root, and a side output (a cast of it) where it has one.
+  constexpr bool has_side = Plan::outputs::has_side;
+  using S = std::conditional_t<has_side, typename Plan::side_dtype, std::byte>;
   const std::size_t out_n = Root::dims::static_numel;
-  bytes += double(out_n * sizeof(T));
-  device_bytes out(out_n * sizeof(T) + 16);
+  bytes += double(out_n * sizeof(T)) + (has_side ? double(out_n * sizeof(S)) : 0.0);
+  device_bytes out(out_n * sizeof(T) + 16), side(has_side ? out_n * sizeof(S) + 16 : 16);
   for (bool chunks : {true, false}) {
-    T* o = reinterpret_cast<T*>(out.mem.data()) + (chunks ? 0 : 1);
+    typename Plan::outputs o;
+    o.root = reinterpret_cast<T*>(out.mem.data()) + (chunks ? 0 : 1);
+    if constexpr (has_side) o.side = reinterpret_cast<S*>(side.mem.data()) + (chunks ? 0 : 1);
     const float ms = time_ms(dev, [&] { cu::launch_fused<Plan>(dev, c, layout, o); });
     const std::string label = std::string(name) + (chunks ? "" : "/elements");
     report(label.c_str(), ms, bytes);
@@ -117,6 +123,7 @@ using A = ctg::input<"a", ctg::bf16, 8192, 4096>;
 using B = ctg::input<"b", ctg::bf16, 8192, 4096>;
 using Sc = ctg::input<"s", ctg::bf16, 4096>;
 using Scores = ctg::input<"scores", ctg::f32, 8 * 12 * 1024, 1024>;
+using Wv = ctg::param<"wv", ctg::bf16, 1024, 64>;  // (attention's v of one head: the side output case)
 
 // A whole step on `store`: the median of calls of `run`, which runs it
 // once; with --profile, then 3 calls with each group timed alone.
@@ -233,6 +240,11 @@ int main(int argc, char** argv) {
     {
       auto y = ctg::softmax(Scores{});
       group_case(dev, "group softmax [98304,1024] f32", ctg::forward(y), y);
+      // Attention's: the probabilities in f32 (read by backward) and their
+      // bf16 cast (read by the product with v), one loop writing both.
+      auto both = ctg::forward(ctg::sum(ctg::sum<0>(y)) +
+                               ctg::sum(ctg::cast<ctg::f32>(ctg::matmul(ctg::cast<ctg::bf16>(y), Wv{}))));
+      group_case(dev, "group softmax + bf16 cast [98304,1024]", both, y);
     }
     step_cases(dev);
   });

@@ -9,7 +9,7 @@
 //
 //   group_fixture<Step, R> g(batch, seed);
 //   ... kernel host code on g.ctx, g.layout ...
-//   std::vector<T> want = g.run_cpu();   // cpu::run_group's output
+//   std::vector<T> want = g.run_cpu();   // cpu::run_group's output (a side output's: g.cpu_side)
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -45,12 +45,16 @@ struct group_fixture {
   using root = ctg::tl::at_t<R, nodes>;
   using T = typename root::dtype;
   using iter = ctg::tl::at_t<info::iteration_node, nodes>;
+  static constexpr bool has_side = Plan::outputs::has_side;
+  // The side output's dtype (a cast of the root the group writes too), std::byte when none.
+  using S = std::conditional_t<has_side, typename Plan::side_dtype, std::byte>;
 
   ctg::rt_shape it, out_shape;
   typename Plan::context ctx;
   ctg::kernel::loop_layout<Plan::slots> layout;
   ctg::bindings<nodes::size> hb;
   std::vector<skewed_bytes> bufs;
+  std::vector<S> cpu_side;  // the side output run_cpu wrote (has_side)
 
   group_fixture(ctg::dim_t batch, unsigned seed, int skewed = -1)
       : it(test_shapes::dims_of<iter>(batch)), out_shape(test_shapes::dims_of<root>(batch)) {
@@ -84,13 +88,19 @@ struct group_fixture {
     }(std::make_index_sequence<info::ninputs>{});
   }
 
-  // The CPU backend's output of the group.
+  // The CPU backend's output of the group (its side output: in cpu_side).
   std::vector<T> run_cpu() {
     std::vector<T> out(static_cast<std::size_t>(out_shape.numel()));
     ctg::bindings<nodes::size> b = hb;
     b.shape[info::iteration_node] = it;
     b.shape[R] = out_shape;
     b.buf[R] = reinterpret_cast<std::byte*>(out.data());
+    if constexpr (has_side) {
+      constexpr std::size_t side = ctg::schedule<Step>::table.side[R];
+      cpu_side.assign(out.size(), S{});
+      b.shape[side] = out_shape;
+      b.buf[side] = reinterpret_cast<std::byte*>(cpu_side.data());
+    }
     ctg::cpu::workspace ws;
     ctg::cpu::run_group<Step, R>(b, ws);
     return out;

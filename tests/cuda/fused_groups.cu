@@ -42,8 +42,21 @@ struct outcome {
   std::size_t n = 0, differ = 0, beyond_ulp = 0;
 };
 
+// got against want: bitwise, or within 1 ulp.
+template <class T>
+void compare(const std::vector<T>& got, const std::vector<T>& want, outcome& o) {
+  o.n += got.size();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float a = ctg::load_as<T>(got[i]), b = ctg::load_as<T>(want[i]);
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) == 0 || (a != a && b != b)) continue;
+    ++o.differ;
+    if (!test_ulp::within_one_ulp(got[i], want[i])) ++o.beyond_ulp;
+  }
+}
+
 // Group `Root` of `Step` (whose slots are all leaves or masks) on `batch`
-// rows: random leaf values, the kernel's output against the host's.
+// rows: random leaf values, the kernel's output against the host's (and its
+// side output's, a cast of the root the group writes too, where it has one).
 template <class Step, class Root>
 outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed) {
   using nodes = typename Step::nodes;
@@ -53,6 +66,9 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
   constexpr std::size_t NR = info::nreductions > 0 ? info::nreductions : 1;
   using T = typename Root::dtype;
   using iter = ctg::tl::at_t<info::iteration_node, nodes>;
+  using Plan = ctg::kernel::fused_plan_t<Step, R>;
+  constexpr bool has_side = Plan::outputs::has_side;
+  using S = std::conditional_t<has_side, typename Plan::side_dtype, std::byte>;
 
   ctg::kernel::loop_layout<K> layout;
   {
@@ -111,29 +127,34 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
   hb.shape[info::iteration_node] = dims_of<iter>(batch);
   hb.shape[R] = dims_of<Root>(batch);
   hb.buf[R] = reinterpret_cast<std::byte*>(want.data());
+  std::vector<S> want_side(has_side ? out_n : 0);
+  if constexpr (has_side) {
+    hb.shape[ctg::schedule<Step>::table.side[R]] = dims_of<Root>(batch);
+    hb.buf[ctg::schedule<Step>::table.side[R]] = reinterpret_cast<std::byte*>(want_side.data());
+  }
   ctg::cpu::workspace ws;
   ctg::cpu::run_group<Step, R>(hb, ws);
 
-  device_bytes out(out_n * sizeof(T));
+  device_bytes out(out_n * sizeof(T)), side_out(out_n * sizeof(S));
   ctg::cuda::arena partials;
+  typename Plan::outputs outputs;
+  outputs.root = reinterpret_cast<T*>(out.mem.data());
+  if constexpr (has_side) outputs.side = reinterpret_cast<S*>(side_out.mem.data());
   if constexpr (axis_root)
-    ctg::cuda::launch_axis_reduce<ctg::kernel::fused_plan_t<Step, R>>(dev, dev_ctx, layout, dims_of<iter>(batch),
-                                                                      dims_of<Root>(batch),
-                                                                      reinterpret_cast<T*>(out.mem.data()), partials);
+    ctg::cuda::launch_axis_reduce<Plan>(dev, dev_ctx, layout, dims_of<iter>(batch), dims_of<Root>(batch),
+                                        outputs.root, partials);
   else
-    ctg::cuda::launch_fused<ctg::kernel::fused_plan_t<Step, R>>(dev, dev_ctx, layout,
-                                                                reinterpret_cast<T*>(out.mem.data()));
+    ctg::cuda::launch_fused<Plan>(dev, dev_ctx, layout, outputs);
   dev.synchronize();
   std::vector<T> got(out_n);
   CTG_CUDA_CHECK(cudaMemcpy(got.data(), out.mem.data(), out_n * sizeof(T), cudaMemcpyDeviceToHost));
 
   outcome o;
-  o.n = out_n;
-  for (std::size_t i = 0; i < out_n; ++i) {
-    const float a = ctg::load_as<T>(got[i]), b = ctg::load_as<T>(want[i]);
-    if (std::memcmp(&got[i], &want[i], sizeof(T)) == 0 || (a != a && b != b)) continue;
-    ++o.differ;
-    if (!test_ulp::within_one_ulp(got[i], want[i])) ++o.beyond_ulp;
+  compare(got, want, o);
+  if constexpr (has_side) {
+    std::vector<S> got_side(out_n);
+    CTG_CUDA_CHECK(cudaMemcpy(got_side.data(), side_out.mem.data(), out_n * sizeof(S), cudaMemcpyDeviceToHost));
+    compare(got_side, want_side, o);
   }
   return o;
 }
@@ -161,6 +182,19 @@ using X5000 = ctg::input<"x", ctg::f32, ctg::dyn, 5000>;
 using X3d = ctg::input<"x", ctg::f32, ctg::dyn, 4, 8>;
 using H3d = ctg::input<"h", ctg::bf16, ctg::dyn, 4, 8>;
 using Heads = ctg::input<"h", ctg::bf16, ctg::dyn, 12, 4, 768>;
+using W300 = ctg::param<"w", ctg::bf16, 300, 8>;
+using W3000 = ctg::param<"w", ctg::bf16, 3000, 8>;
+
+// A forward step in which y and its bf16 cast are each read by another group
+// (a sum over rows; a product): the cast is the side output of y's group.
+template <class Y, class W>
+auto side_cast_step(Y y, W w) {
+  auto step = ctg::forward(ctg::sum(ctg::sum<0>(y)) + ctg::sum(ctg::cast<ctg::f32>(ctg::matmul(ctg::cast<ctg::bf16>(y), w))));
+  using St = decltype(step);
+  static_assert(ctg::schedule<St>::table.side[ctg::tl::index_of<Y, typename St::nodes>::value] != ctg::detail::no_node,
+                "the cast is a side output");
+  return step;
+}
 
 }  // namespace
 
@@ -186,6 +220,17 @@ int main() {
       ok = check(dev, "softmax<1>(x), rows of 3000", ctg::forward(y), y, false) && ok;
       auto z = ctg::softmax<1>(X5000{});
       ok = check(dev, "softmax<1>(x), rows of 5000", ctg::forward(z), z, false) && ok;
+    }
+    {
+      // Side outputs: a value and its cast, each read by another group, in one
+      // loop (an elementwise group in 16-byte chunks; attention's softmax and
+      // its bf16 cast, a warp per row and a block per row).
+      auto e = ctg::tanh(X300{} * X300{});
+      ok = check(dev, "tanh(x * x) and its bf16 cast", side_cast_step(e, W300{}), e, true) && ok;
+      auto p = ctg::softmax<1>(X300{});
+      ok = check(dev, "softmax<1>(x) and its bf16 cast", side_cast_step(p, W300{}), p, false) && ok;
+      auto q = ctg::softmax<1>(X3000{});
+      ok = check(dev, "softmax<1>(x), rows of 3000, and cast", side_cast_step(q, W3000{}), q, false) && ok;
     }
     {
       auto y = ctg::mean<1>(ctg::square(X300{}));  // a row reduction as the root

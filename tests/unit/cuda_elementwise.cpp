@@ -18,21 +18,27 @@ namespace {
 using ctg::dim_t;
 
 // Group Root of Step (reading leaves only) on `batch` rows of random values;
-// input `skewed_input` (if any) and the output, when `skew_output`, start one
+// input `skewed_input` (if any), the output when `skew_output` and its side
+// output (a cast of it the group writes too) when `skew_side`, start one
 // element past an aligned address. Expects chunks where `expect_chunks`.
 template <class Step, class Root>
-void check_group(Step, Root, dim_t batch, bool expect_chunks, int skewed_input = -1, bool skew_output = false) {
+void check_group(Step, Root, dim_t batch, bool expect_chunks, int skewed_input = -1, bool skew_output = false,
+                 bool skew_side = false) {
   test_groups::fixture_of<Step, Root> g(batch, static_cast<unsigned>(batch) + 11, skewed_input);
   using F = decltype(g);
   static_assert(F::info::loop == ctg::loop_kind::flat || F::info::loop == ctg::loop_kind::rows);
   static_assert(F::info::nreductions == 0);
   using Plan = typename F::Plan;
   using T = typename F::T;
+  using S = typename F::S;
   const std::vector<T> want = g.run_cpu();
   const std::size_t n = want.size();
 
   test_groups::skewed_bytes out_buf(n * sizeof(T), skew_output ? sizeof(T) : 0);
-  T* out = reinterpret_cast<T*>(out_buf.data());
+  test_groups::skewed_bytes side_buf(n * sizeof(S), skew_side ? sizeof(S) : 0);
+  typename Plan::outputs out;
+  out.root = reinterpret_cast<T*>(out_buf.data());
+  if constexpr (F::has_side) out.side = reinterpret_cast<S*>(side_buf.data());
   const dim_t width = ctg::cuda::chunk_width<Plan>(g.ctx, g.layout, out);
   INFO("batch ", batch, ", chunks of ", width);
   CHECK((width > 1) == expect_chunks);
@@ -42,17 +48,42 @@ void check_group(Step, Root, dim_t batch, bool expect_chunks, int skewed_input =
       for (dim_t blocks : {dim_t{1}, dim_t{5}}) {
         INFO("width ", w, ", ", blocks, " blocks of ", threads, " threads");
         std::memset(out_buf.data(), 0xA5, n * sizeof(T));  // (no result of these bytes: checked below)
+        std::memset(side_buf.data(), 0xA5, n * sizeof(S));
         for (dim_t b = 0; b < blocks; ++b)
           for (dim_t t = 0; t < threads; ++t)
             ctg::cuda::elementwise_thread<Plan>(g.ctx, g.layout, out, w, {b, t, blocks, threads});
         std::size_t differ = 0;
-        for (std::size_t i = 0; i < n; ++i) differ += std::memcmp(&out[i], &want[i], sizeof(T)) != 0;
+        for (std::size_t i = 0; i < n; ++i) differ += std::memcmp(&out.root[i], &want[i], sizeof(T)) != 0;
         CHECK(differ == 0);
+        if constexpr (F::has_side) {
+          std::size_t side_differ = 0;
+          for (std::size_t i = 0; i < n; ++i) side_differ += std::memcmp(&out.side[i], &g.cpu_side[i], sizeof(S)) != 0;
+          CHECK(side_differ == 0);
+        }
       }
   // The sentinel is never a result: every element was written.
   T sentinel;
   std::memset(&sentinel, 0xA5, sizeof(T));
   for (std::size_t i = 0; i < n; ++i) REQUIRE(std::memcmp(&want[i], &sentinel, sizeof(T)) != 0);
+  if constexpr (F::has_side) {
+    S side_sentinel;
+    std::memset(&side_sentinel, 0xA5, sizeof(S));
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(std::memcmp(&g.cpu_side[i], &side_sentinel, sizeof(S)) != 0);
+  }
+}
+
+// A forward step in which `value` and its cast to C are each read by another
+// group (a sum over rows; a product), so the cast is the side output of
+// value's group (lower/schedule.hpp).
+template <class C, class E>
+auto with_side_cast(E value) {
+  using Wc = ctg::param<"wc", C, E::dims::dims[E::dims::rank - 1], 8>;
+  auto cast = ctg::cast<C>(value);
+  auto step = ctg::forward(ctg::sum(ctg::sum<0>(value)) + ctg::sum(ctg::cast<ctg::f32>(ctg::matmul(cast, Wc{}))));
+  using S = decltype(step);
+  constexpr std::size_t r = ctg::tl::index_of<E, typename S::nodes>::value;
+  static_assert(ctg::schedule<S>::table.side[r] == ctg::tl::index_of<decltype(cast), typename S::nodes>::value);
+  return step;
 }
 
 using H64 = ctg::input<"h", ctg::bf16, ctg::dyn, 64>;
@@ -98,6 +129,16 @@ TEST_CASE("an elementwise group, as the CUDA kernel's threads compute it, agains
     check_group(ctg::forward(swiglu), swiglu, batch, false, 1);
     check_group(ctg::forward(widened), widened, batch, false, 0);
     check_group(ctg::forward(widened), widened, batch, false, -1, true);
+  }
+  // A side output: f32 and its bf16 cast (chunks of 4: the cast in 8-byte
+  // stores), bf16 and its f32 cast (chunks of 8: two 16-byte stores), and
+  // the cast off its alignment (element by element).
+  for (dim_t batch : {dim_t{0}, dim_t{3}, dim_t{300}}) {
+    auto f32_value = ctg::tanh(X64{} * X64{});  // (not a product: that would be computed in each reader)
+    check_group(with_side_cast<ctg::bf16>(f32_value), f32_value, batch, true);
+    check_group(with_side_cast<ctg::bf16>(f32_value), f32_value, batch, false, -1, false, true);
+    auto bf16_value = ctg::exp(H64{} * G64{});
+    check_group(with_side_cast<ctg::f32>(bf16_value), bf16_value, batch, true);
   }
   // Rows longer than a block of chunks: tiles, the last of a row shorter.
   for (dim_t batch : {dim_t{1}, dim_t{3}}) {

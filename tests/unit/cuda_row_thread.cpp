@@ -46,12 +46,18 @@ void check_rows(Step, Root, dim_t batch, bool expect_chunks) {
   static_assert(Plan::loop == ctg::loop_kind::rows || Plan::loop == ctg::loop_kind::row_reduce);
   using Body = typename Plan::body;
   using T = typename Plan::dtype;
+  using S = typename F::S;
   using ctx_t = typename Plan::context;
   constexpr dim_t V = ctg::cuda::plan_chunk<Plan>;
   const auto& ctx = g.ctx;
   const auto& layout = g.layout;
-  test_groups::skewed_bytes out_bytes(static_cast<std::size_t>(layout.row_length()) * sizeof(T), 0);
-  T* row_out = reinterpret_cast<T*>(out_bytes.data());
+  const std::size_t row_length = static_cast<std::size_t>(layout.row_length());
+  test_groups::skewed_bytes out_bytes(row_length * sizeof(T), 0), side_bytes(row_length * sizeof(S), 0);
+  // A row's outputs: the root's, and a side output's (a cast of it) where the group has one.
+  typename Plan::outputs row_out;
+  row_out.root = reinterpret_cast<T*>(out_bytes.data());
+  if constexpr (F::has_side) row_out.side = reinterpret_cast<S*>(side_bytes.data());
+  if constexpr (F::has_side) g.run_cpu();  // (the CPU's side output, in g.cpu_side)
   const dim_t width = ctg::cuda::chunk_width<Plan>(ctx, layout, row_out);
   CHECK((width > 1) == expect_chunks);
   if (width > 1) CHECK(width == V);
@@ -92,12 +98,15 @@ void check_rows(Step, Root, dim_t batch, bool expect_chunks) {
         }(typename Plan::reductions{});
         if constexpr (Plan::loop == ctg::loop_kind::rows) {
           auto outputs = [&]<class B>(std::type_identity<B>, const auto& c) {
-            std::memset(row_out, 0, static_cast<std::size_t>(L) * sizeof(T));
+            std::memset(out_bytes.data(), 0, row_length * sizeof(T));
+            std::memset(side_bytes.data(), 0xA5, row_length * sizeof(S));
             for (dim_t th = 0; th < threads; ++th) ctg::cuda::row_outputs<B, V>(c, L, w, row_out, th, threads);
             std::size_t differ = 0;
             for (dim_t j = 0; j < L; ++j) {
               const T want = ctg::store_as<T>(Body::value(t, j));
-              differ += std::memcmp(&row_out[j], &want, sizeof(T)) != 0;
+              differ += std::memcmp(&row_out.root[j], &want, sizeof(T)) != 0;
+              if constexpr (F::has_side)
+                differ += std::memcmp(&row_out.side[j], &g.cpu_side[static_cast<std::size_t>(row * L + j)], sizeof(S)) != 0;
             }
             CHECK(differ == 0);
           };
@@ -139,5 +148,14 @@ TEST_CASE("a row group, as the CUDA block's threads compute it") {
     // Rows longer than a block's chunks, as attention's scores are.
     auto causal = ctg::softmax(ctg::causal_mask(S3d{}));
     check_rows(ctg::forward(causal), causal, batch, true);
+    // Attention's probabilities: softmax in f32 writing its bf16 cast too (a
+    // side output), each read by another group (a sum over rows; a product).
+    using Wc = ctg::param<"wc", ctg::bf16, 64, 8>;
+    auto probs = ctg::cast<ctg::bf16>(soft);
+    auto both = ctg::forward(ctg::sum(ctg::sum<0>(soft)) + ctg::sum(ctg::cast<ctg::f32>(ctg::matmul(probs, Wc{}))));
+    using Both = decltype(both);
+    static_assert(ctg::schedule<Both>::table.side[ctg::tl::index_of<decltype(soft), Both::nodes>::value] ==
+                  ctg::tl::index_of<decltype(probs), Both::nodes>::value);
+    check_rows(both, soft, batch, true);
   }
 }

@@ -359,3 +359,25 @@ TEST_CASE("a product names the operands it reads transposed") {
   }());
   CHECK(ctg::io::group_summary(PStep{}).find("matmul a^T b^T f32 [3, 5]") != std::string::npos);
 }
+
+// A value and its cast, each read by another group: the cast is a side
+// output of the value's group (lower/schedule.hpp), a node of that group with
+// a buffer of its own, named on its summary line.
+TEST_CASE("a side output: in its writer's group, named on the group's summary line") {
+  using Xs = ctg::input<"x", ctg::f32, dyn, 16>;
+  using Ws = ctg::param<"w", ctg::bf16, 16, 8>;
+  using Ev = decltype(ctg::exp(Xs{} * ctg::lit<0.5>));
+  using Cb = decltype(ctg::cast<ctg::bf16>(Ev{}));
+  using Ss = decltype(ctg::value_and_grad(ctg::mean(ctg::square(ctg::cast<ctg::f32>(ctg::matmul(Cb{}, Ws{})))) +
+                                          ctg::mean(Ev{})));
+  constexpr const auto& ds = ctg::description<Ss>;
+  constexpr std::size_t ev = ctg::tl::index_of<Ev, Ss::nodes>::value, cb = ctg::tl::index_of<Cb, Ss::nodes>::value;
+  const std::size_t g = ds.node[ev].group;
+  CHECK(ds.group[g].root == ev);
+  CHECK(ds.group[g].side == cb);
+  CHECK(ds.node[cb].group == g);
+  CHECK(ds.node[cb].buffer);
+  const std::string summary = ctg::io::group_summary(Ss{});
+  CHECK(count(summary, "\n") == ds.group_count() + 1);  // (no line of its own)
+  CHECK(count(summary, str("; also writes #", cb, " cast")) == 1);
+}

@@ -398,8 +398,9 @@ TEST_CASE("cross_entropy keeps a value a row, and its backward is one pass over 
 // probabilities in f32, then their bf16 cast for the product with v; no
 // exp(z) of the scores' size is kept (softmax's rule takes its gradient
 // from its own value: ops.hpp), so the only buffers of that size forward
-// are the scores, the probabilities and their cast. Loss and gradients
-// keep the unfused step's bits.
+// are the scores, the probabilities and their cast, which the softmax's
+// loop writes too (a side output). Loss and gradients keep the unfused
+// step's bits.
 TEST_CASE("attention's softmax is one loop and keeps its probabilities, no exp of the scores' size") {
   using P = ctg::precision::autocast<ctg::bf16>;
   using Xa = ctg::input<"x", ctg::f32, 2, 16, 32>;
@@ -421,7 +422,7 @@ TEST_CASE("attention's softmax is one loop and keeps its probabilities, no exp o
   for (const auto& g : d.group)
     forward_groups += !g.backward && is_scores(d.node[g.root]) && g.kind != ctg::group_kind::matmul;
   CHECK(forward_buffers == 3);  // the scores (a product), the probabilities, their bf16 cast
-  CHECK(forward_groups == 2);   // the softmax, the cast
+  CHECK(forward_groups == 1);   // the softmax, writing their bf16 cast too (a side output)
   CHECK(exp_buffers == 0);
 
   const auto xs = random_floats(2 * 16 * 32, 23);
@@ -436,4 +437,62 @@ TEST_CASE("attention's softmax is one loop and keeps its probabilities, no exp o
   CHECK(std::isfinite(a));
   CHECK(std::memcmp(&a, &b, sizeof a) == 0);
   check_same_nonzero_grad(fused.grad<Wq>(), plain.grad<Wq>());
+}
+
+// A group's side output: a cast of its root that would be a group of its
+// own reading the root back (the root read by backward in f32, the cast by
+// a product) is written by the root's loop, with the bits the cast's own
+// loop gives. Not where the cast belongs to a checkpoint region the root
+// does not (a recompute of the region would not run the root's loop).
+TEST_CASE("a value and its cast read elsewhere: one loop writes both, bit for bit") {
+  using W1 = ctg::param<"w1", ctg::f32, 64, 32>;
+  using W2 = ctg::param<"w2", ctg::bf16, 32, 16>;
+  auto side_of = []<class R, class C>(R, C, auto step) {
+    using S = decltype(step);
+    constexpr const auto& d = ctg::description<S>;
+    constexpr std::size_t r = ctg::tl::index_of<R, typename S::nodes>::value;
+    constexpr std::size_t c = ctg::tl::index_of<C, typename S::nodes>::value;
+    const bool written_by_r = d.group[d.node[r].group].side == c && d.node[c].group == d.node[r].group;
+    CHECK(d.node[c].buffer);
+    CHECK(written_by_r == (d.group[d.node[c].group].root == r));
+    return written_by_r;
+  };
+  auto same_as_unfused = [](auto step) {
+    const auto xs = random_floats(8 * 64, 31), w1 = random_floats(64 * 32, 32, -0.3f, 0.3f);
+    const auto w2 = random_floats(32 * 16, 33, -0.3f, 0.3f);
+    ctg::cpu::device dev;
+    auto fused = ctg::make_store(dev, step);
+    auto plain_step = ctg::unfused(step);
+    auto plain = ctg::make_store(dev, plain_step);
+    std::copy(w1.begin(), w1.end(), fused.template param<W1>().begin());
+    std::copy(w1.begin(), w1.end(), plain.template param<W1>().begin());
+    for (std::size_t i = 0; i < w2.size(); ++i)
+      fused.template param<W2>()[i] = plain.template param<W2>()[i] = ctg::bf16(w2[i]);
+    const float a = step(fused, ctg::feed<X>(xs, 8));
+    const float b = plain_step(plain, ctg::feed<X>(xs, 8));
+    CHECK(std::isfinite(a));
+    CHECK(std::memcmp(&a, &b, sizeof a) == 0);
+    check_same_nonzero_grad(fused.template grad<W1>(), plain.template grad<W1>());
+    check_same_nonzero_grad(fused.template grad<W2>(), plain.template grad<W2>());
+  };
+  // exp's backward reads its value in f32; the product reads its bf16 cast.
+  auto e = ctg::exp(ctg::matmul(X{}, W1{}) * ctg::lit<0.1>);
+  auto eb = ctg::cast<ctg::bf16>(e);
+  auto flat = ctg::value_and_grad(ctg::mean(ctg::square(ctg::cast<ctg::f32>(ctg::matmul(eb, W2{})))));
+  CHECK(side_of(e, eb, flat));
+  static_assert(ctg::group_count_v<decltype(flat)> < ctg::group_count_v<decltype(ctg::unfused(flat))>);
+  same_as_unfused(flat);
+  // Both in one checkpoint region: recomputed together, the same bits.
+  auto in_region = ctg::value_and_grad(
+      ctg::mean(ctg::square(ctg::cast<ctg::f32>(ctg::checkpoint(ctg::matmul(eb, W2{}))))));
+  CHECK(side_of(e, eb, in_region));
+  constexpr const auto& dr = ctg::description<decltype(in_region)>;
+  constexpr std::size_t ebr = ctg::tl::index_of<decltype(eb), decltype(in_region)::nodes>::value;
+  CHECK(dr.node[ebr].recomputed);
+  same_as_unfused(in_region);
+  // e read outside the region too: e kept, its cast recomputed in the region, a loop of its own.
+  auto across = ctg::value_and_grad(
+      ctg::mean(ctg::square(ctg::cast<ctg::f32>(ctg::checkpoint(ctg::matmul(eb, W2{}))))) + ctg::mean(e));
+  CHECK(!side_of(e, eb, across));
+  same_as_unfused(across);
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Where a fused group's loop reads, for any backend: the loop's layout over
-// the group's iteration shape, and each input slot's buffer and broadcast
-// (its strides within that shape), from one run's bindings. The CPU loops
+// Where a fused group's loop reads and writes, for any backend: the loop's
+// layout over the group's iteration shape, each input slot's buffer and
+// broadcast (its strides within that shape), and its outputs, from one
+// run's bindings. The CPU loops
 // (exec/cpu/fused_loop.hpp) and the CUDA kernels (exec/cuda/fused_kernel.cuh)
 // start from the same layout, so they visit the same elements.
 #include <ctg/exec/bindings.hpp>
@@ -26,6 +27,16 @@ kernel::loop_layout<Plan::slots> group_layout(const group_call& g, const binding
   }
   c.key = b.key;
   return l;
+}
+
+// Where the group writes: its root's buffer, and its side output's where it
+// has one (kernel::group_outputs).
+template <class Plan>
+typename Plan::outputs group_outputs_of(const group_call& g, const bindings_view& b) {
+  typename Plan::outputs out;
+  out.root = b.template as<typename Plan::dtype>(g.root);
+  if constexpr (Plan::outputs::has_side) out.side = b.template as<typename Plan::side_dtype>(g.side);
+  return out;
 }
 
 }  // namespace ctg::detail

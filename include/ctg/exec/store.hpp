@@ -557,7 +557,7 @@ class basic_store {
     auto bytes = [&](std::size_t i) {
       return static_cast<double>(v.shape[i].numel()) * static_cast<double>(table.node[i].elem_bytes);
     };
-    double moved = bytes(c.root), flops = 0;
+    double moved = bytes(c.root) + (c.side != detail::no_node ? bytes(c.side) : 0.0), flops = 0;
     if (detail::kind_info_of(d.kind).runs_alone) {
       for (std::size_t k = 0; k < d.nchild && k < 2; ++k) moved += bytes(c.child[k]);
       if (d.kind == node_kind::matmul || d.kind == node_kind::fp8_matmul) {

@@ -139,6 +139,7 @@ inline void append_group_summary(std::string& out, const step_description& d, co
       out.append(":");
       for (std::size_t i = 0; i <= gr.root; ++i)
         if (d.node[i].group == g) out.append(cat(" ", d.node[i].op));
+      if (gr.side != no_index) out.append(cat("; also writes ", node_line_text(d, gr.side)));
     }
     const std::string recompute = recompute_text(gr);
     if (!recompute.empty()) out.append(cat("  ", recompute));

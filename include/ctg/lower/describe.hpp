@@ -64,7 +64,8 @@ struct group_description {
   bool backward = false;
   bool recomputed = false;        // run again in backward, before the first group that reads its region
   std::size_t region = no_index;  // the checkpoint node whose region holds it
-  std::size_t nodes = 0;          // nodes it computes: its root and the nodes fused into it
+  std::size_t nodes = 0;          // nodes it computes: its root, the nodes fused into it and its side output
+  std::size_t side = no_index;    // its side output (a cast of its root it writes too: lower/schedule.hpp)
 };
 
 struct block_description;
@@ -233,6 +234,7 @@ consteval auto make_description() {
     gd.kind = kind_info_of(t.node[gd.root].kind).group;
     gd.backward = gd.root >= p.forward_end;
     gd.region = p.region[gd.root];
+    gd.side = t.side[gd.root] == no_node ? no_index : t.side[gd.root];
     group_of_root[gd.root] = g;
   }
   for (std::size_t q = 0; q < p.len; ++q)

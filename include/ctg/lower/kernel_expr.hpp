@@ -197,6 +197,38 @@ struct kept_context : Ctx {
   const V* kept = nullptr;
 };
 
+// Where a fused group's loop writes: its root's buffer (dtype T) and, where
+// the group has a side output (a cast of its root: lower/schedule.hpp), that
+// one's (dtype S; void: none). put writes element j of both from the body's
+// value there; the side output is computed from the root's value as stored
+// (round_to<T>), as a group of its own reading that value back computes the
+// cast: the same bits.
+template <class T, class S>
+struct group_outputs {
+  static constexpr bool has_side = !std::is_void_v<S>;
+  T* root = nullptr;
+  S* side = nullptr;
+
+  // The cast of a root value as stored (x = round_to<T>(value)).
+  CTG_HD static CTG_FORCEINLINE auto side_of(compute_t<T> x) {
+    if constexpr (has_side) return store_as<S>(round_to<S>(static_cast<compute_t<S>>(x)));
+  }
+  // The outputs from element `offset` on (a row's start).
+  CTG_HD CTG_FORCEINLINE group_outputs from(dim_t offset) const {
+    if constexpr (has_side) return {root + offset, side + offset};
+    else return {root + offset, side};
+  }
+  CTG_HD CTG_FORCEINLINE void put(dim_t j, compute_t<T> v) const {
+    if constexpr (has_side) {
+      const compute_t<T> x = round_to<T>(v);
+      root[j] = store_as<T>(x);
+      side[j] = side_of(x);
+    } else {
+      root[j] = store_as<T>(v);
+    }
+  }
+};
+
 // The identity: ops that only mark the graph (broadcast, no_grad, checkpoint)
 // compute nothing, and a body must not name the node types they carry. A
 // pass that changes no dtype is left out of the body altogether.
@@ -352,6 +384,12 @@ namespace ctg::kernel {
 
 namespace ctg::detail {
 template <class Step, std::size_t R>
+consteval auto side_dtype_of() {
+  constexpr std::size_t side = schedule<Step>::table.side[R];
+  if constexpr (side != no_node) return std::type_identity<typename tl::at_t<side, typename step_of<Step>::nodes>::dtype>{};
+  else return std::type_identity<void>{};
+}
+template <class Step, std::size_t R>
 consteval auto root_op_of() {
   using root = tl::at_t<R, typename step_of<Step>::nodes>;
   if constexpr (root::kind == node_kind::reduce) return std::type_identity<typename root::op>{};
@@ -362,11 +400,13 @@ consteval auto root_op_of() {
 namespace ctg::kernel {
 
 template <class Body, class Reductions, class T, loop_kind Loop, class RootOp, bool RootAdvances,
-          std::size_t Inputs>
+          std::size_t Inputs, class Side = void>
 struct fused_plan {
   using body = Body;
   using reductions = Reductions;
   using dtype = T;
+  using side_dtype = Side;  // the side output's dtype (lower/schedule.hpp), void when none
+  using outputs = group_outputs<T, Side>;
   using root_op = RootOp;
   static constexpr loop_kind loop = Loop;
   static constexpr bool root_advances = RootAdvances;
@@ -381,7 +421,8 @@ template <class Step, std::size_t R>
 using fused_plan_t = fused_plan<
     body_t<Step, R>, reductions_t<Step, R>, typename tl::at_t<R, typename step_of<Step>::nodes>::dtype,
     ctg::detail::group_info<Step, R>::loop, typename decltype(ctg::detail::root_op_of<Step, R>())::type,
-    ctg::detail::advances_inner<tl::at_t<R, typename step_of<Step>::nodes>>, ctg::detail::group_info<Step, R>::ninputs>;
+    ctg::detail::advances_inner<tl::at_t<R, typename step_of<Step>::nodes>>, ctg::detail::group_info<Step, R>::ninputs,
+    typename decltype(ctg::detail::side_dtype_of<Step, R>())::type>;
 
 }  // namespace ctg::kernel
 

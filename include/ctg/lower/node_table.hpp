@@ -76,6 +76,7 @@ struct node_desc {
   bool row_reduction = false;
   bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
   bool cheap = false;        // an elementwise op of a few adds, multiplies or comparisons (a_few_adds)
+  bool cast = false;         // an op::cast: its child's value in another dtype
   bool region_end = false;   // a checkpoint: always a buffer of its own, kept for backward
   bool output = false;       // an output of the step (or the forward part's root): a buffer to the end
   shape_value dims{};
@@ -128,6 +129,7 @@ struct plan_table {
   bool materialized[N]{};
   std::size_t group[N]{};  // the root of the group a node is computed in (no_group: leaf, constant, scalar)
   bool duplicated[N]{};    // no group and no buffer: computed again inside each group that reads it
+  std::size_t side[N]{};   // a group root's side output (a cast of it the group writes too: schedule.hpp), or no_node
   std::size_t group_count = 0;
 
   constexpr std::size_t child(std::size_t i, std::size_t k) const { return children[first_child[i] + k]; }
@@ -168,6 +170,11 @@ inline constexpr bool a_few_adds<op::causal_mask<NegInf>> = true;
 template <int Axis>
 inline constexpr bool a_few_adds<op::log_softmax_sub<Axis>> = true;
 
+template <class Op>
+inline constexpr bool is_cast_op = false;
+template <class T>
+inline constexpr bool is_cast_op<op::cast<T>> = true;
+
 // The child edges a node contributes (random and runtime scalars read their
 // children's shapes only, not their values).
 template <class N>
@@ -207,6 +214,7 @@ consteval node_desc node_facts() {
     d.index_aware = requires { N::op::index_aware; };
     d.region_end = requires { N::op::region_end; };
     d.cheap = a_few_adds<typename N::op>;
+    d.cast = is_cast_op<typename N::op>;
   }
   d.elem_bytes = sizeof(typename N::dtype);
   if constexpr (N::kind == node_kind::leaf) {

@@ -28,8 +28,6 @@
 namespace ctg {
 namespace detail {
 
-inline constexpr std::size_t no_region = static_cast<std::size_t>(-1);
-
 // A buffer's life, in program positions, inclusive.
 struct life {
   std::size_t begin = 0, end = 0;
@@ -76,25 +74,9 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
     p.owns[i] = !k.stored && !k.shares_buffer && !(k.inlined && t.group[i] != i) &&
                 (t.materialized[i] || t.group[i] == i);
     p.base[i] = k.shares_buffer ? p.base[t.child(i, 0)] : i;
-    p.region[i] = no_region;
   }
 
-  // Regions, from the consumers down (consumers come later in topological order).
-  ct_buffer<std::size_t> pass(N + 1);  // what node i passes to its children
-  ct_buffer<bool> seen(N + 1);         // some forward consumer of node i was met
-  ct_buffer<std::size_t> to(N + 1);    // the region all of them pass, or no_region
-  for (std::size_t i = p.forward_end; i-- > 0;) {
-    const node_desc& d = t.node[i];
-    const bool outside = kind_info_of(d.kind).source || d.region_end || d.output;
-    p.region[i] = outside || !seen[i] ? no_region : to[i];
-    pass[i] = d.region_end ? i : p.region[i];
-    for (std::size_t k = 0; k < d.nchild; ++k) {
-      const std::size_t c = t.child(i, k);
-      if (!seen[c]) to[c] = pass[i];
-      else if (to[c] != pass[i]) to[c] = no_region;
-      seen[c] = true;
-    }
-  }
+  checkpoint_regions(t, p.forward_end, p.region);
 
   // The forward groups, then the backward ones, each preceded by the
   // recompute of the regions it reads that are not recomputed yet.
@@ -135,10 +117,14 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
       life& l = p.recomputed[b].present ? p.recomputed[b] : p.value[b];
       if (l.end < q) l.end = q;
     });
-    life& w = p.recompute[q] ? p.recomputed[r] : p.value[r];
-    w.present = true;
-    w.begin = q;
-    if (w.end < q) w.end = q;
+    // The group writes its root and its side output (schedule.hpp) here.
+    for (const std::size_t written : {r, t.side[r]}) {
+      if (written == no_node) continue;
+      life& w = p.recompute[q] ? p.recomputed[written] : p.value[written];
+      w.present = true;
+      w.begin = q;
+      if (w.end < q) w.end = q;
+    }
   }
   for (std::size_t i = 0; i < p.forward_end; ++i)
     p.kept[i] = p.owns[i] && p.value[i].end >= p.backward_begin && p.backward_begin < p.len;

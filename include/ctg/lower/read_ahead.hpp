@@ -133,20 +133,27 @@ CTG_HD CTG_FORCEINLINE chunk_context_for<Body, Ctx, V> read_chunk(const Ctx& c, 
 }
 
 // Body's values at the elements chunk context t was read at (read_chunk),
-// written to row_out[t.first ..] (dtype T) in wide stores.
-template <class Body, std::size_t V, class T, class ChunkCtx>
-CTG_HD CTG_FORCEINLINE void store_chunk(const ChunkCtx& t, T* row_out) {
+// written from element t.first of the row `out` starts (its root, and its
+// side output where it has one: kernel::group_outputs) in wide stores.
+template <class Body, std::size_t V, class T, class S, class ChunkCtx>
+CTG_HD CTG_FORCEINLINE void store_chunk(const ChunkCtx& t, group_outputs<T, S> out) {
   alignas(widest_load) T raw[V];
   CTG_UNROLL
   for (std::size_t k = 0; k < V; ++k) raw[k] = store_as<T>(Body::value(t, t.first + static_cast<dim_t>(k)));
-  copy_wide<V * sizeof(T)>(row_out + t.first, raw);
+  copy_wide<V * sizeof(T)>(out.root + t.first, raw);
+  if constexpr (group_outputs<T, S>::has_side) {
+    alignas(widest_load) S side[V];
+    CTG_UNROLL
+    for (std::size_t k = 0; k < V; ++k) side[k] = group_outputs<T, S>::side_of(load_as<T>(raw[k]));
+    copy_wide<V * sizeof(S)>(out.side + t.first, side);
+  }
 }
 
 // Body's values at elements first .. first + V - 1 of the row context c is
-// in, written to row_out[first ..] (dtype T) in wide stores.
-template <class Body, std::size_t V, class T, class Ctx>
-CTG_HD CTG_FORCEINLINE void write_chunk(const Ctx& c, dim_t first, T* row_out) {
-  store_chunk<Body, V>(read_chunk<Body, V>(c, first), row_out);
+// in, written to the row `out` starts in wide stores.
+template <class Body, std::size_t V, class T, class S, class Ctx>
+CTG_HD CTG_FORCEINLINE void write_chunk(const Ctx& c, dim_t first, group_outputs<T, S> out) {
+  store_chunk<Body, V>(read_chunk<Body, V>(c, first), out);
 }
 
 }  // namespace ctg::kernel

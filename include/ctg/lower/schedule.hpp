@@ -14,7 +14,9 @@
 // group and it can be evaluated in that group's iteration space; an
 // elementwise node whose consumers sit in several such groups is computed in
 // each of them where that is cheap (a duplicated node: no group, no buffer);
-// otherwise it gets a buffer and roots a group of its own.
+// otherwise it gets a buffer and roots a group of its own. An elementwise
+// group may write one more buffer, its side output: a cast of its root that
+// other groups read (choose_side_outputs).
 #include <array>
 #include <cstddef>
 
@@ -164,10 +166,67 @@ constexpr void for_each_member(const plan_table<N, E>& t, std::size_t r, F&& f) 
     if (member(i)) f(i);
 }
 
+inline constexpr std::size_t no_region = static_cast<std::size_t>(-1);
+
+// Each forward node's checkpoint region (program.hpp): the checkpoint every
+// forward consumer of it leads to, the checkpoint itself, or the region of a
+// consumer; no_region for a node that something outside the region also
+// reads, a checkpoint, a leaf, an output and every backward node.
+template <std::size_t N, std::size_t E>
+constexpr void checkpoint_regions(const plan_table<N, E>& t, std::size_t forward_end, std::size_t* region) {
+  ct_buffer<std::size_t> pass(N + 1);  // what node i passes to its children
+  ct_buffer<bool> seen(N + 1);         // some forward consumer of node i was met
+  ct_buffer<std::size_t> to(N + 1);    // the region all of them pass, or no_region
+  for (std::size_t i = N; i-- > forward_end;) region[i] = no_region;
+  // From the consumers down (consumers come later in topological order).
+  for (std::size_t i = forward_end; i-- > 0;) {
+    const node_desc& d = t.node[i];
+    const bool outside = kind_info_of(d.kind).source || d.region_end || d.output;
+    region[i] = outside || !seen[i] ? no_region : to[i];
+    pass[i] = d.region_end ? i : region[i];
+    for (std::size_t k = 0; k < d.nchild; ++k) {
+      const std::size_t c = t.child(i, k);
+      if (!seen[c]) to[c] = pass[i];
+      else if (to[c] != pass[i]) to[c] = no_region;
+      seen[c] = true;
+    }
+  }
+}
+
+// A group's side output: a cast of an elementwise group's root R that would
+// root a group of its own, reading R's buffer and nothing else (R read by
+// backward in f32, and its bf16 cast by a product: attention's
+// probabilities), is written by R's loop as it writes R, from R's stored
+// value, so the same bits: one pass over the data instead of two (f32
+// written, then read back to write bf16). Only where the cast is computed
+// when and where R is: the same part (forward or backward) and the same
+// checkpoint region, so a recompute that rewrites R rewrites it too.
+template <std::size_t N, std::size_t E>
+constexpr void choose_side_outputs(plan_table<N, E>& p, bool fuse, std::size_t forward_end) {
+  for (std::size_t i = 0; i < N; ++i) p.side[i] = no_node;
+  if (!fuse) return;
+  ct_buffer<std::size_t> region(N + 1);
+  checkpoint_regions(p, forward_end, region.data());
+  for (std::size_t c = 0; c < N; ++c) {
+    const node_desc& d = p.node[c];
+    if (!d.cast || !p.is_group_root(c) || d.output) continue;
+    const std::size_t r = p.child(c, 0);
+    const bool fits = p.is_group_root(r) && p.node[r].kind == node_kind::elementwise && !p.node[r].output &&
+                      p.side[r] == no_node && p.same_dims(d.dims, p.node[r].dims) &&
+                      (r < forward_end) == (c < forward_end) && region[r] == region[c];
+    if (!fits) continue;
+    p.side[r] = c;
+    p.group[c] = r;
+    --p.group_count;
+  }
+}
+
 template <class Key>
 consteval auto make_schedule() {
   auto p = describe_step<Key>();
   decide_groups(p, step_of<Key>::fuse);
+  choose_side_outputs(p, step_of<Key>::fuse,
+                      tl::index_of<typename step_of<Key>::forward_root, typename step_of<Key>::nodes>::value + 1);
   return p;
 }
 }  // namespace detail

@@ -126,19 +126,23 @@ struct cpu_fused_group {
     ((c.local[Rs::slot] = Rs::value_of(combine_row<Rs>(c, L), L)), ...);
   }
 
-  // Outputs j0 .. j1-1 of the body (j0 a multiple of 16), in blocks of 16
-  // with no loop-carried dependence: the inlined expression vectorizes
-  // (outputs never alias the group's inputs).
+  // Outputs j0 .. j1-1 of the body (j0 a multiple of 16) to o (the root,
+  // and a side output: kernel::group_outputs), in blocks of 16 with no
+  // loop-carried dependence: the inlined expression vectorizes (outputs
+  // never alias the group's inputs).
+  // (A T held in a named local and copied to memory is a copy GCC does not
+  // vectorize: each store is written from its value as it is computed.)
+  using outputs = typename Plan::outputs;
   template <class Body = body, class Ctx = ctx>
-  static CTG_FORCEINLINE void write_range(const Ctx& c, T* o, dim_t j0, dim_t j1) {
+  static CTG_FORCEINLINE void write_range(const Ctx& c, outputs o, dim_t j0, dim_t j1) {
     dim_t j = j0;
     for (; j + 16 <= j1; j += 16) {
 #pragma GCC ivdep
-      for (dim_t u = 0; u < 16; ++u) o[j + u] = store_as<T>(Body::value(c, j + u));
+      for (dim_t u = 0; u < 16; ++u) o.put(j + u, Body::value(c, j + u));
     }
-    for (; j < j1; ++j) o[j] = store_as<T>(Body::value(c, j));
+    for (; j < j1; ++j) o.put(j, Body::value(c, j));
   }
-  static CTG_FORCEINLINE void write_row(const ctx& c, T* o, dim_t L) { write_range(c, o, 0, L); }
+  static CTG_FORCEINLINE void write_row(const ctx& c, outputs o, dim_t L) { write_range(c, o, 0, L); }
 
   // The row cache (lower/kernel_expr.hpp): the sum that keeps its values, or void.
   using cached = typename row_cache_of<body, typename Plan::reductions>::type;
@@ -250,7 +254,7 @@ void run_flat(const group_call& g, const bindings_view& b, thread_pool* pool = n
   typename F::ctx c;
   F::layout(g, b, c);  // fills the context; every base stays 0
   const dim_t total = b.shape[g.iteration].numel();
-  typename F::T* out = b.template as<typename F::T>(g.root);
+  const auto out = detail::group_outputs_of<Plan>(g, b);
   constexpr dim_t per = detail::cpu_task_elements;
   const dim_t tasks = (total + per - 1) / per;
   auto task = [&](std::size_t t, unsigned) {
@@ -267,7 +271,7 @@ void run_rows(const group_call& g, const bindings_view& b, thread_pool* pool = n
   typename F::ctx c0;
   const auto layout = F::layout(g, b, c0);
   const dim_t L = layout.row_length(), rows = L ? layout.rows() : 0;
-  typename F::T* out = b.template as<typename F::T>(g.root);
+  const auto out = detail::group_outputs_of<Plan>(g, b);
   if constexpr (!std::is_void_v<typename F::cached>) {
     using R = typename F::cached;
     if (L <= kernel::row_cache_limit) {
@@ -280,7 +284,7 @@ void run_rows(const group_call& g, const bindings_view& b, thread_pool* pool = n
         for (dim_t row = r0; row < r1; ++row) {
           layout.enter_row(c, row);
           F::template inline_reductions_keeping<R>(c, L, kept, typename Plan::reductions{});
-          F::template write_range<kept_body>(c, out + row * L, 0, L);
+          F::template write_range<kept_body>(c, out.from(row * L), 0, L);
         }
       });
       return;
@@ -291,7 +295,7 @@ void run_rows(const group_call& g, const bindings_view& b, thread_pool* pool = n
     for (dim_t row = r0; row < r1; ++row) {
       layout.enter_row(c, row);
       F::inline_reductions(c, L, typename Plan::reductions{});
-      F::write_row(c, out + row * L, L);
+      F::write_row(c, out.from(row * L), L);
     }
   });
 }
@@ -406,6 +410,8 @@ void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws)
 // A fused group with this plan, in the loop shape the lowering chose.
 template <class Plan>
 void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  static_assert(!Plan::outputs::has_side || Plan::loop == loop_kind::flat || Plan::loop == loop_kind::rows,
+                "ctg: internal: only an elementwise group has a side output");
   if constexpr (Plan::loop == loop_kind::flat) run_flat<Plan>(g, b, ws.pool());
   else if constexpr (Plan::loop == loop_kind::rows) run_rows<Plan>(g, b, ws.pool());
   else if constexpr (Plan::loop == loop_kind::row_reduce) run_row_reduce<Plan>(g, b, ws.pool());

@@ -46,7 +46,7 @@ inline std::size_t elementwise_work(dim_t rows, dim_t row_length, dim_t width, u
 // bandwidth a copy reaches).
 template <class Plan, std::size_t K, std::size_t NR>
 CTG_HD void elementwise_chunks(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
-                               typename Plan::dtype* out, thread_place at) {
+                               typename Plan::outputs out, thread_place at) {
   using Body = typename Plan::body;
   constexpr dim_t V = plan_chunk<Plan>;
   const dim_t L = layout.row_length(), rows = layout.rows(), per_row = L / V;
@@ -59,11 +59,11 @@ CTG_HD void elementwise_chunks(const kernel::context<K, NR>& c, const kernel::lo
   auto write_pair = [&](bool has_a, dim_t row_a, dim_t chunk_a, bool has_b, dim_t row_b, dim_t chunk_b) {
     if (has_a && has_b) {
       const auto a = read(row_a, chunk_a), b = read(row_b, chunk_b);
-      kernel::store_chunk<Body, V>(a, out + row_a * L);
-      kernel::store_chunk<Body, V>(b, out + row_b * L);
+      kernel::store_chunk<Body, V>(a, out.from(row_a * L));
+      kernel::store_chunk<Body, V>(b, out.from(row_b * L));
     } else if (has_a || has_b) {
       const dim_t row = has_a ? row_a : row_b;
-      kernel::store_chunk<Body, V>(read(row, has_a ? chunk_a : chunk_b), out + row * L);
+      kernel::store_chunk<Body, V>(read(row, has_a ? chunk_a : chunk_b), out.from(row * L));
     }
   };
   if (per_row >= at.threads) {
@@ -88,7 +88,7 @@ CTG_HD void elementwise_chunks(const kernel::context<K, NR>& c, const kernel::lo
 // block long (computed together, so their loads are in flight together).
 template <class Plan, std::size_t K, std::size_t NR>
 CTG_HD void elementwise_elements(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
-                                 typename Plan::dtype* out, thread_place at) {
+                                 typename Plan::outputs out, thread_place at) {
   using Body = typename Plan::body;
   using T = typename Plan::dtype;
   constexpr unsigned N = tile_elements_per_thread;
@@ -99,15 +99,15 @@ CTG_HD void elementwise_elements(const kernel::context<K, NR>& c, const kernel::
       const dim_t row = tiles.row(tile), first = tiles.first(tile), end = tiles.end(tile);
       kernel::context<K, NR> t = c;
       layout.enter_row(t, row);
-      T* row_out = out + row * L;
+      const auto row_out = out.from(row * L);
       if (end - first == tiles.span) {
         compute_t<T> v[N];
         CTG_UNROLL
         for (unsigned k = 0; k < N; ++k) v[k] = Body::value(t, first + k * at.threads + at.thread);
         CTG_UNROLL
-        for (unsigned k = 0; k < N; ++k) row_out[first + k * at.threads + at.thread] = store_as<T>(v[k]);
+        for (unsigned k = 0; k < N; ++k) row_out.put(first + k * at.threads + at.thread, v[k]);
       } else {
-        for (dim_t j = first + at.thread; j < end; j += at.threads) row_out[j] = store_as<T>(Body::value(t, j));
+        for (dim_t j = first + at.thread; j < end; j += at.threads) row_out.put(j, Body::value(t, j));
       }
     }
     return;
@@ -117,14 +117,14 @@ CTG_HD void elementwise_elements(const kernel::context<K, NR>& c, const kernel::
     kernel::context<K, NR> t = c;
     const dim_t row = e / L;
     layout.enter_row(t, row);
-    out[e] = store_as<T>(Body::value(t, e - row * L));
+    out.put(e, Body::value(t, e - row * L));
   }
 }
 
 // Thread `at` of a launch of the group: in chunks of `width` (chunk_width) or element by element.
 template <class Plan, std::size_t K, std::size_t NR>
 CTG_HD void elementwise_thread(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
-                               typename Plan::dtype* out, dim_t width, thread_place at) {
+                               typename Plan::outputs out, dim_t width, thread_place at) {
   if constexpr (plan_chunk<Plan> > 1)
     if (width > 1) return elementwise_chunks<Plan>(c, layout, out, at);
   elementwise_elements<Plan>(c, layout, out, at);

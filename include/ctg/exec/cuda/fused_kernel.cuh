@@ -43,9 +43,9 @@ namespace ctg::cuda {
 // Each thread as elementwise_thread.hpp says: chunks of `width` elements in
 // 16-byte loads and stores where the launch allows, else element by element.
 template <class Plan, std::size_t K, std::size_t NR>
-__global__ void elementwise_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes,
-                                  dim_t width) {
-  elementwise_thread<Plan>(c, layout, static_cast<typename Plan::dtype*>(out_bytes), width, this_thread());
+__global__ void elementwise_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout,
+                                  typename Plan::outputs out, dim_t width) {
+  elementwise_thread<Plan>(c, layout, out, width, this_thread());
 }
 
 }  // namespace ctg::cuda
@@ -101,10 +101,9 @@ namespace ctg::cuda {
 // row again (from L1) where a block would keep it in shared memory.
 template <class Plan, std::size_t K, std::size_t NR>
 __global__ void __launch_bounds__(warp_threads * warps_per_row_block)
-    warp_row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes, dim_t width) {
+    warp_row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, typename Plan::outputs out, dim_t width) {
   using T = typename Plan::dtype;
   constexpr dim_t V = plan_chunk<Plan>;
-  T* out = static_cast<T*>(out_bytes);
   const unsigned lane = threadIdx.x % warp_threads;
   const dim_t L = layout.row_length(), rows = layout.rows();
   for (dim_t row = blockIdx.x * dim_t{warps_per_row_block} + threadIdx.x / warp_threads; row < rows;
@@ -115,11 +114,11 @@ __global__ void __launch_bounds__(warp_threads * warps_per_row_block)
       ((t.local[Rs::slot] = ctg::detail::warp_row_reduce<Rs, V>(t, L, width, lane)), ...);
     }(typename Plan::reductions{});
     if constexpr (Plan::loop != loop_kind::row_reduce) {
-      row_outputs<typename Plan::body, V>(t, L, width, out + row * L, lane, warp_threads);
+      row_outputs<typename Plan::body, V>(t, L, width, out.from(row * L), lane, warp_threads);
     } else {
       using root = kernel::row_reduction<0, typename Plan::root_op, T, typename Plan::body>;
       const double v = ctg::detail::warp_row_reduce<root, V>(t, L, width, lane);
-      if (lane == 0) out[row] = store_as<T>(v);
+      if (lane == 0) out.root[row] = store_as<T>(v);
     }
   }
 }
@@ -130,12 +129,11 @@ __global__ void __launch_bounds__(warp_threads * warps_per_row_block)
 // lower/kernel_expr.hpp), for rows of up to kernel::row_cache_limit.
 template <class Plan, unsigned Threads, std::size_t K, std::size_t NR>
 __global__ void __launch_bounds__(Threads)
-    row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, void* out_bytes, dim_t width) {
+    row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, typename Plan::outputs out, dim_t width) {
   using Body = typename Plan::body;
   using Reductions = typename Plan::reductions;
   using T = typename Plan::dtype;
   constexpr dim_t V = plan_chunk<Plan>;
-  T* out = static_cast<T*>(out_bytes);
   using ctx = kernel::context<K, NR>;
   using cached = std::conditional_t<Plan::loop == loop_kind::row_reduce, void,
                                     typename ctg::detail::row_cache_of<Body, Reductions>::type>;
@@ -162,7 +160,7 @@ __global__ void __launch_bounds__(Threads)
         }(Reductions{});
         // (A thread reads back only the elements it kept itself, in the
         // same order: no wait, and none before the next row.)
-        row_outputs<ctg::detail::row_cache_body<Body, cached>, V>(t, L, width, out + row * L, threadIdx.x,
+        row_outputs<ctg::detail::row_cache_body<Body, cached>, V>(t, L, width, out.from(row * L), threadIdx.x,
                                                                    Threads);
       }
       return;
@@ -175,11 +173,11 @@ __global__ void __launch_bounds__(Threads)
       ((t.local[Rs::slot] = ctg::detail::block_row_reduce<Rs, Threads, V>(t, L, width, &temp, &shared)), ...);
     }(Reductions{});
     if constexpr (Plan::loop != loop_kind::row_reduce) {
-      row_outputs<Body, V>(t, L, width, out + row * L, threadIdx.x, Threads);
+      row_outputs<Body, V>(t, L, width, out.from(row * L), threadIdx.x, Threads);
     } else {
       using root = kernel::row_reduction<0, typename Plan::root_op, T, Body>;
       const double v = ctg::detail::block_row_reduce<root, Threads, V>(t, L, width, &temp, &shared);
-      if (threadIdx.x == 0) out[row] = store_as<T>(v);
+      if (threadIdx.x == 0) out.root[row] = store_as<T>(v);
     }
   }
 }
@@ -292,14 +290,16 @@ __global__ void __launch_bounds__(combine_lanes)
   }
 }
 
-// Launches the fused group with this plan over `layout`, writing `out`, on the device's stream.
-template <class GroupPlan, std::size_t K, std::size_t NR, class T>
-void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout, T* out) {
+// Launches the fused group with this plan over `layout`, writing `out`
+// (its root, and its side output where it has one), on the device's stream.
+template <class GroupPlan, std::size_t K, std::size_t NR>
+void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
+                  typename GroupPlan::outputs out) {
   // (The plan spelled as a template-id: GroupPlan may have been reached
   // through kernel::fused_plan_t, which names the graph.)
   using Plan = kernel::fused_plan<typename GroupPlan::body, typename GroupPlan::reductions, typename GroupPlan::dtype,
                                   GroupPlan::loop, typename GroupPlan::root_op, GroupPlan::root_advances,
-                                  GroupPlan::inputs>;
+                                  GroupPlan::inputs, typename GroupPlan::side_dtype>;
   constexpr loop_kind loop = Plan::loop;
   static_assert(loop != loop_kind::axis_reduce, "ctg: internal: a reduction over other axes: launch_axis_reduce");
   constexpr unsigned threads = 256;
@@ -334,6 +334,7 @@ void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, cons
   using Plan = kernel::fused_plan<typename GroupPlan::body, typename GroupPlan::reductions, typename GroupPlan::dtype,
                                   GroupPlan::loop, typename GroupPlan::root_op, GroupPlan::root_advances,
                                   GroupPlan::inputs>;
+  static_assert(!GroupPlan::outputs::has_side, "ctg: internal: only an elementwise group has a side output");
   static_assert(Plan::loop == loop_kind::axis_reduce,
                 "ctg: internal: launch_axis_reduce runs reductions over other axes");
   const axis_reduce_map map = make_axis_reduce_map(it, out_shape, !Plan::root_advances);
@@ -345,7 +346,7 @@ void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, cons
   if (split.chunks > 1) partials.reserve(sums * sizeof(double));
   auto* part = reinterpret_cast<double*>(partials.data());
   constexpr unsigned threads = 256;
-  const dim_t width = axis_reduce_chunks<Plan>(map) ? chunk_width<Plan>(c, layout, out) : 1;
+  const dim_t width = axis_reduce_chunks<Plan>(map) ? chunk_width<Plan>(c, layout, {out, nullptr}) : 1;
   const std::size_t work = rows_in_lanes<Plan> ? sums * std::size_t{kernel::row_sum_lanes}
                            : width > 1 ? sums / static_cast<std::size_t>(width)
                            : axis_reduce_tiling::applies<Plan>(map, threads)

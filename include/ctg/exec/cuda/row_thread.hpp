@@ -53,16 +53,18 @@ CTG_HD double row_part(const Ctx& c, dim_t L, dim_t width, dim_t thread, dim_t t
   return part;
 }
 
-// The thread's outputs of the row: row_out[j] = Body's value at j, in T.
-template <class Body, dim_t V, class T, class Ctx>
-CTG_HD void row_outputs(const Ctx& c, dim_t L, dim_t width, T* row_out, dim_t thread, dim_t threads) {
+// The thread's outputs of the row: Body's value at j to element j of the
+// row `row_out` starts (kernel::group_outputs: the root, and a side output).
+template <class Body, dim_t V, class T, class S, class Ctx>
+CTG_HD void row_outputs(const Ctx& c, dim_t L, dim_t width, kernel::group_outputs<T, S> row_out, dim_t thread,
+                        dim_t threads) {
   if constexpr (V > 1) {
     if (width > 1) {
       for (dim_t ch = thread; ch < L / V; ch += threads) kernel::write_chunk<Body, V>(c, ch * V, row_out);
       return;
     }
   }
-  for (dim_t j = thread; j < L; j += threads) row_out[j] = store_as<T>(Body::value(c, j));
+  for (dim_t j = thread; j < L; j += threads) row_out.put(j, Body::value(c, j));
 }
 
 }  // namespace ctg::cuda

@@ -47,7 +47,7 @@ void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float
   if constexpr (Plan::loop == loop_kind::axis_reduce)
     launch_axis_reduce<Plan>(ws.dev(), c, layout, b.shape[g.iteration], b.shape[g.root], out, ws.reduce_partials());
   else
-    launch_fused<Plan>(ws.dev(), c, layout, out);
+    launch_fused<Plan>(ws.dev(), c, layout, ctg::detail::group_outputs_of<Plan>(g, b));
 }
 
 // Operand `which` (0: A, 1: B) of a product in type W: in place, or (a
