@@ -23,6 +23,11 @@ template <class Cfg>
 struct kept : Cfg {
   static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::none;
 };
+// Cfg with every layer's values kept but attention's of the scores' size.
+template <class Cfg>
+struct scores_recomputed : Cfg {
+  static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::attention_scores;
+};
 
 template <class Policy, class Cfg, std::size_t Batch, std::size_t Seq>
 void train_step(benchmark::State& state) {

@@ -1,8 +1,10 @@
 // One training step of a realistic-size transformer on the CPU (bench/lm_step.hpp):
 // width 256, 4 layers, 8 heads of 32, SwiGLU 688, vocab 256, batch 8 x 128
 // tokens. f32 and autocast<bf16>, each layer recomputed in backward
-// (checkpointing::every_layer, the default) or kept (ckpt_none), on 1 and 2
-// threads, a fixed 5 iterations after the warm-up.
+// (checkpointing::every_layer, the default) or kept (ckpt_none), and bf16
+// keeping all but attention's scores (ckpt_scores:
+// checkpointing::attention_scores), on 1 and 2 threads, a fixed 5
+// iterations after the warm-up.
 // bench/vs_pytorch_cpu.py --size realistic runs this and the same step in PyTorch.
 //   build/default/bench/bench_realistic_lm_step [--benchmark_filter=/threads:1]
 #include "lm_step.hpp"
@@ -14,6 +16,7 @@ struct realistic_config {
   static constexpr std::size_t layers = 4;
 };
 using kept = lm_bench::kept<realistic_config>;
+using scores_recomputed = lm_bench::scores_recomputed<realistic_config>;
 template <class Policy, class Cfg>
 void BM_step(benchmark::State& state) {
   lm_bench::train_step<Policy, Cfg, 8, 128>(state);
@@ -28,6 +31,7 @@ BENCHMARK(BM_step<f32, realistic_config>)->Name("realistic_lm_step/f32")->Apply(
 BENCHMARK(BM_step<f32, kept>)->Name("realistic_lm_step/f32/ckpt_none")->Apply(threads);
 BENCHMARK(BM_step<bf16, realistic_config>)->Name("realistic_lm_step/bf16")->Apply(threads);
 BENCHMARK(BM_step<bf16, kept>)->Name("realistic_lm_step/bf16/ckpt_none")->Apply(threads);
+BENCHMARK(BM_step<bf16, scores_recomputed>)->Name("realistic_lm_step/bf16/ckpt_scores")->Apply(threads);
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -1,10 +1,12 @@
 // Training steps on the GPU (exec/cuda/store.cuh, optim/cuda/adamw.cuh):
 // forward, backward, global-norm clipping and AdamW of nn::transformer, for
 // two sizes, bf16 autocast (and f32 for the smaller), each layer recomputed
-// in backward (checkpointing::every_layer, the default) or kept (ckpt_none).
+// in backward (checkpointing::every_layer, the default) or kept (ckpt_none),
+// and GPT-2's keeping all but attention's scores (ckpt_scores:
+// checkpointing::attention_scores).
 // Two warm-up steps, then each step timed to its end (the step waits for its
 // loss, AdamW for its norm): prints one line per case,
-//   <size>/<policy>[/ckpt_none][/no_graphs] ms <median> tokens/s <t> kept_MiB <k> loss <l> graph_replays <r>
+//   <size>/<policy>[/ckpt_none|/ckpt_scores][/no_graphs] ms <median> tokens/s <t> kept_MiB <k> loss <l> graph_replays <r>
 // bench/vs_pytorch_gpu.py runs this beside PyTorch. Steps replay as CUDA
 // graphs (exec/cuda/step_graphs.cuh); each bf16 case runs again with them
 // off (/no_graphs) in the same process, to measure what they gain.
@@ -130,7 +132,8 @@ int main(int argc, char** argv) {
   return bench_cuda::run_on_gpu([&](const ctg::cuda::device& gpu) {
     using f32 = ctg::precision::full<ctg::f32>;
     using bf16 = ctg::precision::autocast<ctg::bf16>;
-    constexpr auto every = ctg::checkpointing::every_layer, none = ctg::checkpointing::none;
+    constexpr auto every = ctg::checkpointing::every_layer, none = ctg::checkpointing::none,
+                   scores = ctg::checkpointing::attention_scores;
     if (profiled) {
       if (size == "all" || size == "realistic") profile<bf16, realistic<none>>(gpu, "realistic/bf16/ckpt_none", steps);
       if (size == "all" || size == "gpt2") profile<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps);
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
     if (size == "all" || size == "gpt2") {
       measure<bf16, gpt2<every>>(gpu, "gpt2/bf16", steps);
       measure<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps);
+      measure<bf16, gpt2<scores>>(gpu, "gpt2/bf16/ckpt_scores", steps);
       measure<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps, false);
     }
   });

@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include <ctg/lower/describe.hpp>
+
 #include "grad_check.hpp"
 
 namespace {
@@ -195,4 +197,39 @@ TEST_CASE("an output that is a view keeps its buffer to the end of the step") {
   gc::check_grad<V>(step, st, gc::f64_tol);
   gc::check_grad<Wv>(step, st, gc::f64_tol);
   gc::check_grad<Wu>(step, st, gc::f64_tol);
+}
+
+// A region's recompute runs only what backward reads of it and what that
+// reads: here tanh's value (its gradient reads it) and the product below
+// it, not the region's last product, whose output only the checkpoint read.
+TEST_CASE("a region's recompute skips the groups whose values backward never reads") {
+  X x;
+  auto inner = ctg::matmul(x, W1{});
+  auto t = ctg::tanh(inner);
+  auto last = ctg::matmul(t, W2{});
+  auto step = ctg::value_and_grad(ctg::mean(ctg::square(ctg::checkpoint(last))));
+  using St = decltype(step);
+  constexpr const auto& d = ctg::description<St>;
+  auto recomputed = [&](auto node) {
+    return d.group[d.node[ctg::tl::index_of<decltype(node), St::nodes>::value].group].recomputed;
+  };
+  CHECK(recomputed(inner));
+  CHECK(recomputed(t));
+  CHECK(!recomputed(last));
+  CHECK(d.node[ctg::tl::index_of<decltype(last), St::nodes>::value].region != ctg::no_index);  // (in the region)
+  // The same bits as without the checkpoint.
+  auto plain = ctg::value_and_grad(ctg::mean(ctg::square(last)));
+  ctg::cpu::device dev;
+  auto a = ctg::make_store(dev, step);
+  auto b = ctg::make_store(dev, plain);
+  const auto w1 = random_floats(16 * 32, 41), w2 = random_floats(32 * 32, 42), xs = random_floats(5 * 16, 43);
+  std::copy(w1.begin(), w1.end(), a.param<W1>().begin());
+  std::copy(w1.begin(), w1.end(), b.param<W1>().begin());
+  std::copy(w2.begin(), w2.end(), a.param<W2>().begin());
+  std::copy(w2.begin(), w2.end(), b.param<W2>().begin());
+  const float la = step(a, ctg::feed<X>(xs, 5)), lb = plain(b, ctg::feed<X>(xs, 5));
+  CHECK(std::memcmp(&la, &lb, sizeof la) == 0);
+  CHECK(same_bits(a.grad<W1>(), b.grad<W1>()));
+  CHECK(same_bits(a.grad<W2>(), b.grad<W2>()));
+  CHECK(a.kept_bytes() < b.kept_bytes());
 }

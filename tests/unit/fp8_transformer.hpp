@@ -2,11 +2,13 @@
 // Shared by fp8_transformer_*.cpp. B4 on a model: a small transformer under
 // the precision::fp8 policy (every weight product in FP8) with residual
 // dropout, trained with AdamW for 6 steps with checkpointing::none and with
-// checkpointing::every_layer (each block recomputed in backward). Losses,
+// checkpointing::every_layer (each block recomputed in backward) or
+// attention_scores (attention's scores recomputed). Losses,
 // gradients, parameters, amax histories and scales must be bitwise equal at
 // every step. Also: the memory query (store.plan, before any run) equals what
 // a run keeps, and checkpointing keeps fewer bytes per token.
 #include <cstring>
+#include <string>
 
 #include <ctg/optim/optim.hpp>
 
@@ -74,10 +76,10 @@ double scale_movement(Store& s) {
   return m;
 }
 
-template <class Recipe>
+template <class Recipe, checkpointing Ckpt = checkpointing::every_layer>
 void b4_on_transformer() {
   auto kept_step = train_step<Recipe, checkpointing::none>();
-  auto ckpt_step = train_step<Recipe, checkpointing::every_layer>();
+  auto ckpt_step = train_step<Recipe, Ckpt>();
   using K = decltype(kept_step);
   static_assert(std::is_same_v<typename K::wrt, typename decltype(ckpt_step)::wrt>);
   ctg::cpu::device dev;
@@ -135,6 +137,7 @@ void b4_on_transformer() {
   CHECK(b.kept_bytes() < a.kept_bytes());
   MESSAGE("losses over " << steps << " steps: " << losses.front() << " .. " << losses.back()
                          << "; kept bytes per token " << a.kept_bytes() / (batch * T) << " (none) vs "
-                         << b.kept_bytes() / (batch * T) << " (every_layer)");
+                         << b.kept_bytes() / (batch * T)
+                         << std::string(Ckpt == checkpointing::every_layer ? " (every_layer)" : " (attention_scores)"));
 }
 }  // namespace fp8_b4

@@ -5,6 +5,13 @@ TEST_CASE("B4, delayed scaling: checkpointing every layer changes no bit over 6 
   fp8_b4::b4_on_transformer<ctg::precision::delayed<4>>();
 }
 
+// The projections' quantizers sit in the checkpoint regions that end at q, k
+// and v: backward recomputes the weights' quantized copies it reads, with
+// the scales forward used, and records no amax.
+TEST_CASE("B4, delayed scaling: recomputing attention's scores changes no bit over 6 AdamW steps") {
+  fp8_b4::b4_on_transformer<ctg::precision::delayed<4>, fp8_b4::checkpointing::attention_scores>();
+}
+
 TEST_CASE("a store knows the node kinds of its step, its stacked blocks' too (a GPU store checks for FP8)") {
   using fp8_store =
       ctg::cpu::store<decltype(fp8_b4::train_step<ctg::precision::delayed<4>, fp8_b4::checkpointing::none>())>;

@@ -53,8 +53,13 @@ enum class replay { exact, none };
 
 // What a ctg::nn::stack keeps for backward: only the layer inputs, recomputing
 // the rest one layer at a time (activation checkpointing around every block,
-// the default), or every layer's values (none). Both give the same bits.
-enum class checkpointing { none, every_layer };
+// the default), or every layer's values (none). attention_scores keeps every
+// layer's values as none does, but a ctg::nn::transformer's attention then
+// keeps nothing of its scores' size ([..., H, T, T]: the scores, the
+// probabilities and their cast): backward computes them again from the kept
+// q and k, one product and one softmax loop a layer (selective activation
+// recomputation). All give the same bits.
+enum class checkpointing { none, every_layer, attention_scores };
 
 template <class N>
 concept expr = requires {

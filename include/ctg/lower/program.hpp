@@ -8,9 +8,10 @@
 // graph_step) and a backward part (the rest). The program runs every forward
 // group, then every backward group. A forward node inside a checkpoint region
 // (see ctg::checkpoint) is not kept: right before the first backward group
-// that reads a value of the region, the region's groups run again, the same
-// code on the same kept inputs, so the recomputed values are bitwise the
-// forward's. Recompute never writes state (FP8 amax, RNG step): a position
+// that reads a value of the region, the region's groups that backward needs
+// run again (those writing what it reads, and what they read in the region),
+// the same code on the same kept inputs, so the recomputed values are
+// bitwise the forward's. Recompute never writes state (FP8 amax, RNG step): a position
 // flagged `recompute` only rebuilds values.
 //
 // A node's region is the checkpoint every forward consumer of it leads to:
@@ -78,6 +79,24 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
 
   checkpoint_regions(t, p.forward_end, p.region);
 
+  // A region's recompute runs the groups that write what backward reads of
+  // it, and the groups of the region those read in turn: not one whose
+  // value only forward read (a product whose output only the kept
+  // checkpoint copied). A value's writer is its group (a side output's: the
+  // group of the root it is cast from).
+  ct_buffer<bool> rerun(N + 1);
+  auto in_region = [&](std::size_t b) { return p.region[b] != no_region; };
+  for (std::size_t r = p.forward_end; r < N; ++r)
+    if (t.group[r] == r)
+      for_each_read(t, p, r, [&](std::size_t b) {
+        if (in_region(b)) rerun[t.group[b]] = true;
+      });
+  for (std::size_t g = p.forward_end; g-- > 0;)  // (readers before the groups they read)
+    if (t.group[g] == g && rerun[g] && in_region(g))
+      for_each_read(t, p, g, [&](std::size_t b) {
+        if (in_region(b)) rerun[t.group[b]] = true;
+      });
+
   // The forward groups, then the backward ones, each preceded by the
   // recompute of the regions it reads that are not recomputed yet.
   auto emit = [&](std::size_t r, bool again) {
@@ -99,7 +118,7 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
       ++p.region_count;
       const std::size_t first = p.len;
       for (std::size_t g = 0; g < p.forward_end; ++g)
-        if (t.group[g] == g && p.region[g] == reg) emit(g, true);
+        if (t.group[g] == g && p.region[g] == reg && rerun[g]) emit(g, true);
       if (p.len > first) p.enter_region[first] = reg;
     });
     emit(r, false);

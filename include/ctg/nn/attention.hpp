@@ -14,6 +14,13 @@
 // Scores are scaled by 1/sqrt(Dh), masked causally and passed through softmax
 // in the stats type (f32); an optional additive mask (broadcastable to the
 // scores [batch..., H, T, T]) is added before the softmax.
+//
+// With checkpointing::attention_scores nothing of the scores' size is kept
+// for backward: q, k and v end checkpoint regions of their own (kept, a copy
+// each, so their products are not computed again), and so do the heads'
+// outputs; what lies between (the scores' product, the softmax loop writing
+// the probabilities and their cast) is recomputed in backward from q and k,
+// the heads' product with v not (backward does not read it: program.hpp).
 #include <ctg/nn/linear.hpp>
 
 namespace ctg::detail {
@@ -57,52 +64,62 @@ consteval bool attention_weights_fit() {
   return ok;
 }
 
-template <precision::policy P, dim_t HeadDim, expr X, expr Wq, expr Wk, expr Wv, expr Wo, class Mask>
+template <precision::policy P, dim_t HeadDim, checkpointing Ckpt, expr X, expr Wq, expr Wk, expr Wv, expr Wo,
+          class Mask>
 constexpr auto attention(X x, Wq wq, Wk wk, Wv wv, Wo wo, Mask) {
   using S = typename P::stats_type;
   auto per_head = [](auto t) {  // [..., H*Dh, T] -> [..., H, Dh, T]
     return reshape<shape_from<heads_split<typename decltype(t)::dims, HeadDim>()>>(t);
   };
-  auto q_t = per_head(precision::weight_times_transposed<P>(wq, x));
-  auto k_t = per_head(precision::weight_times_transposed<P>(wk, x));
-  auto v_t = per_head(precision::weight_times_transposed<P>(wv, x));
+  auto kept = [](auto t) {  // the end of a checkpoint region (attention_scores)
+    if constexpr (Ckpt == checkpointing::attention_scores) return checkpoint(t);
+    else return t;
+  };
+  auto q_t = kept(per_head(precision::weight_times_transposed<P>(wq, x)));
+  auto k_t = kept(per_head(precision::weight_times_transposed<P>(wk, x)));
+  auto v_t = kept(per_head(precision::weight_times_transposed<P>(wv, x)));
   // Products of two activations: in the matmul type under every policy (not FP8).
   auto scores = cast<S>(matmul(transpose(q_t), k_t)) * lit<inv_sqrt(HeadDim)>;  // [..., H, T, T]
   auto probs = [&] {
     if constexpr (std::is_same_v<Mask, no_mask>) return softmax(causal_mask(scores));
     else return softmax(causal_mask(scores + cast<S>(Mask{})));
   }();
-  auto o_t = matmul(v_t, transpose(precision::for_matmul<P>(probs)));  // [..., H, Dh, T]
+  auto o_t = kept(matmul(v_t, transpose(precision::for_matmul<P>(probs))));  // [..., H, Dh, T]
   auto concat_t = reshape<shape_from<heads_joined<typename decltype(o_t)::dims>()>>(o_t);  // [..., H*Dh, T]
   return nn::linear<P>(transpose(concat_t), wo);  // [..., T, d]
 }
 }  // namespace ctg::detail
 
 namespace ctg::nn {
-// With the weights given as expressions (each [H*Dh, d], see the top of this file).
-template <dim_t Heads, precision::policy P, expr X, expr Wq, expr Wk, expr Wv, expr Wo>
+// With the weights given as expressions (each [H*Dh, d], see the top of this
+// file). Ckpt: checkpointing::attention_scores recomputes the scores'
+// values in backward (above); any other keeps them.
+template <dim_t Heads, precision::policy P, checkpointing Ckpt = checkpointing::none, expr X, expr Wq, expr Wk,
+          expr Wv, expr Wo>
 constexpr auto causal_self_attention(X x, Wq wq, Wk wk, Wv wv, Wo wo) {
   constexpr dim_t head_dim = Heads > 0 ? Wq::dims::dims[0] / Heads : 0;
   if constexpr (detail::attention_weights_fit<X, Wq, Wk, Wv, Wo, Heads, head_dim>())
-    return detail::attention<P, head_dim>(x, wq, wk, wv, wo, detail::no_mask{});
+    return detail::attention<P, head_dim, Ckpt>(x, wq, wk, wv, wo, detail::no_mask{});
   else  // (reported above)
     return node_t<failed_node<typename X::dims, typename P::matmul_type, node_t<X>>>{};
 }
 
 // Named parameters, with an additive mask expression added to the scores (below: without).
-template <fixed_string Name, dim_t Heads, dim_t HeadDim, precision::policy P, expr X, class Mask>
+template <fixed_string Name, dim_t Heads, dim_t HeadDim, precision::policy P,
+          checkpointing Ckpt = checkpointing::none, expr X, class Mask>
 constexpr auto causal_self_attention_masked(X x, Mask mask) {
   constexpr dim_t d = X::dims::dims[X::dims::rank - 1];
   using T = typename P::param_type;
   constexpr dim_t features = Heads * HeadDim;
-  return detail::attention<P, HeadDim>(x, param<Name + ".wq", T, features, d>{}, param<Name + ".wk", T, features, d>{},
+  return detail::attention<P, HeadDim, Ckpt>(x, param<Name + ".wq", T, features, d>{}, param<Name + ".wk", T, features, d>{},
                                        param<Name + ".wv", T, features, d>{}, param<Name + ".wo", T, features, d>{},
                                        mask);
 }
 
-template <fixed_string Name, dim_t Heads, dim_t HeadDim, precision::policy P, expr X>
+template <fixed_string Name, dim_t Heads, dim_t HeadDim, precision::policy P,
+          checkpointing Ckpt = checkpointing::none, expr X>
 constexpr auto causal_self_attention(X x) {
-  return causal_self_attention_masked<Name, Heads, HeadDim, P>(x, detail::no_mask{});
+  return causal_self_attention_masked<Name, Heads, HeadDim, P, Ckpt>(x, detail::no_mask{});
 }
 
 }  // namespace ctg::nn

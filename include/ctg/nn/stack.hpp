@@ -13,7 +13,9 @@ using ctg::checkpointing;
 // stack<N, Block>(x): Block<"layers.{i}">{}(carry) repeated N times.
 // Block is a class template over a name prefix with a call operator over an
 // expression, returning the same shape and dtype. Each layer is recomputed
-// in backward (checkpointing::every_layer) unless Ckpt says none.
+// in backward (checkpointing::every_layer) unless Ckpt says none (or
+// attention_scores: every layer's values kept, as with none, but for what
+// the block's own checkpoint regions compute again).
 template <std::size_t N, template <fixed_string> class Block, checkpointing Ckpt = checkpointing::every_layer,
           expr X>
 constexpr auto stack(X) {

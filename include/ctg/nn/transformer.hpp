@@ -27,7 +27,9 @@ struct tiny_config {
   static constexpr dim_t hidden = 172;   // SwiGLU hidden width
   static constexpr std::size_t layers = 2;
   // Optional: checkpointing::every_layer (the default, when absent) recomputes
-  // each block in backward instead of keeping its values.
+  // each block in backward instead of keeping its values; attention_scores
+  // keeps them but for attention's scores, probabilities and their cast,
+  // recomputed from q and k; none keeps everything.
   static constexpr checkpointing checkpoint = checkpointing::every_layer;
   // Optional: residual dropout probability (0, the default when absent, adds no
   // node). Masks are keyed by the store's seed and step, the layer
@@ -69,7 +71,8 @@ struct transformer {
     template <expr X>
     constexpr auto operator()(X x) const {
       using T = typename X::dtype;
-      auto attn = causal_self_attention<Prefix + ".attn", Cfg::heads, Cfg::head_dim, P>(rms_norm<Prefix + ".ln1", P>(x));
+      auto attn = causal_self_attention<Prefix + ".attn", Cfg::heads, Cfg::head_dim, P, detail::checkpointing_of<Cfg>()>(
+          rms_norm<Prefix + ".ln1", P>(x));
       auto h = x + dropout<Prefix + ".attn.drop">(cast<T>(attn), lit<detail::dropout_of<Cfg>()>);
       auto mlp = swiglu<Prefix + ".mlp", Cfg::hidden, P>(rms_norm<Prefix + ".ln2", P>(h));
       return h + dropout<Prefix + ".mlp.drop">(cast<T>(mlp), lit<detail::dropout_of<Cfg>()>);
