@@ -91,7 +91,7 @@ void check_group(Step, Root, dim_t batch) {
   if constexpr (Plan::root_advances && ctg::cuda::plan_chunk<Plan> > 1) {
     constexpr dim_t V = ctg::cuda::plan_chunk<Plan>;
     if (ctg::cuda::axis_reduce_chunks<Plan>(map)) {
-      CHECK(ctg::cuda::chunk_width<Plan>(ctx, layout, got.data()) == V);
+      CHECK(ctg::cuda::chunk_width<Plan>(ctx, layout, {got.data(), nullptr}) == V);
       ++chunked_groups;
       std::size_t differ_chunked = 0;
       for (dim_t c = 0; c < split.chunks; ++c)
