@@ -8,6 +8,7 @@
 
 #include <ctg/lower/describe.hpp>
 
+#include "../common/tiny_transformer.hpp"
 #include "grad_check.hpp"
 #include "same_state.hpp"
 
@@ -86,9 +87,7 @@ struct scores_config {
 };
 template <ctg::nn::checkpointing C>
 using scores_model = ctg::nn::transformer<scores_config<C>, ctg::precision::autocast<ctg::bf16>>;
-using Ids = ctg::input<"ids", ctg::i32, dyn, dyn>;
-using Pos = ctg::input<"pos", ctg::i32, dyn>;
-using Tg = ctg::input<"targets", ctg::i32, dyn, dyn>;
+using test_util::Ids, test_util::Pos, test_util::Tg;
 template <ctg::nn::checkpointing C>
 using scores_step = decltype(ctg::value_and_grad(scores_model<C>::loss(Ids{}, Pos{}, Tg{})));
 }  // namespace
