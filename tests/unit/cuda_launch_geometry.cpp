@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <vector>
 
+#include <ctg/exec/cuda/attention_tiles.hpp>
 #include <ctg/exec/cuda/axis_reduce_map.hpp>
 #include <ctg/exec/cuda/flat_chunks.hpp>
 #include <ctg/exec/cuda/launch_geometry.hpp>
@@ -270,4 +271,40 @@ TEST_CASE("transposes: every thread of every 32 x 32 tile, each element moved on
         CHECK(placed);
         CHECK(std::count(writes.begin(), writes.end(), 1) == static_cast<std::ptrdiff_t>(writes.size()));
       }
+}
+
+TEST_CASE("fused attention launches: tiles fit shared memory, every row once, every tile element loaded once") {
+  using at = ctg::cuda::attention_tiles;
+  for (ctg::dim_t features : {1, 8, 37, 64, 128, 300, 1000})
+    for (std::size_t c_bytes : {4u, 8u}) {
+      CAPTURE(features);
+      CAPTURE(c_bytes);
+      const int rows = at::rows_for(features, c_bytes);
+      CHECK((rows >= 1 && rows <= 32 && (rows & (rows - 1)) == 0));
+      if (at::fits(features, c_bytes)) CHECK(4 * std::size_t(rows) * std::size_t(features + 1) * c_bytes <= at::shared_bytes);
+      if (rows < 32) CHECK(4 * std::size_t(2 * rows) * std::size_t(features + 1) * c_bytes > at::shared_bytes);
+      for (bool tokens_contiguous : {false, true}) {  // threads t, turns e = t + k * rows (load_tile)
+        std::vector<int> seen(std::size_t(rows) * std::size_t(features), 0);
+        for (int t = 0; t < rows; ++t)
+          for (int e = t; e < rows * int(features); e += rows) {
+            const auto s = at::slot_of(e, rows, int(features), tokens_contiguous);
+            REQUIRE((s.row >= 0 && s.row < rows && s.feature >= 0 && s.feature < features));
+            ++seen[std::size_t(s.row) * std::size_t(features) + std::size_t(s.feature)];
+          }
+        CHECK(std::all_of(seen.begin(), seen.end(), [](int v) { return v == 1; }));
+      }
+    }
+  CHECK_FALSE(at::fits(1280, 8));
+  // Blocks: head = block / per_head, rows first = block % per_head * rows + thread (rows_of).
+  for (ctg::dim_t tokens : {0, 1, 31, 32, 33, 37, 100})
+    for (int rows : {1, 8, 32}) {
+      const ctg::dim_t heads = 3, per_head = at::blocks_per_head(tokens, rows);
+      std::vector<int> seen(std::size_t(heads * tokens), 0);
+      for (ctg::dim_t block = 0; block < heads * per_head; ++block)
+        for (int t = 0; t < rows; ++t) {
+          const ctg::dim_t head = block / per_head, row = block % per_head * rows + t;
+          if (row < tokens) ++seen[std::size_t(head * tokens + row)];
+        }
+      CHECK(std::all_of(seen.begin(), seen.end(), [](int v) { return v == 1; }));
+    }
 }

@@ -312,8 +312,13 @@ class step_buffers {
     return scratch_.data() + (kept_area_ ? 0 : kept_bytes_) + offset_[j][recomputed];
   }
   void bind_views() {
-    for (std::size_t j = 0; j < N; ++j)
-      if (table.node[j].kind == node_kind::view) b_.buf[j] = b_.buf[table.child(j, 0)] + table.node[j].byte_offset;
+    for (std::size_t j = 0; j < N; ++j) {
+      const detail::node_desc& d = table.node[j];
+      if (d.kind != node_kind::view) continue;
+      // (value k of a base holding several of one shape, attention's gradients: k values of it further)
+      const std::size_t value_bytes = static_cast<std::size_t>(b_.shape[j].numel()) * d.elem_bytes;
+      b_.buf[j] = b_.buf[table.child(j, 0)] + d.byte_offset + d.value_index * value_bytes;
+    }
   }
 
   arena params_, grads_, scratch_;

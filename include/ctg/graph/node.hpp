@@ -36,6 +36,7 @@ enum class node_kind {
   quantize,        // an fp8 payload and its per-tensor scale (graph/fp8.hpp)
   dequantize,      // an fp8 payload times its scale_inv
   fp8_matmul,      // a matmul of fp8 payloads, f32 accumulation, scaled once
+  attention,       // fused causal attention: lse, output or gradients (graph/attention.hpp)
   failed,          // what an op returned after reporting a mistake (failed_node): never lowered
 };
 

@@ -373,6 +373,10 @@ consteval shape_value with_last_dim() {
   v.d[v.rank - 1] = Last;
   return v;
 }
+// A view that starts past its base's first byte (a part of a stack's or
+// attention's gradients): a reshape of it is not a reshape of its base.
+template <class X>
+inline constexpr bool view_with_offset = requires { X::byte_offset; } || requires { X::value_index; };
 template <class A, class B>
 consteval bool reshapable() {
   dim_t pa = 1, pb = 1;
@@ -397,7 +401,8 @@ constexpr auto reshape(X) {
   static_assert(detail::reshapable<typename X::dims, S>(),
                 "ctg: shape mismatch: reshape must keep the static element count and the ctg::dyn dims (or merge them into one)");
   if constexpr (std::is_same_v<S, typename X::dims>) return X{};
-  else if constexpr (X::kind == node_kind::view) return reshape<S>(tl::at_t<0, typename X::children>{});  // one view
+  else if constexpr (X::kind == node_kind::view && !detail::view_with_offset<X>)  // one view
+    return reshape<S>(tl::at_t<0, typename X::children>{});
   else return node_t<reshape_node<S, node_t<X>>>{};
 }
 // unsqueeze<axis>(x): a new dim of size 1 at axis.  squeeze<axis>(x): drop a static dim of 1.

@@ -13,6 +13,7 @@
 // op", never a silent identity gradient.
 #include <type_traits>
 
+#include <ctg/graph/attention.hpp>
 #include <ctg/graph/fp8.hpp>
 #include <ctg/graph/ops.hpp>
 
@@ -163,6 +164,20 @@ constexpr auto rule(gather_node<Table, Ids>, G) {
   static_assert(K == 0);
   static_assert(Table::dims::is_static, "ctg: the gradient of gather needs a table with static dims");
   return node_t<scatter_add_node<typename Table::dims, node_t<G>, Ids>>{};
+}
+
+// Fused attention (graph/attention.hpp): q, k and v get their gradients
+// from one attention_grad node, given g and delta_i = sum_d g_id o_id (the
+// output as stored), summed in the compute type. (lse is built without
+// gradient: the output's rule is the whole gradient of q and k.)
+template <std::size_t K, attention_layout L, class Q, class Kx, class V, class Lse, class G>
+constexpr auto rule(attention_node<L, Q, Kx, V, Lse>, G g) {
+  static_assert(K < 3);
+  using C = typename Lse::dtype;
+  constexpr int feature_axis = L == attention_layout::token_rows ? -1 : -2;
+  const auto delta = sum<feature_axis>(cast<C>(g) * cast<C>(node_t<attention_node<L, Q, Kx, V, Lse>>{}));
+  using grad = node_t<attention_grad_node<L, Q, Kx, V, Lse, node_t<G>, node_t<decltype(delta)>>>;
+  return node_t<attention_grad_part_node<grad, K>>{};
 }
 
 // ------------------------------------------------------------------ fp8 ----

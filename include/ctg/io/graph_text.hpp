@@ -92,6 +92,7 @@ constexpr std::string_view group_kind_name(group_kind k) {
     case group_kind::scatter_add: return "scatter_add";
     case group_kind::stack: return "stack";
     case group_kind::fp8: return "fp8";
+    case group_kind::attention: return "attention";
   }
   return "";
 }

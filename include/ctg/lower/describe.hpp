@@ -133,6 +133,7 @@ consteval std::string_view kind_op_name(node_kind k) {
     case node_kind::reduce:
     case node_kind::view:
     case node_kind::stack:
+    case node_kind::attention:
     case node_kind::failed: return "";
   }
   return "";
@@ -168,13 +169,18 @@ consteval node_description describe_type() {
     d.name = {N::name.c_str(), N::name.size()};
     d.value = N::probability;
   } else if constexpr (k == node_kind::view) {
-    d.op = requires { N::part; } ? "stack_grad_part" : "reshape";
+    if constexpr (requires { N::part; }) d.op = "stack_grad_part";
+    else if constexpr (requires { N::value_index; }) d.op = N::value_index == 0 ? "attention_dq" : N::value_index == 1 ? "attention_dk" : "attention_dv";
+    else d.op = "reshape";
   } else if constexpr (k == node_kind::stack) {
     d.op = "stack";
     d.layers = N::layers;
     d.recomputes_layers = N::recompute;
   } else if constexpr (k == node_kind::matmul || k == node_kind::fp8_matmul) {
     d.op = product_op_name(k, N::transpose_a, N::transpose_b);
+  } else if constexpr (k == node_kind::attention) {
+    constexpr std::string_view names[] = {"attention_lse", "causal_attention", "attention_grad"};
+    d.op = names[static_cast<int>(N::pass)];
   } else {
     d.op = kind_op_name(k);
   }

@@ -14,7 +14,7 @@
 namespace ctg {
 
 // What a fusion group is, for tests and summaries (count_groups).
-enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add, stack, fp8 };
+enum class group_kind { elementwise, reduction, matmul, transpose, gather, scatter_add, stack, fp8, attention };
 
 namespace detail {
 
@@ -48,6 +48,7 @@ constexpr kind_info kind_info_of(node_kind k) {
     case node_kind::stack_grad: i.reads_buffers = i.runs_alone = true; i.group = group_kind::stack; break;
     case node_kind::quantize:
     case node_kind::dequantize: i.reads_buffers = i.runs_alone = true; i.group = group_kind::fp8; break;
+    case node_kind::attention: i.reads_buffers = i.runs_alone = true; i.group = group_kind::attention; break;
     case node_kind::failed: break;  // never reaches a table: no step holds one
   }
   return i;
@@ -97,9 +98,10 @@ struct node_desc {
   void (*store_scalar)(double, std::byte*) = nullptr;  // a run-time scalar: its value in its dtype
   bool transpose_a = false, transpose_b = false;  // matmul, fp8_matmul: op = transpose
   bool delayed = false;           // a quantize with delayed scaling (it records an amax)
-  std::size_t layers = 1;         // a stack's buffer holds this many layer values
+  std::size_t layers = 1;         // its buffer holds this many values of its shape (a stack's layers; dq, dk, dv)
   std::size_t extra_bytes = 0;    // a stack's backward: its parameter gradients before the input's
   std::size_t byte_offset = 0;    // a view: where its value starts in its base's buffer
+  std::size_t value_index = 0;    // a view of value k of a base holding several: k values of its shape further
 };
 
 inline constexpr std::size_t no_group = static_cast<std::size_t>(-1);
@@ -250,11 +252,18 @@ consteval node_desc node_facts() {
   else if constexpr (N::kind == node_kind::view && requires { N::part; }) {
     // a part of a stack's gradient: the stack input's shape, or a stacked leaf's
     d.shape = N::part == 0 ? shape_rule::same_as : shape_rule::static_dims;
+  } else if constexpr (N::kind == node_kind::view && requires { N::value_index; }) {
+    d.shape = shape_rule::same_as;  // one of attention's gradients: q's shape
   } else if constexpr (N::kind == node_kind::view) d.shape = shape_rule::reshape;
   else if constexpr (N::kind == node_kind::gather) d.shape = shape_rule::gather;
   else if constexpr (N::kind == node_kind::scatter_add) d.shape = shape_rule::static_dims;
   else if constexpr (N::kind == node_kind::transpose) d.shape = shape_rule::transpose;
-  else {
+  else if constexpr (N::kind == node_kind::attention) {
+    d.shape = N::dims::rank == tl::at_t<0, typename N::children>::dims::rank &&
+                      std::is_same_v<typename N::dims, typename tl::at_t<0, typename N::children>::dims>
+                  ? shape_rule::same_as
+                  : shape_rule::fill_dyn;  // lse: q's dims, the features' 1
+  } else {
     static_assert(N::kind == node_kind::matmul || N::kind == node_kind::fp8_matmul);
     d.shape = shape_rule::matmul;
   }
@@ -264,6 +273,8 @@ consteval node_desc node_facts() {
   }
   if constexpr (N::kind == node_kind::quantize) d.delayed = N::scaling::is_delayed;
   if constexpr (N::kind == node_kind::stack) d.layers = N::layers;
+  if constexpr (requires { N::values; }) d.layers = N::values;
+  if constexpr (requires { N::value_index; }) d.value_index = N::value_index;
   if constexpr (N::kind == node_kind::stack_grad) d.extra_bytes = N::leading_bytes;
   if constexpr (requires { N::byte_offset; }) d.byte_offset = N::byte_offset;
   return d;
@@ -288,7 +299,7 @@ consteval auto shape_sources() {
   } else if constexpr (N::children::size > 0 && (N::kind == node_kind::random || N::kind == node_kind::quantize ||
                                                  N::kind == node_kind::dequantize || N::kind == node_kind::stack ||
                                                  N::kind == node_kind::stack_grad || N::kind == node_kind::reduce ||
-                                                 N::kind == node_kind::view)) {
+                                                 N::kind == node_kind::view || N::kind == node_kind::attention)) {
     return tl::list<tl::at_t<0, typename N::children>>{};
   } else {
     return tl::list<>{};

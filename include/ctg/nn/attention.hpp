@@ -23,6 +23,14 @@
 // the heads' product with v not (backward does not read it: program.hpp).
 #include <ctg/nn/linear.hpp>
 
+namespace ctg::nn {
+// How attention's heads are computed: composed, as the product of q and k,
+// a softmax loop and the product with v (the [T, T] probabilities stored
+// between); fused, by ctg::causal_attention (graph/attention.hpp), which
+// stores one number a query instead.
+enum class attention_kernel { composed, fused };
+}  // namespace ctg::nn
+
 namespace ctg::detail {
 consteval double inv_sqrt(dim_t n) {
   double r = 1.0;  // Newton for sqrt(n), then invert
@@ -64,8 +72,8 @@ consteval bool attention_weights_fit() {
   return ok;
 }
 
-template <precision::policy P, dim_t HeadDim, checkpointing Ckpt, expr X, expr Wq, expr Wk, expr Wv, expr Wo,
-          class Mask>
+template <precision::policy P, dim_t HeadDim, checkpointing Ckpt, nn::attention_kernel Kernel, expr X, expr Wq,
+          expr Wk, expr Wv, expr Wo, class Mask>
 constexpr auto attention(X x, Wq wq, Wk wk, Wv wv, Wo wo, Mask) {
   using S = typename P::stats_type;
   auto per_head = [](auto t) {  // [..., H*Dh, T] -> [..., H, Dh, T]
@@ -75,16 +83,27 @@ constexpr auto attention(X x, Wq wq, Wk wk, Wv wv, Wo wo, Mask) {
     if constexpr (Ckpt == checkpointing::attention_scores) return checkpoint(t);
     else return t;
   };
-  auto q_t = kept(per_head(precision::weight_times_transposed<P>(wq, x)));
-  auto k_t = kept(per_head(precision::weight_times_transposed<P>(wk, x)));
-  auto v_t = kept(per_head(precision::weight_times_transposed<P>(wv, x)));
-  // Products of two activations: in the matmul type under every policy (not FP8).
-  auto scores = cast<S>(matmul(transpose(q_t), k_t)) * lit<inv_sqrt(HeadDim)>;  // [..., H, T, T]
-  auto probs = [&] {
-    if constexpr (std::is_same_v<Mask, no_mask>) return softmax(causal_mask(scores));
-    else return softmax(causal_mask(scores + cast<S>(Mask{})));
-  }();
-  auto o_t = kept(matmul(v_t, transpose(precision::for_matmul<P>(probs))));  // [..., H, Dh, T]
+  auto heads_out = [&] {  // [..., H, Dh, T]
+    if constexpr (Kernel == nn::attention_kernel::fused) {
+      // Nothing of the scores' size exists: nothing to recompute, so no region ends here.
+      auto q_t = per_head(precision::weight_times_transposed<P>(wq, x));
+      auto k_t = per_head(precision::weight_times_transposed<P>(wk, x));
+      auto v_t = per_head(precision::weight_times_transposed<P>(wv, x));
+      return causal_attention<attention_layout::feature_rows>(q_t, k_t, v_t);
+    } else {
+      auto q_t = kept(per_head(precision::weight_times_transposed<P>(wq, x)));
+      auto k_t = kept(per_head(precision::weight_times_transposed<P>(wk, x)));
+      auto v_t = kept(per_head(precision::weight_times_transposed<P>(wv, x)));
+      // Products of two activations: in the matmul type under every policy (not FP8).
+      auto scores = cast<S>(matmul(transpose(q_t), k_t)) * lit<inv_sqrt(HeadDim)>;  // [..., H, T, T]
+      auto probs = [&] {
+        if constexpr (std::is_same_v<Mask, no_mask>) return softmax(causal_mask(scores));
+        else return softmax(causal_mask(scores + cast<S>(Mask{})));
+      }();
+      return kept(matmul(v_t, transpose(precision::for_matmul<P>(probs))));
+    }
+  };
+  auto o_t = heads_out();
   auto concat_t = reshape<shape_from<heads_joined<typename decltype(o_t)::dims>()>>(o_t);  // [..., H*Dh, T]
   return nn::linear<P>(transpose(concat_t), wo);  // [..., T, d]
 }
@@ -93,13 +112,15 @@ constexpr auto attention(X x, Wq wq, Wk wk, Wv wv, Wo wo, Mask) {
 namespace ctg::nn {
 // With the weights given as expressions (each [H*Dh, d], see the top of this
 // file). Ckpt: checkpointing::attention_scores recomputes the scores'
-// values in backward (above); any other keeps them.
-template <dim_t Heads, precision::policy P, checkpointing Ckpt = checkpointing::none, expr X, expr Wq, expr Wk,
-          expr Wv, expr Wo>
+// values in backward (above); any other keeps them. Kernel: fused computes
+// each head's attention with ctg::causal_attention (nothing of the
+// scores' size is ever stored, so Ckpt changes nothing here).
+template <dim_t Heads, precision::policy P, checkpointing Ckpt = checkpointing::none,
+          attention_kernel Kernel = attention_kernel::composed, expr X, expr Wq, expr Wk, expr Wv, expr Wo>
 constexpr auto causal_self_attention(X x, Wq wq, Wk wk, Wv wv, Wo wo) {
   constexpr dim_t head_dim = Heads > 0 ? Wq::dims::dims[0] / Heads : 0;
   if constexpr (detail::attention_weights_fit<X, Wq, Wk, Wv, Wo, Heads, head_dim>())
-    return detail::attention<P, head_dim, Ckpt>(x, wq, wk, wv, wo, detail::no_mask{});
+    return detail::attention<P, head_dim, Ckpt, Kernel>(x, wq, wk, wv, wo, detail::no_mask{});
   else  // (reported above)
     return node_t<failed_node<typename X::dims, typename P::matmul_type, node_t<X>>>{};
 }
@@ -111,15 +132,20 @@ constexpr auto causal_self_attention_masked(X x, Mask mask) {
   constexpr dim_t d = X::dims::dims[X::dims::rank - 1];
   using T = typename P::param_type;
   constexpr dim_t features = Heads * HeadDim;
-  return detail::attention<P, HeadDim, Ckpt>(x, param<Name + ".wq", T, features, d>{}, param<Name + ".wk", T, features, d>{},
-                                       param<Name + ".wv", T, features, d>{}, param<Name + ".wo", T, features, d>{},
-                                       mask);
+  return detail::attention<P, HeadDim, Ckpt, attention_kernel::composed>(
+      x, param<Name + ".wq", T, features, d>{}, param<Name + ".wk", T, features, d>{},
+      param<Name + ".wv", T, features, d>{}, param<Name + ".wo", T, features, d>{}, mask);
 }
 
 template <fixed_string Name, dim_t Heads, dim_t HeadDim, precision::policy P,
-          checkpointing Ckpt = checkpointing::none, expr X>
+          checkpointing Ckpt = checkpointing::none, attention_kernel Kernel = attention_kernel::composed, expr X>
 constexpr auto causal_self_attention(X x) {
-  return causal_self_attention_masked<Name, Heads, HeadDim, P, Ckpt>(x, detail::no_mask{});
+  constexpr dim_t d = X::dims::dims[X::dims::rank - 1];
+  using T = typename P::param_type;
+  constexpr dim_t features = Heads * HeadDim;
+  return detail::attention<P, HeadDim, Ckpt, Kernel>(
+      x, param<Name + ".wq", T, features, d>{}, param<Name + ".wk", T, features, d>{},
+      param<Name + ".wv", T, features, d>{}, param<Name + ".wo", T, features, d>{}, detail::no_mask{});
 }
 
 }  // namespace ctg::nn

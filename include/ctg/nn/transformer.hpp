@@ -31,6 +31,10 @@ struct tiny_config {
   // keeps them but for attention's scores, probabilities and their cast,
   // recomputed from q and k; none keeps everything.
   static constexpr checkpointing checkpoint = checkpointing::every_layer;
+  // Optional: attention_kernel::fused computes attention with
+  // ctg::causal_attention, keeping no [T, T] values; composed (the default,
+  // when absent) as products and a softmax loop (nn/attention.hpp).
+  static constexpr attention_kernel attention = attention_kernel::composed;
   // Optional: residual dropout probability (0, the default when absent, adds no
   // node). Masks are keyed by the store's seed and step, the layer
   // and the element ("<prefix>.attn.drop", "<prefix>.mlp.drop").
@@ -44,6 +48,11 @@ template <class Cfg>
 consteval checkpointing checkpointing_of() {
   if constexpr (requires { Cfg::checkpoint; }) return Cfg::checkpoint;
   else return checkpointing::every_layer;
+}
+template <class Cfg>
+consteval nn::attention_kernel attention_kernel_of() {
+  if constexpr (requires { Cfg::attention; }) return Cfg::attention;
+  else return nn::attention_kernel::composed;
 }
 template <class Cfg>
 consteval double dropout_of() {
@@ -71,8 +80,8 @@ struct transformer {
     template <expr X>
     constexpr auto operator()(X x) const {
       using T = typename X::dtype;
-      auto attn = causal_self_attention<Prefix + ".attn", Cfg::heads, Cfg::head_dim, P, detail::checkpointing_of<Cfg>()>(
-          rms_norm<Prefix + ".ln1", P>(x));
+      auto attn = causal_self_attention<Prefix + ".attn", Cfg::heads, Cfg::head_dim, P, detail::checkpointing_of<Cfg>(),
+                                        detail::attention_kernel_of<Cfg>()>(rms_norm<Prefix + ".ln1", P>(x));
       auto h = x + dropout<Prefix + ".attn.drop">(cast<T>(attn), lit<detail::dropout_of<Cfg>()>);
       auto mlp = swiglu<Prefix + ".mlp", Cfg::hidden, P>(rms_norm<Prefix + ".ln2", P>(h));
       return h + dropout<Prefix + ".mlp.drop">(cast<T>(mlp), lit<detail::dropout_of<Cfg>()>);

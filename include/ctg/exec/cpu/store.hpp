@@ -19,6 +19,7 @@
 #include <new>
 
 #include <ctg/core/fp8_scaling.hpp>
+#include <ctg/exec/cpu/attention.hpp>
 #include <ctg/exec/cpu/fused_loop.hpp>
 #include <ctg/exec/cpu/index_ops.hpp>
 #include <ctg/exec/cpu/matmul.hpp>
@@ -112,6 +113,10 @@ struct backend {
       return &run_quantize<C0, T, node::scaling::is_delayed, node::scaling::margin>;
     } else if constexpr (node::kind == node_kind::dequantize) {
       return &run_dequantize<C0, T>;
+    } else if constexpr (node::kind == node_kind::attention) {
+      if constexpr (node::pass == attention_pass::lse) return &run_attention_lse<C0, T, node::layout>;
+      else if constexpr (node::pass == attention_pass::output) return &run_attention<T, compute_t<T>, node::layout>;
+      else return &run_attention_grad<T, compute_t<T>, node::layout>;
     } else {
       return &run_fused<kernel::fused_plan_t<Key, R>>;
     }

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include <ctg/exec/cuda/attention_kernels.cuh>
 #include <ctg/exec/cuda/data_kernels.cuh>
 #include <ctg/exec/cuda/fused_kernel.cuh>
 #include <ctg/exec/cuda/gemm.cuh>
@@ -130,6 +131,39 @@ void run_scatter_add(const group_call& g, const bindings_view& b, workspace& ws,
                                  ws.stream()>>>(b.template as<const TG>(g.child[0]), b.template as<const i32>(g.child[1]),
                                                 b.template as<TO>(g.root), row_len, n);
   check_launch("ctg::cuda::kernels::scatter_add");
+}
+
+// Fused attention (graph/attention.hpp): heads of F features in C, a block
+// of attention_tiles::rows_for(F) rows each (exec/cuda/attention_kernels.cuh).
+template <attention_pass Pass, attention_layout L, class T, int F>
+void run_attention(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  using C = compute_t<T>;
+  static_assert(attention_tiles::fits(F, sizeof(C)), "ctg: causal_attention on CUDA takes head dims up to 1000");
+  constexpr int rows = attention_tiles::rows_for(F, sizeof(C));
+  const auto a = ctg::detail::attention_heads_of(b.shape[g.child[0]], L);
+  const dim_t blocks = a.heads * attention_tiles::blocks_per_head(a.tokens, rows);
+  if (blocks == 0) return;
+  if (blocks > dim_t{0x7fffffff}) throw error("ctg: causal_attention on CUDA: more than 2^31 blocks of rows");
+  const unsigned grid = static_cast<unsigned>(blocks);
+  auto in = [&](std::size_t k) { return b.template as<const T>(g.child[k]); };
+  auto stat = [&](std::size_t k) { return b.template as<const C>(g.child[k]); };
+  if constexpr (Pass == attention_pass::lse) {
+    kernels::attention_lse<tl::list<T, C>, F><<<grid, rows, 0, ws.stream()>>>(in(0), in(1), b.template as<C>(g.root), a);
+    check_launch("ctg::cuda::kernels::attention_lse");
+  } else if constexpr (Pass == attention_pass::output) {
+    kernels::attention_out<tl::list<T, C>, F>
+        <<<grid, rows, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), b.template as<T>(g.root), a);
+    check_launch("ctg::cuda::kernels::attention_out");
+  } else {
+    T* dq = b.template as<T>(g.root);
+    const dim_t n = b.shape[g.child[0]].numel();
+    kernels::attention_dq<tl::list<T, C>, F>
+        <<<grid, rows, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), in(4), stat(5), dq, a);
+    check_launch("ctg::cuda::kernels::attention_dq");
+    kernels::attention_dkv<tl::list<T, C>, F>
+        <<<grid, rows, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), in(4), stat(5), dq + n, dq + 2 * n, a);
+    check_launch("ctg::cuda::kernels::attention_dkv");
+  }
 }
 
 // Current scaling takes the amax in a pass of its own, then casts; delayed
@@ -247,6 +281,11 @@ struct backend {
       return &runners::run_quantize<C0, T, node::scaling::is_delayed, node::scaling::margin>;
     } else if constexpr (node::kind == node_kind::dequantize) {
       return &runners::run_dequantize<C0, T>;
+    } else if constexpr (node::kind == node_kind::attention) {
+      using Q = tl::at_t<0, typename node::children>;
+      constexpr int features =
+          static_cast<int>(Q::dims::dims[Q::dims::rank - ctg::detail::feature_axis_from_end<node::layout>]);
+      return &runners::run_attention<node::pass, node::layout, typename Q::dtype, features>;
     } else {
       return &runners::run_fused<kernel::fused_plan_t<Key, R>>;
     }
