@@ -29,6 +29,12 @@ struct scores_recomputed : Cfg {
   static constexpr ctg::nn::checkpointing checkpoint = ctg::nn::checkpointing::attention_scores;
 };
 
+// Cfg with attention computed by ctg::causal_attention (attention_kernel::fused).
+template <class Cfg>
+struct fused_attention : Cfg {
+  static constexpr ctg::nn::attention_kernel attention = ctg::nn::attention_kernel::fused;
+};
+
 template <class Policy, class Cfg, std::size_t Batch, std::size_t Seq>
 void train_step(benchmark::State& state) {
   using M = ctg::nn::transformer<Cfg, Policy>;

@@ -3,8 +3,9 @@
 // tokens. f32 and autocast<bf16>, each layer recomputed in backward
 // (checkpointing::every_layer, the default) or kept (ckpt_none), and bf16
 // keeping all but attention's scores (ckpt_scores:
-// checkpointing::attention_scores), on 1 and 2 threads, a fixed 5
-// iterations after the warm-up.
+// checkpointing::attention_scores), and bf16 with fused attention
+// (attention_kernel::fused, recomputed and kept), on 1 and 2 threads, a
+// fixed 5 iterations after the warm-up.
 // bench/vs_pytorch_cpu.py --size realistic runs this and the same step in PyTorch.
 //   build/default/bench/bench_realistic_lm_step [--benchmark_filter=/threads:1]
 #include "lm_step.hpp"
@@ -17,6 +18,8 @@ struct realistic_config {
 };
 using kept = lm_bench::kept<realistic_config>;
 using scores_recomputed = lm_bench::scores_recomputed<realistic_config>;
+using fused = lm_bench::fused_attention<realistic_config>;
+using fused_kept = lm_bench::fused_attention<kept>;
 template <class Policy, class Cfg>
 void BM_step(benchmark::State& state) {
   lm_bench::train_step<Policy, Cfg, 8, 128>(state);
@@ -32,6 +35,8 @@ BENCHMARK(BM_step<f32, kept>)->Name("realistic_lm_step/f32/ckpt_none")->Apply(th
 BENCHMARK(BM_step<bf16, realistic_config>)->Name("realistic_lm_step/bf16")->Apply(threads);
 BENCHMARK(BM_step<bf16, kept>)->Name("realistic_lm_step/bf16/ckpt_none")->Apply(threads);
 BENCHMARK(BM_step<bf16, scores_recomputed>)->Name("realistic_lm_step/bf16/ckpt_scores")->Apply(threads);
+BENCHMARK(BM_step<bf16, fused>)->Name("realistic_lm_step/bf16/fused_attention")->Apply(threads);
+BENCHMARK(BM_step<bf16, fused_kept>)->Name("realistic_lm_step/bf16/ckpt_none/fused_attention")->Apply(threads);
 }  // namespace
 
 BENCHMARK_MAIN();
