@@ -82,6 +82,12 @@ def torch_ops():
         f = c(loss)
         return lambda: torch.autograd.grad(f(xh, wh), (xh, wh))
 
+    qa, ka, va = (param(8, 12, 1024, 64) for _ in range(3))
+    ga = torch.full((8, 12, 1024, 64), 0.0115, dtype=bf16, device=dev)
+
+    def attention(q, k, v):  # PyTorch's fused kernel (flash attention on this GPU)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
     return {
         "group swiglu [8192,4096] bf16": lambda c: (lambda f: lambda: f(a.detach(), b.detach()))(
             c(lambda p, q: torch.nn.functional.silu(p) * q)),
@@ -97,6 +103,7 @@ def torch_ops():
             c(quantize)),
         "linear_fwd_bwd 8192^3 bf16": lambda c: fwd_bwd(c, linear, (xl, wl), gl),
         "lm_head_fwd_bwd [8192,768]x[768,50304] bf16": lm_head,
+        "attention_fwd_bwd [8,12,1024,64] bf16 fused": lambda c: fwd_bwd(c, attention, (qa, ka, va), ga),
     }
 
 

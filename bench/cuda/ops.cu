@@ -159,6 +159,11 @@ using Gl = ctg::input<"g", ctg::bf16, 8192, 8192>;
 using Xh = ctg::param<"x", ctg::bf16, 8192, 768>;
 using Wh = ctg::param<"w", ctg::f32, 768, 50304>;
 using Th = ctg::input<"targets", ctg::i32, 8192>;
+// GPT-2's attention: batch 8, 12 heads of 64, T = 1024, token rows.
+using Qa = ctg::param<"q", ctg::bf16, 8, 12, 1024, 64>;
+using Ka = ctg::param<"k", ctg::bf16, 8, 12, 1024, 64>;
+using Va = ctg::param<"v", ctg::bf16, 8, 12, 1024, 64>;
+using Ga = ctg::input<"g", ctg::bf16, 8, 12, 1024, 64>;
 
 template <class Y>
 constexpr auto against(Y y, auto g) {
@@ -207,6 +212,30 @@ void step_cases(const cu::device& dev) {
     auto store = ctg::make_store(dev, step);
     ctg::nn::init_params(store, 1);
     step_case(dev, "linear_fwd_bwd 8192^3 fp8", 0, flop, store, [&] { step(store, ctg::feed(Gl{}, gl.span())); });
+  }
+  {
+    // Causal attention, fused (ctg::causal_attention) and composed (products and a softmax loop, as
+    // nn::causal_self_attention by default). flop: the causal half of attention's six products of
+    // 2 B H T^2 Dh (forward two, backward four; recomputed scores not counted).
+    const std::size_t n = 8 * 12 * 1024 * 64;
+    device_bf16 ga(n);
+    const double attn_flop = 0.5 * 6 * 2.0 * 8 * 12 * 1024.0 * 1024.0 * 64;
+    {
+      auto step = ctg::value_and_grad(against(ctg::causal_attention(Qa{}, Ka{}, Va{}), Ga{}));
+      auto store = ctg::make_store(dev, step);
+      ctg::nn::init_params(store, 1);
+      step_case(dev, "attention_fwd_bwd [8,12,1024,64] bf16 fused", 0, attn_flop, store,
+                [&] { step(store, ctg::feed(Ga{}, ga.span())); });
+    }
+    {
+      auto scores = ctg::cast<ctg::f32>(ctg::matmul(Qa{}, ctg::transpose(Ka{}))) * ctg::lit<0.125>;
+      auto o = ctg::matmul(ctg::cast<ctg::bf16>(ctg::softmax(ctg::causal_mask(scores))), Va{});
+      auto step = ctg::value_and_grad(against(o, Ga{}));
+      auto store = ctg::make_store(dev, step);
+      ctg::nn::init_params(store, 1);
+      step_case(dev, "attention_fwd_bwd [8,12,1024,64] bf16 composed", 0, attn_flop, store,
+                [&] { step(store, ctg::feed(Ga{}, ga.span())); });
+    }
   }
   {
     // GPT-2's loss head: its product and cross-entropy over 8192 tokens.

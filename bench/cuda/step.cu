@@ -2,11 +2,12 @@
 // forward, backward, global-norm clipping and AdamW of nn::transformer, for
 // two sizes, bf16 autocast (and f32 for the smaller), each layer recomputed
 // in backward (checkpointing::every_layer, the default) or kept (ckpt_none),
-// and GPT-2's keeping all but attention's scores (ckpt_scores:
-// checkpointing::attention_scores).
+// GPT-2's keeping all but attention's scores (ckpt_scores:
+// checkpointing::attention_scores), and GPT-2's with every value kept and
+// attention fused (attention_kernel::fused, ctg::causal_attention).
 // Two warm-up steps, then each step timed to its end (the step waits for its
 // loss, AdamW for its norm): prints one line per case,
-//   <size>/<policy>[/ckpt_none|/ckpt_scores][/no_graphs] ms <median> tokens/s <t> kept_MiB <k> loss <l> graph_replays <r>
+//   <size>/<policy>[/ckpt_none|/ckpt_scores][/fused_attention][/no_graphs] ms <median> tokens/s <t> kept_MiB <k> loss <l> graph_replays <r>
 // bench/vs_pytorch_gpu.py runs this beside PyTorch. Steps replay as CUDA
 // graphs (exec/cuda/step_graphs.cuh); each bf16 case runs again with them
 // off (/no_graphs) in the same process, to measure what they gain.
@@ -44,11 +45,12 @@ struct realistic {
   static constexpr ctg::checkpointing checkpoint = C;
   static constexpr int batch = 8, seq = 128;
 };
-template <ctg::checkpointing C>
+template <ctg::checkpointing C, ctg::nn::attention_kernel A = ctg::nn::attention_kernel::composed>
 struct gpt2 {
   static constexpr ctg::dim_t vocab = 50304, max_seq = 1024, dim = 768, heads = 12, head_dim = 64, hidden = 2048;
   static constexpr std::size_t layers = 12;
   static constexpr ctg::checkpointing checkpoint = C;
+  static constexpr ctg::nn::attention_kernel attention = A;
   static constexpr int batch = 8, seq = 1024;
 };
 
@@ -151,6 +153,7 @@ int main(int argc, char** argv) {
       measure<bf16, gpt2<every>>(gpu, "gpt2/bf16", steps);
       measure<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps);
       measure<bf16, gpt2<scores>>(gpu, "gpt2/bf16/ckpt_scores", steps);
+      measure<bf16, gpt2<none, ctg::nn::attention_kernel::fused>>(gpu, "gpt2/bf16/ckpt_none/fused_attention", steps);
       measure<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps, false);
     }
   });

@@ -81,6 +81,8 @@ TEST_CASE("causal_attention: value against a reference in double, gradients agai
   gc::check_close(gc::run_forward(fwd, fs), reference(q, k, v, B * H, T), 1e-13, 1e-15, "attention output");
 
   auto step = ctg::value_and_grad(ctg::sum(att * R{}), ctg::wrt<Q, K, V>);
+  // Three groups of their own: lse, the output, the gradients (dq, dk, dv: views of one buffer).
+  static_assert(ctg::count_groups<decltype(step)>(ctg::group_kind::attention) == 3);
   auto st = ctg::make_store(dev, step);
   gc::set<Q>(st, q);
   gc::set<K>(st, k);

@@ -39,11 +39,15 @@ __device__ CTG_FORCEINLINE void load_stats(C* row, const C* stat, const attentio
   const dim_t t = first + threadIdx.x;
   row[threadIdx.x] = t < a.tokens ? stat[head * a.tokens + t] : C(0);
 }
+// a b + c in one rounding (nvcc's --fmad=false keeps a * b + c two; these
+// sums need not match the CPU's bits, so they take the fused instruction).
+__device__ CTG_FORCEINLINE float fma_c(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ CTG_FORCEINLINE double fma_c(double a, double b, double c) { return __fma_rn(a, b, c); }
 template <int F, class C>
 __device__ CTG_FORCEINLINE C dot(const C (&x)[F], const C* y) {
   C s = 0;
   CTG_UNROLL
-  for (int d = 0; d < F; ++d) s += x[d] * y[d];
+  for (int d = 0; d < F; ++d) s = fma_c(x[d], y[d], s);
   return s;
 }
 template <int F, class T, class C>
@@ -124,7 +128,7 @@ __global__ void attention_out(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, 
     for (int jj = 0; jj < R && j0 + jj <= b.row; ++jj) {
       const C p = math::exp(attention::dot(qi, ks[jj]) * scale - l);
       CTG_UNROLL
-      for (int d = 0; d < F; ++d) acc[d] += p * vs[jj][d];
+      for (int d = 0; d < F; ++d) acc[d] = attention::fma_c(p, vs[jj][d], acc[d]);
     }
   }
   if (!b.active) return;
@@ -163,7 +167,7 @@ __global__ void attention_dq(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, c
       const C p = math::exp(attention::dot(qi, ks[jj]) * scale - l);
       const C ds = p * (attention::dot(gi, vs[jj]) - di);
       CTG_UNROLL
-      for (int d = 0; d < F; ++d) acc[d] += ds * ks[jj][d];
+      for (int d = 0; d < F; ++d) acc[d] = attention::fma_c(ds, ks[jj][d], acc[d]);
     }
   }
   if (!b.active) return;
@@ -207,15 +211,15 @@ __global__ void attention_dkv(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, 
       C s = 0, dp = 0;
       CTG_UNROLL
       for (int d = 0; d < F; ++d) {
-        s += qs[ii][d] * kj[d];
-        dp += gs[ii][d] * vj[d];
+        s = attention::fma_c(qs[ii][d], kj[d], s);
+        dp = attention::fma_c(gs[ii][d], vj[d], dp);
       }
       const C p = math::exp(s * scale - ls[ii]);
       const C ds = p * (dp - deltas[ii]);
       CTG_UNROLL
       for (int d = 0; d < F; ++d) {
-        dk_acc[d] += ds * qs[ii][d];
-        dv_acc[d] += p * gs[ii][d];
+        dk_acc[d] = attention::fma_c(ds, qs[ii][d], dk_acc[d]);
+        dv_acc[d] = attention::fma_c(p, gs[ii][d], dv_acc[d]);
       }
     }
   }

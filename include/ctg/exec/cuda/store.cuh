@@ -138,7 +138,9 @@ void run_scatter_add(const group_call& g, const bindings_view& b, workspace& ws,
 template <attention_pass Pass, attention_layout L, class T, int F>
 void run_attention(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   using C = compute_t<T>;
-  static_assert(attention_tiles::fits(F, sizeof(C)), "ctg: causal_attention on CUDA takes head dims up to 1000");
+  static_assert(attention_tiles::fits(F, sizeof(C)),
+                "ctg: causal_attention on CUDA: a head dim too large for its tiles in shared memory (Dh up to 2559 in "
+                "f32, 1279 in f64)");
   constexpr int rows = attention_tiles::rows_for(F, sizeof(C));
   const auto a = ctg::detail::attention_heads_of(b.shape[g.child[0]], L);
   const dim_t blocks = a.heads * attention_tiles::blocks_per_head(a.tokens, rows);
