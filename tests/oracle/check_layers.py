@@ -78,6 +78,13 @@ def attention(t):
     return nn.causal_self_attention(x, wq, wk, t["attn.wv"], t["attn.wo"], heads, P)
 
 
+@cases.formula("attention_fused", tolerances="layers.attention")
+def attention_fused(t):
+    # ctg's fused heads (ctg::causal_attention) compute the same layer: the same formula, the same bounds
+    # (they round less: no bf16 probabilities)
+    return attention(t)
+
+
 @cases.formula("embedding", tolerances="layers.embedding")
 def embedding(t):
     P = policy(t, bf16=nn.FULL_BF16)

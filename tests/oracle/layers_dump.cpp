@@ -93,6 +93,10 @@ void cases(oracle::dump& d, const std::string& tag) {
     const oracle::range w{-0.5, 0.5};
     layer_case(d, name("attention"), nn::causal_self_attention<"attn", 2, 4, P>(X{}),
                ranges{{"attn.wq", w}, {"attn.wk", w}, {"attn.wv", w}, {"attn.wo", w}});
+    // the same layer with its heads by ctg::causal_attention (attention_kernel::fused)
+    layer_case(d, name("attention_fused"),
+               nn::causal_self_attention<"attn", 2, 4, P, ctg::checkpointing::none, nn::attention_kernel::fused>(X{}),
+               ranges{{"attn.wq", w}, {"attn.wk", w}, {"attn.wv", w}, {"attn.wo", w}});
   }
   {  // cross-entropy of logits [2, 5, 7] (the dtype lm_head produces) with ignored targets
     using L = ctg::param<"logits", A, 2, 5, 7>;
