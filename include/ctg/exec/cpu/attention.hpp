@@ -94,6 +94,22 @@ void causal_exp(const C* __restrict s, C shift, dim_t i, C* __restrict p) {
   std::fill(p + i + 1, p + n * lanes, C(0));
 }
 
+// A node's operands, its children in graph/attention.hpp's order (q, k, v,
+// lse, g, delta: those it has), and where its heads lie.
+template <class T, class C>
+struct operands {
+  attention_heads a;
+  const T *q, *k, *v = nullptr, *g = nullptr;
+  const C *lse = nullptr, *delta = nullptr;
+  operands(const group_call& call, const bindings_view& b, attention_layout layout, std::size_t children)
+      : a(ctg::detail::attention_heads_of(b.shape[call.child[0]], layout)),
+        q(b.template as<const T>(call.child[0])),
+        k(b.template as<const T>(call.child[1])) {
+    if (children > 2) v = b.template as<const T>(call.child[2]), lse = b.template as<const C>(call.child[3]);
+    if (children > 4) g = b.template as<const T>(call.child[4]), delta = b.template as<const C>(call.child[5]);
+  }
+};
+
 // Runs f(h, worker) for every head, on the pool when the work is worth it.
 template <class F>
 void each_head(workspace& ws, const attention_heads& a, F f) {
@@ -109,17 +125,16 @@ void each_head(workspace& ws, const attention_heads& a, F f) {
 template <class T, class C, attention_layout L>
 void run_attention_lse(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   namespace al = attention_loops;
-  const auto a = ctg::detail::attention_heads_of(b.shape[g.child[0]], L);
-  const T* q = b.template as<const T>(g.child[0]);
-  const T* k = b.template as<const T>(g.child[1]);
+  const al::operands<T, C> in(g, b, L, 2);
+  const auto& a = in.a;
   C* lse = b.template as<C>(g.root);
   const al::head_layout l(a);
   al::each_head(ws, a, [&](dim_t h, unsigned worker) {
     C* kf = al::scratch<C>(ws, worker, static_cast<std::size_t>(l.by_features(a) + l.by_tokens(a) + 2 * l.tp));
     C *qt = kf + l.by_features(a), *s = qt + l.by_tokens(a), *p = s + l.tp;
     const dim_t base = h * a.head_elements();
-    al::widen_by_features(k + base, a, l, kf);
-    al::widen_by_tokens(q + base, a, l, qt);
+    al::widen_by_features(in.k + base, a, l, kf);
+    al::widen_by_tokens(in.q + base, a, l, qt);
     for (dim_t i = 0; i < a.tokens; ++i) {
       al::causal_scores(qt + i * l.fp, kf, a, l, i, a.template scale<C>(), s);
       C m = s[0];
@@ -136,11 +151,8 @@ void run_attention_lse(const group_call& g, const bindings_view& b, workspace& w
 template <class T, class C, attention_layout L>
 void run_attention(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   namespace al = attention_loops;
-  const auto a = ctg::detail::attention_heads_of(b.shape[g.child[0]], L);
-  const T* q = b.template as<const T>(g.child[0]);
-  const T* k = b.template as<const T>(g.child[1]);
-  const T* v = b.template as<const T>(g.child[2]);
-  const C* lse = b.template as<const C>(g.child[3]);
+  const al::operands<T, C> in(g, b, L, 4);
+  const auto& a = in.a;
   T* out = b.template as<T>(g.root);
   const al::head_layout l(a);
   const dim_t fc = al::chunks(a.features);
@@ -148,12 +160,12 @@ void run_attention(const group_call& g, const bindings_view& b, workspace& ws, f
     C* kf = al::scratch<C>(ws, worker, static_cast<std::size_t>(l.by_features(a) + 2 * l.by_tokens(a) + 2 * l.tp + l.fp));
     C *qt = kf + l.by_features(a), *vt = qt + l.by_tokens(a), *s = vt + l.by_tokens(a), *p = s + l.tp, *o = p + l.tp;
     const dim_t base = h * a.head_elements();
-    al::widen_by_features(k + base, a, l, kf);
-    al::widen_by_tokens(q + base, a, l, qt);
-    al::widen_by_tokens(v + base, a, l, vt);
+    al::widen_by_features(in.k + base, a, l, kf);
+    al::widen_by_tokens(in.q + base, a, l, qt);
+    al::widen_by_tokens(in.v + base, a, l, vt);
     for (dim_t i = 0; i < a.tokens; ++i) {
       al::causal_scores(qt + i * l.fp, kf, a, l, i, a.template scale<C>(), s);
-      al::causal_exp(s, lse[h * a.tokens + i], i, p);
+      al::causal_exp(s, in.lse[h * a.tokens + i], i, p);
       std::fill(o, o + l.fp, C(0));
       for (dim_t j = 0; j <= i; ++j) al::add_scaled(o, p[j], vt + j * l.fp, fc);
       for (dim_t d = 0; d < a.features; ++d) out[base + a.at(i, d)] = store_as<T>(o[d]);
@@ -166,15 +178,10 @@ void run_attention(const group_call& g, const bindings_view& b, workspace& ws, f
 template <class T, class C, attention_layout L>
 void run_attention_grad(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   namespace al = attention_loops;
-  const auto a = ctg::detail::attention_heads_of(b.shape[g.child[0]], L);
-  const T* q = b.template as<const T>(g.child[0]);
-  const T* k = b.template as<const T>(g.child[1]);
-  const T* v = b.template as<const T>(g.child[2]);
-  const C* lse = b.template as<const C>(g.child[3]);
-  const T* go = b.template as<const T>(g.child[4]);
-  const C* delta = b.template as<const C>(g.child[5]);
+  const al::operands<T, C> in(g, b, L, 6);
+  const auto& a = in.a;
   T* out = b.template as<T>(g.root);
-  const dim_t total = b.shape[g.child[0]].numel();
+  const dim_t total = b.shape[g.child[0]].numel();  // (q's: each of dq, dk, dv)
   T *dq = out, *dk = out + total, *dv = out + 2 * total;
   const al::head_layout l(a);
   const dim_t fc = al::chunks(a.features), by_t = l.by_tokens(a), by_f = l.by_features(a);
@@ -184,19 +191,19 @@ void run_attention_grad(const group_call& g, const bindings_view& b, workspace& 
     C *kf = dv_acc + by_t, *vf = kf + by_f;
     C *s = vf + by_f, *dp = s + l.tp, *p = dp + l.tp, *ds = p + l.tp, *dq_row = ds + l.tp;
     const dim_t base = h * a.head_elements();
-    al::widen_by_tokens(q + base, a, l, qt);
-    al::widen_by_tokens(k + base, a, l, kt);
-    al::widen_by_tokens(go + base, a, l, gt);
-    al::widen_by_features(k + base, a, l, kf);
-    al::widen_by_features(v + base, a, l, vf);
+    al::widen_by_tokens(in.q + base, a, l, qt);
+    al::widen_by_tokens(in.k + base, a, l, kt);
+    al::widen_by_tokens(in.g + base, a, l, gt);
+    al::widen_by_features(in.k + base, a, l, kf);
+    al::widen_by_features(in.v + base, a, l, vf);
     std::fill(dk_acc, dk_acc + 2 * by_t, C(0));
     for (dim_t i = 0; i < a.tokens; ++i) {
       const C* qi = qt + i * l.fp;
       const C* gi = gt + i * l.fp;
       al::causal_scores(qi, kf, a, l, i, a.template scale<C>(), s);
       al::causal_scores(gi, vf, a, l, i, C(1), dp);  // dp_j = g_i . v_j
-      al::causal_exp(s, lse[h * a.tokens + i], i, p);
-      const C di = delta[h * a.tokens + i];
+      al::causal_exp(s, in.lse[h * a.tokens + i], i, p);
+      const C di = in.delta[h * a.tokens + i];
       for (dim_t j = 0; j < al::chunks(i + 1) * al::lanes; ++j) ds[j] = p[j] * (dp[j] - di);
       std::fill(dq_row, dq_row + l.fp, C(0));
       for (dim_t j = 0; j <= i; ++j) {

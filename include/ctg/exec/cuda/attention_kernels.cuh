@@ -72,6 +72,24 @@ __device__ CTG_FORCEINLINE block_rows rows_of(const attention_heads& a) {
   b.active = b.row < a.tokens;
   return b;
 }
+
+// body(jj) for each key j0 + jj <= the thread's query, over tiles of R keys
+// up to the block's last query, each tile's k (and v, where given) in shared
+// memory by then. Every thread of the block runs the loop (it waits at each
+// tile); rows past the last token run no body.
+template <int R, int F, class T, class C, class Body>
+__device__ CTG_FORCEINLINE void over_causal_keys(C (*ks)[F + 1], C (*vs)[F + 1], const T* k, const T* v,
+                                                 const attention_heads& a, const block_rows& b, Body&& body) {
+  const dim_t last = b.first + R < a.tokens ? b.first + R : a.tokens;
+  for (dim_t j0 = 0; j0 < last; j0 += R) {
+    __syncthreads();
+    load_tile<R, F>(ks, k, a, b.base, j0);
+    if (v) load_tile<R, F>(vs, v, a, b.base, j0);
+    __syncthreads();
+    if (!b.active) continue;
+    for (int jj = 0; jj < R && j0 + jj <= b.row; ++jj) body(jj);
+  }
+}
 }  // namespace attention
 
 // lse_i = m + log(sum_{j <= i} exp(s_ij - m)), by a running max and sum.
@@ -87,19 +105,12 @@ __global__ void attention_lse(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, 
   if (b.active) attention::load_row(qi, q, a, b.base, b.row);
   const C scale = a.template scale<C>();
   C m = dtype_traits<C>::lowest, l = 0;  // (a finite start: exp(m - s) is 0, no inf - inf)
-  const dim_t last = b.first + R < a.tokens ? b.first + R : a.tokens;
-  for (dim_t j0 = 0; j0 < last; j0 += R) {
-    __syncthreads();
-    attention::load_tile<R, F>(ks, k, a, b.base, j0);
-    __syncthreads();
-    if (!b.active) continue;
-    for (int jj = 0; jj < R && j0 + jj <= b.row; ++jj) {
-      const C s = attention::dot(qi, ks[jj]) * scale;
-      const C m_new = s > m ? s : m;
-      l = l * math::exp(m - m_new) + math::exp(s - m_new);
-      m = m_new;
-    }
-  }
+  attention::over_causal_keys<R, F>(ks, ks, k, static_cast<const T*>(nullptr), a, b, [&](int jj) {
+    const C s = attention::dot(qi, ks[jj]) * scale;
+    const C m_new = s > m ? s : m;
+    l = l * math::exp(m - m_new) + math::exp(s - m_new);
+    m = m_new;
+  });
   if (b.active) lse[b.head * a.tokens + b.row] = m + math::log(l);
 }
 
@@ -118,19 +129,11 @@ __global__ void attention_out(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, 
   for (int d = 0; d < F; ++d) acc[d] = 0;
   if (b.active) attention::load_row(qi, q, a, b.base, b.row);
   const C scale = a.template scale<C>(), l = b.active ? lse[b.head * a.tokens + b.row] : C(0);
-  const dim_t last = b.first + R < a.tokens ? b.first + R : a.tokens;
-  for (dim_t j0 = 0; j0 < last; j0 += R) {
-    __syncthreads();
-    attention::load_tile<R, F>(ks, k, a, b.base, j0);
-    attention::load_tile<R, F>(vs, v, a, b.base, j0);
-    __syncthreads();
-    if (!b.active) continue;
-    for (int jj = 0; jj < R && j0 + jj <= b.row; ++jj) {
-      const C p = math::exp(attention::dot(qi, ks[jj]) * scale - l);
-      CTG_UNROLL
-      for (int d = 0; d < F; ++d) acc[d] = attention::fma_c(p, vs[jj][d], acc[d]);
-    }
-  }
+  attention::over_causal_keys<R, F>(ks, vs, k, v, a, b, [&](int jj) {
+    const C p = math::exp(attention::dot(qi, ks[jj]) * scale - l);
+    CTG_UNROLL
+    for (int d = 0; d < F; ++d) acc[d] = attention::fma_c(p, vs[jj][d], acc[d]);
+  });
   if (!b.active) return;
   CTG_UNROLL
   for (int d = 0; d < F; ++d) out[b.base + a.at(b.row, d)] = store_as<T>(acc[d]);
@@ -156,20 +159,12 @@ __global__ void attention_dq(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, c
   }
   const C scale = a.template scale<C>();
   const C l = b.active ? lse[b.head * a.tokens + b.row] : C(0), di = b.active ? delta[b.head * a.tokens + b.row] : C(0);
-  const dim_t last = b.first + R < a.tokens ? b.first + R : a.tokens;
-  for (dim_t j0 = 0; j0 < last; j0 += R) {
-    __syncthreads();
-    attention::load_tile<R, F>(ks, k, a, b.base, j0);
-    attention::load_tile<R, F>(vs, v, a, b.base, j0);
-    __syncthreads();
-    if (!b.active) continue;
-    for (int jj = 0; jj < R && j0 + jj <= b.row; ++jj) {
-      const C p = math::exp(attention::dot(qi, ks[jj]) * scale - l);
-      const C ds = p * (attention::dot(gi, vs[jj]) - di);
-      CTG_UNROLL
-      for (int d = 0; d < F; ++d) acc[d] = attention::fma_c(ds, ks[jj][d], acc[d]);
-    }
-  }
+  attention::over_causal_keys<R, F>(ks, vs, k, v, a, b, [&](int jj) {
+    const C p = math::exp(attention::dot(qi, ks[jj]) * scale - l);
+    const C ds = p * (attention::dot(gi, vs[jj]) - di);
+    CTG_UNROLL
+    for (int d = 0; d < F; ++d) acc[d] = attention::fma_c(ds, ks[jj][d], acc[d]);
+  });
   if (!b.active) return;
   CTG_UNROLL
   for (int d = 0; d < F; ++d) dq[b.base + a.at(b.row, d)] = store_as<T>(acc[d] * scale);
