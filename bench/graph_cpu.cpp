@@ -192,6 +192,41 @@ void BM_cross_entropy_fwd_bwd(benchmark::State& state) {
 }
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwd_bwd, ctg::f32)->Apply(threads);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwd_bwd, ctg::bf16)->Apply(threads);
+
+// Causal attention forward + backward over one sequence of GPT-2's shape
+// (12 heads of 64, T = 1024, bf16 operands, f32 statistics): fused
+// (ctg::causal_attention) against composed (the scores' product in bf16,
+// the softmax loop in f32, its bf16 cast times v, as nn::causal_self_attention
+// by default). loss = sum(attention(q, k, v) * r), gradients to q, k, v.
+constexpr ctg::dim_t at_heads = 12, at_seq = 1024, at_dim = 64;
+using AQ = ctg::param<"q", ctg::bf16, at_heads, at_seq, at_dim>;
+using AK = ctg::param<"k", ctg::bf16, at_heads, at_seq, at_dim>;
+using AV = ctg::param<"v", ctg::bf16, at_heads, at_seq, at_dim>;
+using AR = ctg::frozen<"r", ctg::bf16, at_heads, at_seq, at_dim>;
+template <bool Fused>
+void BM_causal_attention_fwd_bwd(benchmark::State& state) {
+  auto out = [] {
+    if constexpr (Fused) {
+      return ctg::causal_attention(AQ{}, AK{}, AV{});
+    } else {
+      auto scores = ctg::cast<ctg::f32>(ctg::matmul(AQ{}, ctg::transpose(AK{}))) * ctg::lit<0.125>;
+      return ctg::matmul(ctg::cast<ctg::bf16>(ctg::softmax(ctg::causal_mask(scores))), AV{});
+    }
+  }();
+  auto step = ctg::value_and_grad(ctg::sum(ctg::cast<ctg::f32>(out * AR{})), ctg::wrt<AQ, AK, AV>);
+  auto store = ctg::make_store(ctg::cpu::device{static_cast<unsigned>(state.range(0))}, step);
+  constexpr std::size_t n = at_heads * at_seq * at_dim;
+  const auto q = random_floats(n, -1.0f, 1.0f), k = random_floats(n, -1.0f, 1.0f), r = random_floats(n, -1.0f, 1.0f);
+  auto set = [&](auto leaf, const std::vector<float>& v) {
+    auto p = store.param(leaf);
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<ctg::bf16>(v[i]);
+  };
+  set(AQ{}, q), set(AK{}, k), set(AV{}, r), set(AR{}, r);
+  for (auto _ : state) benchmark::DoNotOptimize(step(store));
+  state.counters["kept_MiB"] = static_cast<double>(store.kept_bytes()) / (1 << 20);
+}
+BENCHMARK_TEMPLATE(BM_causal_attention_fwd_bwd, true)->Name("BM_causal_attention_fwd_bwd/fused")->Apply(threads);
+BENCHMARK_TEMPLATE(BM_causal_attention_fwd_bwd, false)->Name("BM_causal_attention_fwd_bwd/composed")->Apply(threads);
 }  // namespace
 
 BENCHMARK_MAIN();
