@@ -323,6 +323,16 @@ TEST_CASE("every kind of node has an op name: fp8, dropout, gather and its gradi
   look(d);
   look(ctg::description<SStep<ctg::nn::checkpointing::every_layer>>);
   look(ctg::description<decltype(ctg::forward(ctg::transpose(W1{})))>);  // (products read theirs in place)
+  {  // fused attention: its three nodes and the views of its gradients
+    using At = ctg::param<"at", ctg::f32, 2, 3, 4>;
+    using AStep = decltype(ctg::value_and_grad(ctg::sum(ctg::causal_attention(At{}, At{}, At{}))));
+    constexpr const ctg::step_description& a = ctg::description<AStep>;
+    look(a);
+    std::string ops;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a.node[i].op.starts_with("attention") || a.node[i].op == "causal_attention") ops += str(a.node[i].op, " ");
+    CHECK(ops == "attention_lse causal_attention attention_grad attention_dq attention_dk attention_dv ");
+  }
   for (std::size_t kind = 0; kind < static_cast<std::size_t>(K::failed); ++kind) {
     CAPTURE(kind);
     CHECK(seen[kind]);  // every kind but failed (no step holds one) was looked at
