@@ -140,7 +140,7 @@ void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
   }
   if (d.kind == node_kind::attention && d.nchild >= 3)  // q, k and v of one run-time shape
     for (std::size_t c = 1; c < 3; ++c)
-      if (dims_text(child(c)) != dims_text(child(0)))
+      if (!(child(c) == child(0)))
         throw error("ctg: shape mismatch at run time in causal_attention: q " + dims_text(child(0)) + ", " +
                     (c == 1 ? "k " : "v ") + dims_text(child(c)));
 }

@@ -258,12 +258,10 @@ consteval node_desc node_facts() {
   else if constexpr (N::kind == node_kind::gather) d.shape = shape_rule::gather;
   else if constexpr (N::kind == node_kind::scatter_add) d.shape = shape_rule::static_dims;
   else if constexpr (N::kind == node_kind::transpose) d.shape = shape_rule::transpose;
-  else if constexpr (N::kind == node_kind::attention) {
-    d.shape = N::dims::rank == tl::at_t<0, typename N::children>::dims::rank &&
-                      std::is_same_v<typename N::dims, typename tl::at_t<0, typename N::children>::dims>
-                  ? shape_rule::same_as
-                  : shape_rule::fill_dyn;  // lse: q's dims, the features' 1
-  } else {
+  else if constexpr (N::kind == node_kind::attention)
+    d.shape = N::pass == attention_pass::lse ? shape_rule::fill_dyn  // q's dims, the features' 1
+                                              : shape_rule::same_as;
+  else {
     static_assert(N::kind == node_kind::matmul || N::kind == node_kind::fp8_matmul);
     d.shape = shape_rule::matmul;
   }

@@ -109,6 +109,7 @@ void run_attention_lse(const group_call& g, const bindings_view& b, workspace& w
   const auto& a = in.a;
   C* lse = b.template as<C>(g.root);
   const dim_t n = a.head_elements(), F = a.features;
+  const C scale = a.template scale<C>();
   al::each_head(ws, a, [&](dim_t h, unsigned worker, gemm_workspace& gw) {
     C* q = al::scratch<C>(ws, worker, static_cast<std::size_t>(2 * n + 2 * al::block_rows * a.tokens));
     C *k = q + n, *s = k + n, *p = s + al::block_rows * a.tokens;
@@ -121,7 +122,6 @@ void run_attention_lse(const group_call& g, const bindings_view& b, workspace& w
         const C* sr = s + r * blk.keys;
         C m = sr[0];
         for (dim_t j = 1; j <= i; ++j) m = std::max(m, sr[j]);
-        const C scale = a.template scale<C>();
         al::causal_probs(sr, blk.keys, i, scale, m * scale, p);
         C sum = 0;
         for (dim_t j = 0; j <= i; ++j) sum += p[j];
@@ -139,6 +139,7 @@ void run_attention(const group_call& g, const bindings_view& b, workspace& ws, f
   const auto& a = in.a;
   T* out = b.template as<T>(g.root);
   const dim_t n = a.head_elements(), F = a.features;
+  const C scale = a.template scale<C>();
   al::each_head(ws, a, [&](dim_t h, unsigned worker, gemm_workspace& gw) {
     C* q = al::scratch<C>(ws, worker, static_cast<std::size_t>(4 * n + al::block_rows * a.tokens));
     C *k = q + n, *v = k + n, *o = v + n, *s = o + n;
@@ -149,7 +150,7 @@ void run_attention(const group_call& g, const bindings_view& b, workspace& ws, f
       gemm(blk.rows, blk.keys, F, q + blk.first * F, k, s, gw, nullptr, {.transpose_b = true});
       for (dim_t r = 0; r < blk.rows; ++r) {
         C* sr = s + r * blk.keys;  // the scores, then in place their probabilities
-        al::causal_probs(sr, blk.keys, blk.first + r, a.template scale<C>(), in.lse[h * a.tokens + blk.first + r], sr);
+        al::causal_probs(sr, blk.keys, blk.first + r, scale, in.lse[h * a.tokens + blk.first + r], sr);
       }
       gemm(blk.rows, F, blk.keys, s, v, o + blk.first * F, gw);
     });
