@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include <ctg/graph/attention.hpp>
 #include <ctg/graph/step.hpp>
 #include <ctg/graph/traits.hpp>
 

@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include <ctg/exec/cuda/attention_kernels.cuh>
+#include <ctg/exec/cuda/attention_mma_kernels.cuh>
 #include <ctg/exec/cuda/data_kernels.cuh>
 #include <ctg/exec/cuda/fused_kernel.cuh>
 #include <ctg/exec/cuda/gemm.cuh>
@@ -133,38 +134,62 @@ void run_scatter_add(const group_call& g, const bindings_view& b, workspace& ws,
   check_launch("ctg::cuda::kernels::scatter_add");
 }
 
-// Fused attention (graph/attention.hpp): heads of F features in C, a block
-// of attention_tiles::rows_for(F) rows each (exec/cuda/attention_kernels.cuh).
+// Fused attention (graph/attention.hpp): bf16 and f16 heads of 16, 32, 48
+// or 64 features on tensor cores, 64 rows a block of 128 threads
+// (exec/cuda/attention_mma_kernels.cuh); the rest on CUDA cores,
+// attention_tiles::rows_for(F) rows a block, a thread each
+// (exec/cuda/attention_kernels.cuh). Both kinds take the same arguments.
+template <class T, int F, bool TensorCores = attention_mma_tiles::takes<T>(F)>
+struct attention_kernels {
+  using Ts = tl::list<T, compute_t<T>>;
+  static constexpr int rows = attention_tiles::rows_for(F, sizeof(compute_t<T>)), threads = rows;
+  static constexpr auto lse = &kernels::attention_lse<Ts, F>;
+  static constexpr auto out = &kernels::attention_out<Ts, F>;
+  static constexpr auto dq = &kernels::attention_dq<Ts, F>;
+  static constexpr auto dkv = &kernels::attention_dkv<Ts, F>;
+  static constexpr const char* names[4] = {"ctg::cuda::kernels::attention_lse", "ctg::cuda::kernels::attention_out",
+                                           "ctg::cuda::kernels::attention_dq", "ctg::cuda::kernels::attention_dkv"};
+};
+template <class T, int F>
+struct attention_kernels<T, F, true> {
+  using Ts = tl::list<T, compute_t<T>>;
+  static constexpr int rows = attention_mma_tiles::block_rows, threads = attention_mma_tiles::threads;
+  static constexpr auto lse = &kernels::attention_lse_tc<Ts, F>;
+  static constexpr auto out = &kernels::attention_out_tc<Ts, F>;
+  static constexpr auto dq = &kernels::attention_dq_tc<Ts, F>;
+  static constexpr auto dkv = &kernels::attention_dkv_tc<Ts, F>;
+  static constexpr const char* names[4] = {
+      "ctg::cuda::kernels::attention_lse_tc", "ctg::cuda::kernels::attention_out_tc",
+      "ctg::cuda::kernels::attention_dq_tc", "ctg::cuda::kernels::attention_dkv_tc"};
+};
+
 template <attention_pass Pass, attention_layout L, class T, int F>
 void run_attention(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   using C = compute_t<T>;
-  static_assert(attention_tiles::fits(F, sizeof(C)),
+  using K = attention_kernels<T, F>;
+  static_assert(attention_mma_tiles::takes<T>(F) || attention_tiles::fits(F, sizeof(C)),
                 "ctg: causal_attention on CUDA: a head dim too large for its tiles in shared memory (Dh up to 2559 in "
                 "f32, 1279 in f64)");
-  constexpr int rows = attention_tiles::rows_for(F, sizeof(C));
   const auto a = ctg::detail::attention_heads_of(b.shape[g.child[0]], L);
-  const dim_t blocks = a.heads * attention_tiles::blocks_per_head(a.tokens, rows);
+  const dim_t blocks = a.heads * ((a.tokens + K::rows - 1) / K::rows);
   if (blocks == 0) return;
   if (blocks > dim_t{0x7fffffff}) throw error("ctg: causal_attention on CUDA: more than 2^31 blocks of rows");
   const unsigned grid = static_cast<unsigned>(blocks);
   auto in = [&](std::size_t k) { return b.template as<const T>(g.child[k]); };
   auto stat = [&](std::size_t k) { return b.template as<const C>(g.child[k]); };
   if constexpr (Pass == attention_pass::lse) {
-    kernels::attention_lse<tl::list<T, C>, F><<<grid, rows, 0, ws.stream()>>>(in(0), in(1), b.template as<C>(g.root), a);
-    check_launch("ctg::cuda::kernels::attention_lse");
+    K::lse<<<grid, K::threads, 0, ws.stream()>>>(in(0), in(1), b.template as<C>(g.root), a);
+    check_launch(K::names[0]);
   } else if constexpr (Pass == attention_pass::output) {
-    kernels::attention_out<tl::list<T, C>, F>
-        <<<grid, rows, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), b.template as<T>(g.root), a);
-    check_launch("ctg::cuda::kernels::attention_out");
+    K::out<<<grid, K::threads, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), b.template as<T>(g.root), a);
+    check_launch(K::names[1]);
   } else {
     T* dq = b.template as<T>(g.root);
     const dim_t n = b.shape[g.child[0]].numel();
-    kernels::attention_dq<tl::list<T, C>, F>
-        <<<grid, rows, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), in(4), stat(5), dq, a);
-    check_launch("ctg::cuda::kernels::attention_dq");
-    kernels::attention_dkv<tl::list<T, C>, F>
-        <<<grid, rows, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), in(4), stat(5), dq + n, dq + 2 * n, a);
-    check_launch("ctg::cuda::kernels::attention_dkv");
+    K::dq<<<grid, K::threads, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), in(4), stat(5), dq, a);
+    check_launch(K::names[2]);
+    K::dkv<<<grid, K::threads, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), in(4), stat(5), dq + n, dq + 2 * n, a);
+    check_launch(K::names[3]);
   }
 }
 
