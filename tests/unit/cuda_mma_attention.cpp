@@ -272,22 +272,42 @@ TEST_CASE("mma.sync m16n8k16 fragments: every element once, D's layout is A's, r
   }
 }
 
-TEST_CASE("tensor-core attention tiles: staging covers a tile once; a chunk is skipped only when all of it is masked") {
+TEST_CASE("tensor-core attention tiles: staging covers a tile once in chunks; a chunk of keys is skipped only when all of it is masked") {
   for (int features : {16, 32, 48, 64})
-    for (bool feature_major : {false, true})
-      for (bool tokens_contiguous : {false, true}) {
-        CAPTURE(features);
-        std::vector<int> seen(std::size_t(feature_major ? tiles::feature_major_size(features)
-                                                        : tiles::token_major_size(features)),
-                              0);
-        for (int t = 0; t < tiles::threads; ++t)
-          for (int e = t; e < tiles::tile_tokens * features; e += tiles::threads) {
-            const auto s = ctg::cuda::attention_tiles::slot_of(e, tiles::tile_tokens, features, tokens_contiguous);
-            ++seen[std::size_t(tiles::staged_at(s, features, feature_major))];
+    for (bool along_tokens : {false, true}) {  // stage: chunks of 8 along x's contiguous axis
+      CAPTURE(features);
+      CAPTURE(along_tokens);
+      std::vector<int> token_major(std::size_t(tiles::token_major_size(features)), 0),
+          feature_major(std::size_t(tiles::feature_major_size(features)), 0);
+      for (int t = 0; t < tiles::threads; ++t)
+        for (int c = t; c < tiles::chunks(features); c += tiles::threads) {
+          const auto s = tiles::chunk_start(c, features, along_tokens);
+          CHECK((along_tokens ? s.row % 8 == 0 : s.feature % 8 == 0));
+          if (c > 0) {  // consecutive chunks are consecutive along x's contiguous axis, or start its next line
+            const auto prev = tiles::chunk_start(c - 1, features, along_tokens);
+            if (along_tokens) CHECK(((s.feature == prev.feature && s.row == prev.row + 8) || (s.feature == prev.feature + 1 && s.row == 0)));
+            else CHECK(((s.row == prev.row && s.feature == prev.feature + 8) || (s.row == prev.row + 1 && s.feature == 0)));
           }
-        CHECK(std::count(seen.begin(), seen.end(), 1) == tiles::tile_tokens * features);
-        CHECK(std::count_if(seen.begin(), seen.end(), [](int v) { return v > 1; }) == 0);
-      }
+          for (int i = 0; i < 8; ++i) {
+            const int row = s.row + (along_tokens ? i : 0), feature = s.feature + (along_tokens ? 0 : i);
+            REQUIRE((row < tiles::tile_tokens && feature < features));
+            ++token_major[std::size_t(tiles::token_major_at(row, feature, features))];
+            ++feature_major[std::size_t(tiles::feature_major_at(row, feature))];
+          }
+        }
+      CHECK(std::count(token_major.begin(), token_major.end(), 1) == tiles::tile_tokens * features);
+      CHECK(std::count(feature_major.begin(), feature_major.end(), 1) == tiles::tile_tokens * features);
+      CHECK(std::count_if(token_major.begin(), token_major.end(), [](int v) { return v > 1; }) == 0);
+      CHECK(std::count_if(feature_major.begin(), feature_major.end(), [](int v) { return v > 1; }) == 0);
+      // 16-byte stores where a tile's rows run along the chunk: their starts are 16-byte aligned.
+      CHECK(tiles::token_major_ld(features) % 8 == 0);
+      CHECK(tiles::feature_major_ld % 8 == 0);
+    }
+  alignas(16) static const std::uint16_t data[16] = {};
+  CHECK(tiles::wide_chunks(false, 37, data));
+  CHECK_FALSE(tiles::wide_chunks(true, 37, data));  // a chunk of tokens would straddle the last one
+  CHECK(tiles::wide_chunks(true, 40, data));
+  CHECK_FALSE(tiles::wide_chunks(false, 40, data + 1));
   for (dim_t q0 = 0; q0 < 96; q0 += 16)
     for (dim_t k0 = 0; k0 < 96; k0 += 16) {
       bool any = false;
@@ -305,6 +325,9 @@ TEST_CASE("tensor-core attention tiles: staging covers a tile once; a chunk is s
 TEST_CASE("tensor-core attention on emulated warps: lse, output, dq, dk and dv against a double reference") {
   using L = ctg::attention_layout;
   SUBCASE("bf16, token rows, Dh 32, two heads of 100 tokens") { check_attention<ctg::bf16, 32>(2, 100, L::token_rows); }
-  SUBCASE("bf16, feature rows, Dh 64, 70 tokens") { check_attention<ctg::bf16, 64>(1, 70, L::feature_rows); }
+  SUBCASE("bf16, feature rows, Dh 64, 70 tokens (element loads)") { check_attention<ctg::bf16, 64>(1, 70, L::feature_rows); }
   SUBCASE("f16, token rows, Dh 16, 37 tokens") { check_attention<ctg::f16, 16>(2, 37, L::token_rows); }
+  SUBCASE("f16, feature rows, Dh 48, 136 tokens (16-byte chunks of tokens)") {
+    check_attention<ctg::f16, 48>(1, 136, L::feature_rows);
+  }
 }

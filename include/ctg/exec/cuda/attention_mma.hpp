@@ -32,6 +32,7 @@
 #include <ctg/exec/attention_heads.hpp>
 #include <ctg/exec/cuda/attention_tiles.hpp>
 #include <ctg/exec/cuda/mma_fragments.hpp>
+#include <ctg/lower/read_ahead.hpp>
 
 namespace ctg::cuda {
 
@@ -48,10 +49,24 @@ struct attention_mma_tiles {
   static constexpr int feature_major_ld = tile_tokens + 8;
   CTG_HD static constexpr int token_major_size(int features) { return tile_tokens * token_major_ld(features); }
   CTG_HD static constexpr int feature_major_size(int features) { return features * feature_major_ld; }
-  // Where a tile's element (token s.row, feature s.feature) is staged.
-  CTG_HD static constexpr int staged_at(attention_tiles::slot s, int features, bool feature_major) {
-    return feature_major ? s.feature * feature_major_ld + s.row : s.row * token_major_ld(features) + s.feature;
+  // Staging goes by chunks of 8 elements along x's contiguous axis: 8 tokens
+  // of one feature (tokens contiguous) or 8 features of one token. Chunk c's
+  // first element, consecutive chunks consecutive in x.
+  CTG_HD static constexpr int chunks(int features) { return tile_tokens * features / 8; }
+  CTG_HD static constexpr attention_tiles::slot chunk_start(int c, int features, bool tokens_contiguous) {
+    return tokens_contiguous ? attention_tiles::slot{c % (tile_tokens / 8) * 8, c / (tile_tokens / 8)}
+                             : attention_tiles::slot{c / (features / 8), c % (features / 8) * 8};
   }
+  // Is every chunk whole (all its tokens on one side of the last) and 16-byte aligned, so one load each?
+  // (Heads start at multiples of 16 elements; a chunk of tokens at t * Dh + d for d a multiple of 8, or at
+  // d * T + t for t a multiple of 8.)
+  CTG_HD static bool wide_chunks(bool tokens_contiguous, dim_t tokens, const void* x) {
+    return (!tokens_contiguous || tokens % 8 == 0) && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+  }
+  CTG_HD static constexpr int token_major_at(int row, int feature, int features) {
+    return row * token_major_ld(features) + feature;
+  }
+  CTG_HD static constexpr int feature_major_at(int row, int feature) { return feature * feature_major_ld + row; }
   CTG_HD static constexpr dim_t blocks_per_head(dim_t tokens) { return (tokens + block_rows - 1) / block_rows; }
   // Does some key of the 16 from first_key reach some query of the 16 from first_query (key <= query)?
   CTG_HD static constexpr bool chunk_seen(dim_t first_query, dim_t first_key) {
@@ -63,17 +78,36 @@ namespace attention_mma {
 using ctg::detail::attention_heads;
 using tiles = attention_mma_tiles;
 
-// Tokens [first, first + 64) of head `base` of x into a tile (zeros past the
-// last token), the block's threads on consecutive elements along x's
-// contiguous axis.
+// Tokens [first, first + 64) of head `base` of x into a token-major tile, a
+// feature-major one or both (nullptr: not wanted), zeros past the last token:
+// each thread a chunk at a time (attention_mma_tiles::chunk_start), in one
+// 16-byte load where the chunks allow, stored 16 bytes at once where the
+// tile's rows run along the chunk.
 template <int F, class T, class Thread>
-CTG_HD void stage(const Thread& th, std::uint16_t* tile, const T* x, const attention_heads& a, dim_t base, dim_t first,
-                  bool feature_major) {
-  const bool tokens_contiguous = a.token_stride == 1;
-  for (int e = th.thread(); e < tiles::tile_tokens * F; e += tiles::threads) {
-    const auto s = attention_tiles::slot_of(e, tiles::tile_tokens, F, tokens_contiguous);
-    const dim_t t = first + s.row;
-    tile[tiles::staged_at(s, F, feature_major)] = t < a.tokens ? x[base + a.at(t, s.feature)].bits : std::uint16_t(0);
+CTG_HD void stage(const Thread& th, std::uint16_t* token_major, std::uint16_t* feature_major, const T* x,
+                  const attention_heads& a, dim_t base, dim_t first) {
+  const bool along_tokens = a.token_stride == 1;
+  const bool wide = tiles::wide_chunks(along_tokens, a.tokens, x);
+  for (int c = th.thread(); c < tiles::chunks(F); c += tiles::threads) {
+    const auto s = tiles::chunk_start(c, F, along_tokens);
+    alignas(16) std::uint16_t e[8];
+    if (wide && first + s.row < a.tokens) {
+      kernel::copy_wide<16>(e, x + base + a.at(first + s.row, s.feature));
+    } else {
+      CTG_UNROLL
+      for (int i = 0; i < 8; ++i) {
+        const dim_t t = first + s.row + (along_tokens ? i : 0);
+        e[i] = t < a.tokens ? x[base + a.at(t, s.feature + (along_tokens ? 0 : i))].bits : std::uint16_t(0);
+      }
+    }
+    if (token_major && !along_tokens) kernel::copy_wide<16>(token_major + tiles::token_major_at(s.row, s.feature, F), e);
+    if (feature_major && along_tokens) kernel::copy_wide<16>(feature_major + tiles::feature_major_at(s.row, s.feature), e);
+    CTG_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      const int row = s.row + (along_tokens ? i : 0), feature = s.feature + (along_tokens ? 0 : i);
+      if (token_major && along_tokens) token_major[tiles::token_major_at(row, feature, F)] = e[i];
+      if (feature_major && !along_tokens) feature_major[tiles::feature_major_at(row, feature)] = e[i];
+    }
   }
 }
 // A head's per-token stat (lse, delta) for tokens [first, first + 64), 0 past the last.
@@ -245,7 +279,7 @@ CTG_HD void attention_lse_mma(const Thread& th, std::uint16_t* tile, const T* q,
   using tiles = attention_mma_tiles;
   const auto p = am::place_of(th, a);
   const float scale = a.template scale<float>();
-  am::stage<F>(th, tile, q, a, p.base, p.first, false);
+  am::stage<F>(th, tile, nullptr, q, a, p.base, p.first);
   th.sync();
   std::uint32_t qf[F / 16][4];
   am::load_rows<F>(qf, tile, p.lane, p.warp * tiles::warp_rows);
@@ -253,7 +287,7 @@ CTG_HD void attention_lse_mma(const Thread& th, std::uint16_t* tile, const T* q,
   const dim_t last = p.first + tiles::block_rows < a.tokens ? p.first + tiles::block_rows : a.tokens;
   for (dim_t j0 = 0; j0 < last; j0 += tiles::tile_tokens) {
     th.sync();
-    am::stage<F>(th, tile, k, a, p.base, j0, false);
+    am::stage<F>(th, tile, nullptr, k, a, p.base, j0);
     th.sync();
     for (int c = 0; c < tiles::tile_tokens && tiles::chunk_seen(p.warp_first, j0 + c); c += tiles::chunk) {
       float s[2][4] = {};
@@ -281,7 +315,7 @@ CTG_HD void attention_out_mma(const Thread& th, std::uint16_t* tile, std::uint16
   using tiles = attention_mma_tiles;
   const auto p = am::place_of(th, a);
   const float scale = a.template scale<float>();
-  am::stage<F>(th, tile, q, a, p.base, p.first, false);
+  am::stage<F>(th, tile, nullptr, q, a, p.base, p.first);
   th.sync();
   std::uint32_t qf[F / 16][4];
   am::load_rows<F>(qf, tile, p.lane, p.warp * tiles::warp_rows);
@@ -291,8 +325,8 @@ CTG_HD void attention_out_mma(const Thread& th, std::uint16_t* tile, std::uint16
   const dim_t last = p.first + tiles::block_rows < a.tokens ? p.first + tiles::block_rows : a.tokens;
   for (dim_t j0 = 0; j0 < last; j0 += tiles::tile_tokens) {
     th.sync();
-    am::stage<F>(th, tile, k, a, p.base, j0, false);
-    am::stage<F>(th, vt, v, a, p.base, j0, true);
+    am::stage<F>(th, tile, nullptr, k, a, p.base, j0);
+    am::stage<F>(th, nullptr, vt, v, a, p.base, j0);
     th.sync();
     for (int c = 0; c < tiles::tile_tokens && tiles::chunk_seen(p.warp_first, j0 + c); c += tiles::chunk) {
       float s[2][4] = {};
@@ -316,8 +350,8 @@ CTG_HD void attention_dq_mma(const Thread& th, std::uint16_t* tile, std::uint16_
   using tiles = attention_mma_tiles;
   const auto p = am::place_of(th, a);
   const float scale = a.template scale<float>();
-  am::stage<F>(th, tile, q, a, p.base, p.first, false);
-  am::stage<F>(th, vs, g, a, p.base, p.first, false);
+  am::stage<F>(th, tile, nullptr, q, a, p.base, p.first);
+  am::stage<F>(th, vs, nullptr, g, a, p.base, p.first);
   th.sync();
   std::uint32_t qf[F / 16][4], gf[F / 16][4];
   am::load_rows<F>(qf, tile, p.lane, p.warp * tiles::warp_rows);
@@ -329,9 +363,8 @@ CTG_HD void attention_dq_mma(const Thread& th, std::uint16_t* tile, std::uint16_
   const dim_t last = p.first + tiles::block_rows < a.tokens ? p.first + tiles::block_rows : a.tokens;
   for (dim_t j0 = 0; j0 < last; j0 += tiles::tile_tokens) {
     th.sync();
-    am::stage<F>(th, tile, k, a, p.base, j0, false);
-    am::stage<F>(th, vs, v, a, p.base, j0, false);
-    am::stage<F>(th, kt, k, a, p.base, j0, true);
+    am::stage<F>(th, tile, kt, k, a, p.base, j0);
+    am::stage<F>(th, vs, nullptr, v, a, p.base, j0);
     th.sync();
     for (int c = 0; c < tiles::tile_tokens && tiles::chunk_seen(p.warp_first, j0 + c); c += tiles::chunk) {
       float s[2][4] = {}, dp[2][4] = {};
@@ -358,8 +391,8 @@ CTG_HD void attention_dkv_mma(const Thread& th, std::uint16_t* qs, std::uint16_t
   using tiles = attention_mma_tiles;
   const auto p = am::place_of(th, a);
   const float scale = a.template scale<float>();
-  am::stage<F>(th, qs, k, a, p.base, p.first, false);
-  am::stage<F>(th, gs, v, a, p.base, p.first, false);
+  am::stage<F>(th, qs, nullptr, k, a, p.base, p.first);
+  am::stage<F>(th, gs, nullptr, v, a, p.base, p.first);
   th.sync();
   std::uint32_t kf[F / 16][4], vf[F / 16][4];
   am::load_rows<F>(kf, qs, p.lane, p.warp * tiles::warp_rows);
@@ -368,10 +401,8 @@ CTG_HD void attention_dkv_mma(const Thread& th, std::uint16_t* qs, std::uint16_t
   float *lse_tile = stats, *delta_tile = stats + tiles::tile_tokens;
   for (dim_t i0 = p.first; i0 < a.tokens; i0 += tiles::tile_tokens) {  // (p.first is a multiple of 64)
     th.sync();
-    am::stage<F>(th, qs, q, a, p.base, i0, false);
-    am::stage<F>(th, gs, g, a, p.base, i0, false);
-    am::stage<F>(th, qt, q, a, p.base, i0, true);
-    am::stage<F>(th, gt, g, a, p.base, i0, true);
+    am::stage<F>(th, qs, qt, q, a, p.base, i0);
+    am::stage<F>(th, gs, gt, g, a, p.base, i0);
     am::stage_stat(th, lse_tile, lse, a, p.head, i0);
     am::stage_stat(th, delta_tile, delta, a, p.head, i0);
     th.sync();
