@@ -249,6 +249,19 @@ CTG_HD block_place place_of(const Thread& th, const attention_heads& a) {
   p.warp_first = p.first + p.warp * tiles::warp_rows;
   return p;
 }
+// The block's 64 rows of x (tokens from p.first) through the shared tile
+// `staging`, the warp's 16 of them as A fragments.
+template <int F, class T, class Thread>
+CTG_HD void load_block_rows(const Thread& th, std::uint32_t (&rows)[F / 16][4], const T* x, std::uint16_t* staging,
+                            const attention_heads& a, const block_place& p) {
+  stage<F>(th, staging, nullptr, x, a, p.base, p.first);
+  th.sync();
+  load_rows<F>(rows, staging, p.lane, p.warp * tiles::warp_rows);
+}
+// The keys a block of queries sees end with its last query.
+CTG_HD CTG_FORCEINLINE dim_t keys_end(const attention_heads& a, const block_place& p) {
+  return p.first + tiles::block_rows < a.tokens ? p.first + tiles::block_rows : a.tokens;
+}
 // A head's per-token stat for rows g and g + 8 of the lane's warp, 0 past the last token.
 CTG_HD CTG_FORCEINLINE void row_stats(float (&to)[2], const float* stat, const attention_heads& a,
                                       const block_place& p) {
@@ -279,13 +292,10 @@ CTG_HD void attention_lse_mma(const Thread& th, std::uint16_t* tile, const T* q,
   using tiles = attention_mma_tiles;
   const auto p = am::place_of(th, a);
   const float scale = a.template scale<float>();
-  am::stage<F>(th, tile, nullptr, q, a, p.base, p.first);
-  th.sync();
   std::uint32_t qf[F / 16][4];
-  am::load_rows<F>(qf, tile, p.lane, p.warp * tiles::warp_rows);
+  am::load_block_rows<F>(th, qf, q, tile, a, p);
   am::running_lse st;
-  const dim_t last = p.first + tiles::block_rows < a.tokens ? p.first + tiles::block_rows : a.tokens;
-  for (dim_t j0 = 0; j0 < last; j0 += tiles::tile_tokens) {
+  for (dim_t j0 = 0; j0 < am::keys_end(a, p); j0 += tiles::tile_tokens) {
     th.sync();
     am::stage<F>(th, tile, nullptr, k, a, p.base, j0);
     th.sync();
@@ -315,15 +325,12 @@ CTG_HD void attention_out_mma(const Thread& th, std::uint16_t* tile, std::uint16
   using tiles = attention_mma_tiles;
   const auto p = am::place_of(th, a);
   const float scale = a.template scale<float>();
-  am::stage<F>(th, tile, nullptr, q, a, p.base, p.first);
-  th.sync();
   std::uint32_t qf[F / 16][4];
-  am::load_rows<F>(qf, tile, p.lane, p.warp * tiles::warp_rows);
+  am::load_block_rows<F>(th, qf, q, tile, a, p);
   float lse_rows[2];
   am::row_stats(lse_rows, lse, a, p);
   float acc[F / 8][4] = {};
-  const dim_t last = p.first + tiles::block_rows < a.tokens ? p.first + tiles::block_rows : a.tokens;
-  for (dim_t j0 = 0; j0 < last; j0 += tiles::tile_tokens) {
+  for (dim_t j0 = 0; j0 < am::keys_end(a, p); j0 += tiles::tile_tokens) {
     th.sync();
     am::stage<F>(th, tile, nullptr, k, a, p.base, j0);
     am::stage<F>(th, nullptr, vt, v, a, p.base, j0);
@@ -350,18 +357,14 @@ CTG_HD void attention_dq_mma(const Thread& th, std::uint16_t* tile, std::uint16_
   using tiles = attention_mma_tiles;
   const auto p = am::place_of(th, a);
   const float scale = a.template scale<float>();
-  am::stage<F>(th, tile, nullptr, q, a, p.base, p.first);
-  am::stage<F>(th, vs, nullptr, g, a, p.base, p.first);
-  th.sync();
   std::uint32_t qf[F / 16][4], gf[F / 16][4];
-  am::load_rows<F>(qf, tile, p.lane, p.warp * tiles::warp_rows);
-  am::load_rows<F>(gf, vs, p.lane, p.warp * tiles::warp_rows);
+  am::load_block_rows<F>(th, qf, q, tile, a, p);
+  am::load_block_rows<F>(th, gf, g, vs, a, p);
   float lse_rows[2], delta_rows[2];
   am::row_stats(lse_rows, lse, a, p);
   am::row_stats(delta_rows, delta, a, p);
   float acc[F / 8][4] = {};
-  const dim_t last = p.first + tiles::block_rows < a.tokens ? p.first + tiles::block_rows : a.tokens;
-  for (dim_t j0 = 0; j0 < last; j0 += tiles::tile_tokens) {
+  for (dim_t j0 = 0; j0 < am::keys_end(a, p); j0 += tiles::tile_tokens) {
     th.sync();
     am::stage<F>(th, tile, kt, k, a, p.base, j0);
     am::stage<F>(th, vs, nullptr, v, a, p.base, j0);
@@ -391,12 +394,9 @@ CTG_HD void attention_dkv_mma(const Thread& th, std::uint16_t* qs, std::uint16_t
   using tiles = attention_mma_tiles;
   const auto p = am::place_of(th, a);
   const float scale = a.template scale<float>();
-  am::stage<F>(th, qs, nullptr, k, a, p.base, p.first);
-  am::stage<F>(th, gs, nullptr, v, a, p.base, p.first);
-  th.sync();
   std::uint32_t kf[F / 16][4], vf[F / 16][4];
-  am::load_rows<F>(kf, qs, p.lane, p.warp * tiles::warp_rows);
-  am::load_rows<F>(vf, gs, p.lane, p.warp * tiles::warp_rows);
+  am::load_block_rows<F>(th, kf, k, qs, a, p);
+  am::load_block_rows<F>(th, vf, v, gs, a, p);
   float dk_acc[F / 8][4] = {}, dv_acc[F / 8][4] = {};
   float *lse_tile = stats, *delta_tile = stats + tiles::tile_tokens;
   for (dim_t i0 = p.first; i0 < a.tokens; i0 += tiles::tile_tokens) {  // (p.first is a multiple of 64)
