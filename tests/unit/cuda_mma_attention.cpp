@@ -30,6 +30,7 @@
 namespace {
 namespace mma = ctg::cuda::mma;
 using tiles = ctg::cuda::attention_mma_tiles;
+using attention_tiles_slot = ctg::cuda::attention_tiles::slot;
 using ctg::dim_t;
 
 // Which lane and element hold each element of A (16 x 16) and B (16 x 8, as (k, n)).
@@ -94,7 +95,8 @@ struct emulated_thread {
       float sum = d[i];
       for (int k = 0; k < 16; ++k) {
         const int ai = owners.a_index[e.row][k], bi = owners.b_index[k][e.col];
-        sum += half_of<E>(w.a[owners.a_lane[e.row][k]][ai / 2], ai) * half_of<E>(w.b[owners.b_lane[k][e.col]][bi / 2], bi);
+        sum +=
+            half_of<E>(w.a[owners.a_lane[e.row][k]][ai / 2], ai) * half_of<E>(w.b[owners.b_lane[k][e.col]][bi / 2], bi);
       }
       d[i] = sum;
     }
@@ -108,8 +110,7 @@ void run_blocks(dim_t blocks, Body body) {
   for (dim_t b = 0; b < blocks; ++b) {
     emulated_block blk;
     std::vector<std::thread> threads;
-    for (int t = 0; t < tiles::threads; ++t)
-      threads.emplace_back([&, t] { body(emulated_thread{&blk, t, b}); });
+    for (int t = 0; t < tiles::threads; ++t) threads.emplace_back([&, t] { body(emulated_thread{&blk, t, b}); });
     for (auto& t : threads) t.join();
   }
 }
@@ -205,12 +206,12 @@ void check_attention(dim_t heads, dim_t tokens, ctg::attention_layout layout) {
                                        o_got.data(), a);
   });
   run_blocks(blocks, [&](const emulated_thread& th) {
-    ctg::cuda::attention_dq_mma<T, F>(th, t0.data(), t1.data(), f0.data(), q.data(), k.data(), v.data(),
-                                      lse_got.data(), g.data(), delta_in.data(), dq_got.data(), a);
+    ctg::cuda::attention_dq_mma<T, F>(th, t0.data(), t1.data(), f0.data(), q.data(), k.data(), v.data(), lse_got.data(),
+                                      g.data(), delta_in.data(), dq_got.data(), a);
   });
   run_blocks(blocks, [&](const emulated_thread& th) {
-    ctg::cuda::attention_dkv_mma<T, F>(th, t0.data(), t1.data(), f0.data(), f1.data(), stats.data(), q.data(),
-                                       k.data(), v.data(), lse_got.data(), g.data(), delta_in.data(), dk_got.data(),
+    ctg::cuda::attention_dkv_mma<T, F>(th, t0.data(), t1.data(), f0.data(), f1.data(), stats.data(), q.data(), k.data(),
+                                       v.data(), lse_got.data(), g.data(), delta_in.data(), dk_got.data(),
                                        dv_got.data(), a);
   });
   const double bound = 1.5e-2;
@@ -236,8 +237,8 @@ TEST_CASE("mma.sync m16n8k16 fragments: every element once, D's layout is A's, r
     }
     for (int i = 0; i < 4; ++i) {
       const auto b = mma::b_element(lane, i), c = mma::c_element(lane, i);
-      REQUIRE((b.row >= 0 && b.row < 16 && b.col >= 0 && b.col < 8 && c.row >= 0 && c.row < 16 && c.col >= 0 &&
-               c.col < 8));
+      REQUIRE(
+          (b.row >= 0 && b.row < 16 && b.col >= 0 && b.col < 8 && c.row >= 0 && c.row < 16 && c.col >= 0 && c.col < 8));
       ++b_seen[b.row][b.col], ++c_seen[c.row][c.col];
     }
   }
@@ -272,37 +273,77 @@ TEST_CASE("mma.sync m16n8k16 fragments: every element once, D's layout is A's, r
   }
 }
 
-TEST_CASE("tensor-core attention tiles: staging covers a tile once in chunks; a chunk of keys is skipped only when all of it is masked") {
-  for (int features : {16, 32, 48, 64})
-    for (bool along_tokens : {false, true}) {  // stage: chunks of 8 along x's contiguous axis
-      CAPTURE(features);
-      CAPTURE(along_tokens);
-      std::vector<int> token_major(std::size_t(tiles::token_major_size(features)), 0),
-          feature_major(std::size_t(tiles::feature_major_size(features)), 0);
-      for (int t = 0; t < tiles::threads; ++t)
-        for (int c = t; c < tiles::chunks(features); c += tiles::threads) {
-          const auto s = tiles::chunk_start(c, features, along_tokens);
-          CHECK((along_tokens ? s.row % 8 == 0 : s.feature % 8 == 0));
-          if (c > 0) {  // consecutive chunks are consecutive along x's contiguous axis, or start its next line
-            const auto prev = tiles::chunk_start(c - 1, features, along_tokens);
-            if (along_tokens) CHECK(((s.feature == prev.feature && s.row == prev.row + 8) || (s.feature == prev.feature + 1 && s.row == 0)));
-            else CHECK(((s.row == prev.row && s.feature == prev.feature + 8) || (s.row == prev.row + 1 && s.feature == 0)));
-          }
-          for (int i = 0; i < 8; ++i) {
-            const int row = s.row + (along_tokens ? i : 0), feature = s.feature + (along_tokens ? 0 : i);
-            REQUIRE((row < tiles::tile_tokens && feature < features));
-            ++token_major[std::size_t(tiles::token_major_at(row, feature, features))];
-            ++feature_major[std::size_t(tiles::feature_major_at(row, feature))];
-          }
-        }
-      CHECK(std::count(token_major.begin(), token_major.end(), 1) == tiles::tile_tokens * features);
-      CHECK(std::count(feature_major.begin(), feature_major.end(), 1) == tiles::tile_tokens * features);
-      CHECK(std::count_if(token_major.begin(), token_major.end(), [](int v) { return v > 1; }) == 0);
-      CHECK(std::count_if(feature_major.begin(), feature_major.end(), [](int v) { return v > 1; }) == 0);
-      // 16-byte stores where a tile's rows run along the chunk: their starts are 16-byte aligned.
-      CHECK(tiles::token_major_ld(features) % 8 == 0);
-      CHECK(tiles::feature_major_ld % 8 == 0);
+TEST_CASE(
+    "tensor-core attention tiles: staging covers a tile once in chunks; a chunk of keys is skipped only when all of it "
+    "is masked") {
+  // A warp's 2-byte stores, one per lane, to 16-bit offsets: the most distinct 32-bit words in one bank.
+  auto bank_conflict = [](const std::vector<int>& offsets) {
+    int most = 0;
+    for (int bank = 0; bank < 32; ++bank) {
+      std::vector<int> words;
+      for (int at : offsets)
+        if (at / 2 % 32 == bank && std::find(words.begin(), words.end(), at / 2) == words.end())
+          words.push_back(at / 2);
+      most = std::max(most, int(words.size()));
     }
+    return most;
+  };
+  for (int features : {16, 32, 48, 64})
+    for (bool along_tokens : {false, true})  // stage: chunks of 8 along x's contiguous axis
+      for (bool across : {false, true}) {
+        CAPTURE(features);
+        CAPTURE(along_tokens);
+        CAPTURE(across);
+        std::vector<int> token_major(std::size_t(tiles::token_major_size(features)), 0),
+            feature_major(std::size_t(tiles::feature_major_size(features)), 0);
+        auto element = [&](attention_tiles_slot s, int i) {
+          return attention_tiles_slot{s.row + (along_tokens ? i : 0), s.feature + (along_tokens ? 0 : i)};
+        };
+        for (int t = 0; t < tiles::threads; ++t)
+          for (int c = t; c < tiles::chunks(features); c += tiles::threads) {
+            const auto s = tiles::chunk_start(c, features, along_tokens, across);
+            CHECK((along_tokens ? s.row % 8 == 0 : s.feature % 8 == 0));
+            for (int i = 0; i < 8; ++i) {
+              const auto e = element(s, i);
+              REQUIRE((e.row < tiles::tile_tokens && e.feature < features));
+              ++token_major[std::size_t(tiles::token_major_at(e.row, e.feature, features))];
+              ++feature_major[std::size_t(tiles::feature_major_at(e.row, e.feature))];
+            }
+          }
+        CHECK(std::count(token_major.begin(), token_major.end(), 1) == tiles::tile_tokens * features);
+        CHECK(std::count(feature_major.begin(), feature_major.end(), 1) == tiles::tile_tokens * features);
+        CHECK(std::count_if(token_major.begin(), token_major.end(), [](int v) { return v > 1; }) == 0);
+        CHECK(std::count_if(feature_major.begin(), feature_major.end(), [](int v) { return v > 1; }) == 0);
+        // The first warp's loads: in order along, consecutive in x; across, on consecutive lines.
+        for (int c = 1; c < 32; ++c) {
+          const auto s = tiles::chunk_start(c, features, along_tokens, across),
+                     prev = tiles::chunk_start(c - 1, features, along_tokens, across);
+          if (!across && along_tokens)
+            CHECK(((s.feature == prev.feature && s.row == prev.row + 8) ||
+                   (s.feature == prev.feature + 1 && s.row == 0)));
+          if (!across && !along_tokens)
+            CHECK(((s.row == prev.row && s.feature == prev.feature + 8) || (s.row == prev.row + 1 && s.feature == 0)));
+          if (across && along_tokens)
+            CHECK(((s.row == prev.row && s.feature == prev.feature + 1) || (s.row == prev.row + 8 && s.feature == 0)));
+          if (across && !along_tokens) CHECK((s.feature == prev.feature && s.row == prev.row + 1));
+        }
+        // In order across, the 2-byte stores of each of a chunk's 8 elements, into the tile whose rows run
+        // across x, by each warp: one word to a bank (Dh 16: two lines of 16 side by side, 2).
+        if (across)
+          for (int c0 = 0; c0 < tiles::chunks(features); c0 += 32)
+            for (int i = 0; i < 8; ++i) {
+              std::vector<int> offsets;
+              for (int c = c0; c < c0 + 32; ++c) {
+                const auto e = element(tiles::chunk_start(c, features, along_tokens, true), i);
+                offsets.push_back(along_tokens ? tiles::token_major_at(e.row, e.feature, features)
+                                               : tiles::feature_major_at(e.row, e.feature));
+              }
+              CHECK(bank_conflict(offsets) <= (features == 16 && along_tokens ? 2 : 1));
+            }
+      }
+  // 16-byte stores where a tile's rows run along the chunk: their starts are 16-byte aligned.
+  for (int features : {16, 32, 48, 64}) CHECK(tiles::token_major_ld(features) % 8 == 0);
+  CHECK(tiles::feature_major_ld % 8 == 0);
   alignas(16) static const std::uint16_t data[16] = {};
   CHECK(tiles::wide_chunks(false, 37, data));
   CHECK_FALSE(tiles::wide_chunks(true, 37, data));  // a chunk of tokens would straddle the last one
@@ -325,7 +366,9 @@ TEST_CASE("tensor-core attention tiles: staging covers a tile once in chunks; a 
 TEST_CASE("tensor-core attention on emulated warps: lse, output, dq, dk and dv against a double reference") {
   using L = ctg::attention_layout;
   SUBCASE("bf16, token rows, Dh 32, two heads of 100 tokens") { check_attention<ctg::bf16, 32>(2, 100, L::token_rows); }
-  SUBCASE("bf16, feature rows, Dh 64, 70 tokens (element loads)") { check_attention<ctg::bf16, 64>(1, 70, L::feature_rows); }
+  SUBCASE("bf16, feature rows, Dh 64, 70 tokens (element loads)") {
+    check_attention<ctg::bf16, 64>(1, 70, L::feature_rows);
+  }
   SUBCASE("f16, token rows, Dh 16, 37 tokens") { check_attention<ctg::f16, 16>(2, 37, L::token_rows); }
   SUBCASE("f16, feature rows, Dh 48, 136 tokens (16-byte chunks of tokens)") {
     check_attention<ctg::f16, 48>(1, 136, L::feature_rows);

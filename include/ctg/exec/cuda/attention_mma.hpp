@@ -51,11 +51,19 @@ struct attention_mma_tiles {
   CTG_HD static constexpr int feature_major_size(int features) { return features * feature_major_ld; }
   // Staging goes by chunks of 8 elements along x's contiguous axis: 8 tokens
   // of one feature (tokens contiguous) or 8 features of one token. Chunk c's
-  // first element, consecutive chunks consecutive in x.
+  // first element. In order `along`, consecutive chunks are consecutive in x
+  // (coalesced loads, each chunk one 16-byte store into a tile whose rows
+  // run along x); in order `across`, consecutive chunks are side by side, on
+  // consecutive lines of x (loads of 16 bytes a line; but where a tile's
+  // rows run across x and each chunk is 8 stores of 2 bytes, a warp's stores
+  // land in distinct banks, not 8 to a bank).
   CTG_HD static constexpr int chunks(int features) { return tile_tokens * features / 8; }
-  CTG_HD static constexpr attention_tiles::slot chunk_start(int c, int features, bool tokens_contiguous) {
-    return tokens_contiguous ? attention_tiles::slot{c % (tile_tokens / 8) * 8, c / (tile_tokens / 8)}
-                             : attention_tiles::slot{c / (features / 8), c % (features / 8) * 8};
+  CTG_HD static constexpr attention_tiles::slot chunk_start(int c, int features, bool tokens_contiguous, bool across) {
+    if (tokens_contiguous)
+      return across ? attention_tiles::slot{c / features * 8, c % features}
+                    : attention_tiles::slot{c % (tile_tokens / 8) * 8, c / (tile_tokens / 8)};
+    return across ? attention_tiles::slot{c % tile_tokens, c / tile_tokens * 8}
+                  : attention_tiles::slot{c / (features / 8), c % (features / 8) * 8};
   }
   // Is every chunk whole (all its tokens on one side of the last) and 16-byte aligned, so one load each?
   // (Heads start at multiples of 16 elements; a chunk of tokens at t * Dh + d for d a multiple of 8, or at
@@ -80,16 +88,18 @@ using tiles = attention_mma_tiles;
 
 // Tokens [first, first + 64) of head `base` of x into a token-major tile, a
 // feature-major one or both (nullptr: not wanted), zeros past the last token:
-// each thread a chunk at a time (attention_mma_tiles::chunk_start), in one
-// 16-byte load where the chunks allow, stored 16 bytes at once where the
-// tile's rows run along the chunk.
+// each thread a chunk at a time (attention_mma_tiles::chunk_start: across x's
+// lines where a wanted tile's rows run across them), in one 16-byte load
+// where the chunks allow, stored 16 bytes at once where the tile's rows run
+// along the chunk.
 template <int F, class T, class Thread>
 CTG_HD void stage(const Thread& th, std::uint16_t* token_major, std::uint16_t* feature_major, const T* x,
                   const attention_heads& a, dim_t base, dim_t first) {
   const bool along_tokens = a.token_stride == 1;
   const bool wide = tiles::wide_chunks(along_tokens, a.tokens, x);
+  const bool across = along_tokens ? token_major != nullptr : feature_major != nullptr;
   for (int c = th.thread(); c < tiles::chunks(F); c += tiles::threads) {
-    const auto s = tiles::chunk_start(c, F, along_tokens);
+    const auto s = tiles::chunk_start(c, F, along_tokens, across);
     alignas(16) std::uint16_t e[8];
     if (wide && first + s.row < a.tokens) {
       kernel::copy_wide<16>(e, x + base + a.at(first + s.row, s.feature));
@@ -100,8 +110,10 @@ CTG_HD void stage(const Thread& th, std::uint16_t* token_major, std::uint16_t* f
         e[i] = t < a.tokens ? x[base + a.at(t, s.feature + (along_tokens ? 0 : i))].bits : std::uint16_t(0);
       }
     }
-    if (token_major && !along_tokens) kernel::copy_wide<16>(token_major + tiles::token_major_at(s.row, s.feature, F), e);
-    if (feature_major && along_tokens) kernel::copy_wide<16>(feature_major + tiles::feature_major_at(s.row, s.feature), e);
+    if (token_major && !along_tokens)
+      kernel::copy_wide<16>(token_major + tiles::token_major_at(s.row, s.feature, F), e);
+    if (feature_major && along_tokens)
+      kernel::copy_wide<16>(feature_major + tiles::feature_major_at(s.row, s.feature), e);
     CTG_UNROLL
     for (int i = 0; i < 8; ++i) {
       const int row = s.row + (along_tokens ? i : 0), feature = s.feature + (along_tokens ? 0 : i);
@@ -122,24 +134,22 @@ CTG_HD void stage_stat(const Thread& th, float* to, const float* stat, const att
 template <int F>
 CTG_HD void load_rows(std::uint32_t (&rows)[F / 16][4], const std::uint16_t* tile, int lane, int row0) {
   CTG_UNROLL
-  for (int kc = 0; kc < F / 16; ++kc)
-    CTG_UNROLL
-    for (int r = 0; r < 4; ++r)
-      rows[kc][r] = mma::register_of(tile, mma::a_register_at(lane, r, tiles::token_major_ld(F), row0, 16 * kc));
+  for (int kc = 0; kc < F / 16; ++kc) CTG_UNROLL
+  for (int r = 0; r < 4; ++r)
+    rows[kc][r] = mma::register_of(tile, mma::a_register_at(lane, r, tiles::token_major_ld(F), row0, 16 * kc));
 }
 // s += rows . tokens^T for the 16 tokens from `first` of a token-major tile: two 16 x 8 fragments.
 template <class E, int F, class Thread>
 CTG_HD void products_with_tokens(const Thread& th, float (&s)[2][4], const std::uint32_t (&rows)[F / 16][4],
                                  const std::uint16_t* tile, int lane, int first) {
   CTG_UNROLL
-  for (int nt = 0; nt < 2; ++nt)
-    CTG_UNROLL
-    for (int kc = 0; kc < F / 16; ++kc) {
-      const std::uint32_t b[2] = {
-          mma::register_of(tile, mma::b_register_at(lane, 0, tiles::token_major_ld(F), first + 8 * nt, 16 * kc)),
-          mma::register_of(tile, mma::b_register_at(lane, 1, tiles::token_major_ld(F), first + 8 * nt, 16 * kc))};
-      th.template mma<E>(s[nt], rows[kc], b);
-    }
+  for (int nt = 0; nt < 2; ++nt) CTG_UNROLL
+  for (int kc = 0; kc < F / 16; ++kc) {
+    const std::uint32_t b[2] = {
+        mma::register_of(tile, mma::b_register_at(lane, 0, tiles::token_major_ld(F), first + 8 * nt, 16 * kc)),
+        mma::register_of(tile, mma::b_register_at(lane, 1, tiles::token_major_ld(F), first + 8 * nt, 16 * kc))};
+    th.template mma<E>(s[nt], rows[kc], b);
+  }
 }
 // acc += p . tokens for the 16 tokens from `first` of a feature-major tile: F / 8 fragments of 16 x 8.
 template <class E, int F, class Thread>
@@ -168,37 +178,33 @@ CTG_HD CTG_FORCEINLINE block_element element_of(int lane, int nt, int i, dim_t r
 CTG_HD CTG_FORCEINLINE void probs_by_query(float (&s)[2][4], int lane, dim_t q0, dim_t k0, float scale,
                                            const float (&lse)[2]) {
   CTG_UNROLL
-  for (int nt = 0; nt < 2; ++nt)
-    CTG_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      const auto e = element_of(lane, nt, i, q0, k0);
-      s[nt][i] = e.col <= e.row ? math::exp(s[nt][i] * scale - lse[i >> 1]) : 0.f;
-    }
+  for (int nt = 0; nt < 2; ++nt) CTG_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const auto e = element_of(lane, nt, i, q0, k0);
+    s[nt][i] = e.col <= e.row ? math::exp(s[nt][i] * scale - lse[i >> 1]) : 0.f;
+  }
 }
 // The same transposed: rows are 16 keys from k0, columns 16 queries from q0
 // whose lse come from `lse` (of those queries), 0 past the last query too.
 CTG_HD CTG_FORCEINLINE void probs_by_key(float (&s)[2][4], int lane, dim_t k0, dim_t q0, dim_t tokens, float scale,
                                          const float* lse) {
   CTG_UNROLL
-  for (int nt = 0; nt < 2; ++nt)
-    CTG_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      const auto e = element_of(lane, nt, i, k0, q0);
-      s[nt][i] = e.row <= e.col && e.col < tokens ? math::exp(s[nt][i] * scale - lse[e.col - q0]) : 0.f;
-    }
+  for (int nt = 0; nt < 2; ++nt) CTG_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const auto e = element_of(lane, nt, i, k0, q0);
+    s[nt][i] = e.row <= e.col && e.col < tokens ? math::exp(s[nt][i] * scale - lse[e.col - q0]) : 0.f;
+  }
 }
 // ds = p (dp - delta), delta of each row (by query) or of each column (by key).
 CTG_HD CTG_FORCEINLINE void grads_by_query(float (&p)[2][4], const float (&dp)[2][4], const float (&delta)[2]) {
   CTG_UNROLL
-  for (int nt = 0; nt < 2; ++nt)
-    CTG_UNROLL
-    for (int i = 0; i < 4; ++i) p[nt][i] *= dp[nt][i] - delta[i >> 1];
+  for (int nt = 0; nt < 2; ++nt) CTG_UNROLL
+  for (int i = 0; i < 4; ++i) p[nt][i] *= dp[nt][i] - delta[i >> 1];
 }
 CTG_HD CTG_FORCEINLINE void grads_by_key(float (&p)[2][4], const float (&dp)[2][4], int lane, const float* delta) {
   CTG_UNROLL
-  for (int nt = 0; nt < 2; ++nt)
-    CTG_UNROLL
-    for (int i = 0; i < 4; ++i) p[nt][i] *= dp[nt][i] - delta[8 * nt + mma::c_element(lane, i).col];
+  for (int nt = 0; nt < 2; ++nt) CTG_UNROLL
+  for (int i = 0; i < 4; ++i) p[nt][i] *= dp[nt][i] - delta[8 * nt + mma::c_element(lane, i).col];
 }
 
 // A lane's running max and sum of exp over its columns of rows g and g + 8.
@@ -209,19 +215,17 @@ struct running_lse {
   CTG_HD void add(const float (&s)[2][4], int lane, dim_t q0, dim_t k0, float scale) {
     float v[2][4], top[2] = {m[0], m[1]};
     CTG_UNROLL
-    for (int nt = 0; nt < 2; ++nt)
-      CTG_UNROLL
-      for (int i = 0; i < 4; ++i) {
-        const auto e = element_of(lane, nt, i, q0, k0);
-        v[nt][i] = e.col <= e.row ? s[nt][i] * scale : dtype_traits<float>::lowest;
-        top[i >> 1] = v[nt][i] > top[i >> 1] ? v[nt][i] : top[i >> 1];
-      }
+    for (int nt = 0; nt < 2; ++nt) CTG_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const auto e = element_of(lane, nt, i, q0, k0);
+      v[nt][i] = e.col <= e.row ? s[nt][i] * scale : dtype_traits<float>::lowest;
+      top[i >> 1] = v[nt][i] > top[i >> 1] ? v[nt][i] : top[i >> 1];
+    }
     float sum[2] = {l[0] * math::exp(m[0] - top[0]), l[1] * math::exp(m[1] - top[1])};
     CTG_UNROLL
-    for (int nt = 0; nt < 2; ++nt)
-      CTG_UNROLL
-      for (int i = 0; i < 4; ++i)
-        if (v[nt][i] != dtype_traits<float>::lowest) sum[i >> 1] += math::exp(v[nt][i] - top[i >> 1]);
+    for (int nt = 0; nt < 2; ++nt) CTG_UNROLL
+    for (int i = 0; i < 4; ++i)
+      if (v[nt][i] != dtype_traits<float>::lowest) sum[i >> 1] += math::exp(v[nt][i] - top[i >> 1]);
     m[0] = top[0], m[1] = top[1], l[0] = sum[0], l[1] = sum[1];
   }
   // Another lane's (m, l) of the same row into this one's (the same sum either way round).
@@ -275,12 +279,11 @@ template <int F, class T>
 CTG_HD void write_rows(const float (&acc)[F / 8][4], float scale, T* x, const attention_heads& a,
                        const block_place& p) {
   CTG_UNROLL
-  for (int nt = 0; nt < F / 8; ++nt)
-    CTG_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      const auto e = element_of(p.lane, nt, i, p.warp_first, 0);
-      if (e.row < a.tokens) x[p.base + a.at(e.row, e.col)] = T(acc[nt][i] * scale);
-    }
+  for (int nt = 0; nt < F / 8; ++nt) CTG_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const auto e = element_of(p.lane, nt, i, p.warp_first, 0);
+    if (e.row < a.tokens) x[p.base + a.at(e.row, e.col)] = T(acc[nt][i] * scale);
+  }
 }
 }  // namespace attention_mma
 

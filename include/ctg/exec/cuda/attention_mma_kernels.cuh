@@ -70,15 +70,16 @@ using tiles = attention_mma_tiles;
 
 template <class Ts, int F>  // <T, C>: C is f32
 __global__ void __launch_bounds__(attention_mma_tiles::threads)
-    attention_lse_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, type_at<Ts, 1>* lse, ctg::detail::attention_heads a) {
+    attention_lse_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, type_at<Ts, 1>* lse,
+                     ctg::detail::attention_heads a) {
   __shared__ alignas(16) std::uint16_t tile[tensor_cores::tiles::token_major_size(F)];
   cuda::attention_lse_mma<type_at<Ts, 0>, F>(tensor_cores::device_thread{}, tile, q, k, lse, a);
 }
 
 template <class Ts, int F>  // <T, C>: C is f32
 __global__ void __launch_bounds__(attention_mma_tiles::threads)
-    attention_out_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, const type_at<Ts, 0>* v, const type_at<Ts, 1>* lse,
-                      type_at<Ts, 0>* out, ctg::detail::attention_heads a) {
+    attention_out_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, const type_at<Ts, 0>* v,
+                     const type_at<Ts, 1>* lse, type_at<Ts, 0>* out, ctg::detail::attention_heads a) {
   __shared__ alignas(16) std::uint16_t tile[tensor_cores::tiles::token_major_size(F)];
   __shared__ alignas(16) std::uint16_t vt[tensor_cores::tiles::feature_major_size(F)];
   cuda::attention_out_mma<type_at<Ts, 0>, F>(tensor_cores::device_thread{}, tile, vt, q, k, v, lse, out, a);
@@ -86,20 +87,20 @@ __global__ void __launch_bounds__(attention_mma_tiles::threads)
 
 template <class Ts, int F>  // <T, C>: C is f32
 __global__ void __launch_bounds__(attention_mma_tiles::threads)
-    attention_dq_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, const type_at<Ts, 0>* v, const type_at<Ts, 1>* lse,
-                     const type_at<Ts, 0>* g, const type_at<Ts, 1>* delta, type_at<Ts, 0>* dq, ctg::detail::attention_heads a) {
+    attention_dq_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, const type_at<Ts, 0>* v,
+                    const type_at<Ts, 1>* lse, const type_at<Ts, 0>* g, const type_at<Ts, 1>* delta, type_at<Ts, 0>* dq,
+                    ctg::detail::attention_heads a) {
   __shared__ alignas(16) std::uint16_t tile[tensor_cores::tiles::token_major_size(F)];
   __shared__ alignas(16) std::uint16_t vs[tensor_cores::tiles::token_major_size(F)];
   __shared__ alignas(16) std::uint16_t kt[tensor_cores::tiles::feature_major_size(F)];
-  cuda::attention_dq_mma<type_at<Ts, 0>, F>(tensor_cores::device_thread{}, tile, vs, kt, q, k, v, lse, g, delta, dq,
-                                            a);
+  cuda::attention_dq_mma<type_at<Ts, 0>, F>(tensor_cores::device_thread{}, tile, vs, kt, q, k, v, lse, g, delta, dq, a);
 }
 
 template <class Ts, int F>  // <T, C>: C is f32
 __global__ void __launch_bounds__(attention_mma_tiles::threads)
-    attention_dkv_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, const type_at<Ts, 0>* v, const type_at<Ts, 1>* lse,
-                      const type_at<Ts, 0>* g, const type_at<Ts, 1>* delta, type_at<Ts, 0>* dk, type_at<Ts, 0>* dv,
-                      ctg::detail::attention_heads a) {
+    attention_dkv_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, const type_at<Ts, 0>* v,
+                     const type_at<Ts, 1>* lse, const type_at<Ts, 0>* g, const type_at<Ts, 1>* delta,
+                     type_at<Ts, 0>* dk, type_at<Ts, 0>* dv, ctg::detail::attention_heads a) {
   __shared__ alignas(16) std::uint16_t qs[tensor_cores::tiles::token_major_size(F)];
   __shared__ alignas(16) std::uint16_t gs[tensor_cores::tiles::token_major_size(F)];
   __shared__ alignas(16) std::uint16_t qt[tensor_cores::tiles::feature_major_size(F)];
