@@ -12,9 +12,10 @@
 // graphs (exec/cuda/step_graphs.cuh); each bf16 case runs again with them
 // off (/no_graphs) in the same process, to measure what they gain.
 //   build/default/bench/bench_cuda_step [--size realistic|gpt2] [--steps N] [--profile]
-// --profile: the bf16 step with every value kept, its groups timed one by
-// one (exec/group_profile.hpp) over N steps: a table of each group's time,
-// bytes per second and a product's operations per second, slowest first.
+// --profile: the bf16 step with every value kept (GPT-2's also with attention
+// fused), its groups timed one by one (exec/group_profile.hpp) over N steps:
+// a table of each group's time, bytes per second and a product's operations
+// per second, slowest first.
 // Sizes (keep in sync with bench/torch_transformer.py):
 //   realistic: vocab 256, 4 layers of width 256 (8 heads of 32, SwiGLU 688), batch 8 x 128
 //   gpt2: GPT-2 small's shape: vocab 50304, 12 layers of width 768 (12 heads of 64,
@@ -138,7 +139,10 @@ int main(int argc, char** argv) {
                    scores = ctg::checkpointing::attention_scores;
     if (profiled) {
       if (size == "all" || size == "realistic") profile<bf16, realistic<none>>(gpu, "realistic/bf16/ckpt_none", steps);
-      if (size == "all" || size == "gpt2") profile<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps);
+      if (size == "all" || size == "gpt2") {
+        profile<bf16, gpt2<none>>(gpu, "gpt2/bf16/ckpt_none", steps);
+        profile<bf16, gpt2<none, ctg::nn::attention_kernel::fused>>(gpu, "gpt2/bf16/ckpt_none/fused_attention", steps);
+      }
       return;
     }
     std::printf("median of %d steps after 2 warm-ups\n", steps);
