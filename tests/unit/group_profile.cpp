@@ -149,3 +149,31 @@ TEST_CASE("a stack's block's groups are timed once per layer, under their stack"
   check(SStep<C::none>{}, 1);
   check(SStep<C::every_layer>{}, 2);  // each layer's forward part runs again in backward
 }
+
+TEST_CASE("a profiled fused attention counts every operand, its three gradients and the products its kernels compute") {
+  // Two heads of 8 tokens of 4 features, f32 (256 bytes a head tensor, 64 a
+  // per-token stat); each product over the causal half: 2 heads x 36 pairs x
+  // 4 features x 2 = 576 operations.
+  using Q = ctg::param<"q", f32, 2, 8, 4>;
+  using K = ctg::param<"k", f32, 2, 8, 4>;
+  using V = ctg::param<"v", f32, 2, 8, 4>;
+  using R = ctg::frozen<"r", f32, 2, 8, 4>;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::causal_attention(Q{}, K{}, V{}) * R{}), ctg::wrt<Q, K, V>);
+  using S = decltype(step);
+  constexpr const auto& d = ctg::description<S>;
+  auto store = ctg::make_store(ctg::cpu::device{1}, step);
+  ctg::nn::init_params(store, 1);
+  store.profile_groups(true);
+  step(store);
+  int seen = 0;
+  for (const auto& t : store.group_times()) {
+    if (d.group[d.node[t.root].group].kind != ctg::group_kind::attention) continue;
+    const std::string op(d.node[t.root].op);
+    CAPTURE(op);
+    ++seen;
+    if (op == "attention_lse") CHECK((t.bytes == 256 * 2 + 64 && t.flops == 576));             // q, k; lse
+    else if (op == "causal_attention") CHECK((t.bytes == 256 * 4 + 64 && t.flops == 2 * 576));  // q, k, v, lse; o
+    else CHECK((op == "attention_grad" && t.bytes == 256 * 4 + 64 * 2 + 3 * 256 && t.flops == 7 * 576));
+  }
+  CHECK(seen == 3);
+}

@@ -558,7 +558,18 @@ class basic_store {
       return static_cast<double>(v.shape[i].numel()) * static_cast<double>(table.node[i].elem_bytes);
     };
     double moved = bytes(c.root) + (c.side != detail::no_node ? bytes(c.side) : 0.0), flops = 0;
-    if (detail::kind_info_of(d.kind).runs_alone) {
+    if (d.kind == node_kind::attention) {
+      // Every operand read once, every value written once; the products its
+      // kernels compute, each over the causal half of [T, T] per head: the
+      // lse q k^T; the output q k^T and p v; the gradients q k^T and g v^T
+      // twice (for dq, then for dk and dv) and ds k, ds^T q, p^T g.
+      for (std::size_t k = 0; k < d.nchild; ++k) moved += bytes(c.child[k]);
+      moved += bytes(c.root) * static_cast<double>(d.layers - 1);
+      const rt_shape& lse = v.shape[d.nchild >= 4 ? c.child[3] : c.root];  // [..., T, 1] or [..., 1, T]
+      const double tokens = static_cast<double>(lse.d[lse.rank - 2] * lse.d[lse.rank - 1]);
+      const double products = d.nchild <= 2 ? 1 : d.nchild <= 4 ? 2 : 7;
+      flops = products * static_cast<double>(v.shape[c.child[0]].numel()) * (tokens + 1);
+    } else if (detail::kind_info_of(d.kind).runs_alone) {
       for (std::size_t k = 0; k < d.nchild && k < 2; ++k) moved += bytes(c.child[k]);
       if (d.kind == node_kind::matmul || d.kind == node_kind::fp8_matmul) {
         const rt_shape& a = v.shape[c.child[0]];
