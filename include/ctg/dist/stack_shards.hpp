@@ -26,7 +26,10 @@
 #include <ctg/core/fp8_scaling.hpp>
 #include <ctg/dist/communicator.hpp>
 #include <ctg/dist/shard_layout.hpp>
+#include <ctg/exec/buffers.hpp>
 #include <ctg/exec/replica_group.hpp>
+#include <ctg/graph/sharding.hpp>
+#include <ctg/graph/stack.hpp>
 
 namespace ctg::dist {
 

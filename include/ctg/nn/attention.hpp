@@ -21,6 +21,7 @@
 // outputs; what lies between (the scores' product, the softmax loop writing
 // the probabilities and their cast) is recomputed in backward from q and k,
 // the heads' product with v not (backward does not read it: program.hpp).
+#include <ctg/graph/attention.hpp>
 #include <ctg/nn/linear.hpp>
 
 namespace ctg::nn {
