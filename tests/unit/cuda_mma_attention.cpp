@@ -249,7 +249,8 @@ TEST_CASE("mma.sync m16n8k16 fragments: every element once, D's layout is A's, r
   // A register's two halves are consecutive columns: one 32-bit load; the
   // 32 lanes' loads of one register hit 32 distinct banks (4-byte words).
   for (int ld : {tiles::token_major_ld(16), tiles::token_major_ld(32), tiles::token_major_ld(48),
-                 tiles::token_major_ld(64), tiles::feature_major_ld}) {
+                 tiles::token_major_ld(64), tiles::token_major_ld(96), tiles::token_major_ld(128),
+                 tiles::feature_major_ld}) {
     CAPTURE(ld);
     for (int reg = 0; reg < 4; ++reg) {
       bool banks[32] = {};
@@ -288,7 +289,7 @@ TEST_CASE(
     }
     return most;
   };
-  for (int features : {16, 32, 48, 64})
+  for (int features : {16, 32, 48, 64, 96, 128})
     for (bool along_tokens : {false, true})  // stage: chunks of 8 along x's contiguous axis
       for (bool across : {false, true}) {
         CAPTURE(features);
@@ -342,7 +343,7 @@ TEST_CASE(
             }
       }
   // 16-byte stores where a tile's rows run along the chunk: their starts are 16-byte aligned.
-  for (int features : {16, 32, 48, 64}) CHECK(tiles::token_major_ld(features) % 8 == 0);
+  for (int features : {16, 32, 48, 64, 96, 128}) CHECK(tiles::token_major_ld(features) % 8 == 0);
   CHECK(tiles::feature_major_ld % 8 == 0);
   alignas(16) static const std::uint16_t data[16] = {};
   CHECK(tiles::wide_chunks(false, 37, data));
@@ -359,7 +360,17 @@ TEST_CASE(
   CHECK(tiles::takes<ctg::bf16>(64));
   CHECK(tiles::takes<ctg::f16>(16));
   CHECK_FALSE(tiles::takes<ctg::bf16>(8));
-  CHECK_FALSE(tiles::takes<ctg::bf16>(128));
+  CHECK(tiles::takes<ctg::bf16>(128));
+  CHECK_FALSE(tiles::takes<ctg::bf16>(144));
+  CHECK_FALSE(tiles::takes<ctg::bf16>(72));
+  // Shared memory: GPT-2's heads of 64 within the 48 KB any block may take;
+  // heads of 128 need more for dq and dk/dv (the launch allows it).
+  CHECK(tiles::shared_bytes(tiles::dkv_tiles, 64) == 2 * (2 * 64 * 72 + 2 * 64 * 72) + 512);
+  CHECK(tiles::shared_bytes(tiles::dkv_tiles, 64) <= 48 * 1024);
+  CHECK(tiles::shared_bytes(tiles::dkv_tiles, 128) == 2 * (2 * 64 * 136 + 2 * 128 * 72) + 512);
+  CHECK(tiles::shared_bytes(tiles::lse_tiles, 128) == 2 * 64 * 136);
+  CHECK(tiles::shared_bytes(tiles::out_tiles, 128) == 2 * (64 * 136 + 128 * 72));
+  CHECK(tiles::shared_bytes(tiles::dq_tiles, 128) == 2 * (2 * 64 * 136 + 128 * 72));
   CHECK_FALSE(tiles::takes<float>(64));
 }
 
@@ -370,6 +381,7 @@ TEST_CASE("tensor-core attention on emulated warps: lse, output, dq, dk and dv a
     check_attention<ctg::bf16, 64>(1, 70, L::feature_rows);
   }
   SUBCASE("f16, token rows, Dh 16, 37 tokens") { check_attention<ctg::f16, 16>(2, 37, L::token_rows); }
+  SUBCASE("bf16, feature rows, Dh 128, 72 tokens") { check_attention<ctg::bf16, 128>(1, 72, L::feature_rows); }
   SUBCASE("f16, feature rows, Dh 48, 136 tokens (16-byte chunks of tokens)") {
     check_attention<ctg::f16, 48>(1, 136, L::feature_rows);
   }

@@ -39,10 +39,10 @@ namespace ctg::cuda {
 struct attention_mma_tiles {
   static constexpr int threads = 128, warp_rows = 16, block_rows = 64, tile_tokens = 64, chunk = 16;
 
-  // The heads these kernels take: 16-bit inputs, Dh a multiple of 16 up to 64 (the CUDA-core kernels take the rest).
+  // The heads these kernels take: 16-bit inputs, Dh a multiple of 16 up to 128 (the CUDA-core kernels take the rest).
   template <class T>
   static constexpr bool takes(dim_t features) {
-    return (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) && features > 0 && features % 16 == 0 && features <= 64;
+    return (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) && features > 0 && features % 16 == 0 && features <= 128;
   }
   // Elements a row of a staged tile. The 8 more put the 8 row groups of a fragment load in distinct banks.
   CTG_HD static constexpr int token_major_ld(int features) { return features + 8; }
@@ -75,6 +75,20 @@ struct attention_mma_tiles {
     return row * token_major_ld(features) + feature;
   }
   CTG_HD static constexpr int feature_major_at(int row, int feature) { return feature * feature_major_ld + row; }
+  // The shared tiles of each kernel, one after another in its dynamic shared
+  // memory: token-major tiles, then feature-major ones, then 2 x 64 floats
+  // of per-token stats (dk and dv's lse and delta).
+  struct kernel_tiles {
+    int token_major, feature_major;
+    bool stats;
+  };
+  static constexpr kernel_tiles lse_tiles{1, 0, false}, out_tiles{1, 1, false}, dq_tiles{2, 1, false},
+      dkv_tiles{2, 2, true};
+  CTG_HD static constexpr std::size_t shared_bytes(kernel_tiles k, int features) {
+    return 2 * (std::size_t(k.token_major) * std::size_t(token_major_size(features)) +
+                std::size_t(k.feature_major) * std::size_t(feature_major_size(features))) +
+           (k.stats ? 2 * tile_tokens * sizeof(float) : 0);
+  }
   CTG_HD static constexpr dim_t blocks_per_head(dim_t tokens) { return (tokens + block_rows - 1) / block_rows; }
   // Does some key of the 16 from first_key reach some query of the 16 from first_query (key <= query)?
   CTG_HD static constexpr bool chunk_seen(dim_t first_query, dim_t first_key) {

@@ -68,20 +68,23 @@ struct device_thread {
 using tiles = attention_mma_tiles;
 }  // namespace tensor_cores
 
+// Each kernel's tiles in its dynamic shared memory, as attention_mma_tiles::shared_bytes lays them out (over 48 KB
+// for heads of 128 features: the launch allows it, exec/cuda/store.cuh).
 template <class Ts, int F>  // <T, C>: C is f32
 __global__ void __launch_bounds__(attention_mma_tiles::threads)
     attention_lse_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, type_at<Ts, 1>* lse,
                      ctg::detail::attention_heads a) {
-  __shared__ alignas(16) std::uint16_t tile[tensor_cores::tiles::token_major_size(F)];
-  cuda::attention_lse_mma<type_at<Ts, 0>, F>(tensor_cores::device_thread{}, tile, q, k, lse, a);
+  extern __shared__ __align__(16) std::uint16_t shared_tiles[];
+  cuda::attention_lse_mma<type_at<Ts, 0>, F>(tensor_cores::device_thread{}, shared_tiles, q, k, lse, a);
 }
 
 template <class Ts, int F>  // <T, C>: C is f32
 __global__ void __launch_bounds__(attention_mma_tiles::threads)
     attention_out_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, const type_at<Ts, 0>* v,
                      const type_at<Ts, 1>* lse, type_at<Ts, 0>* out, ctg::detail::attention_heads a) {
-  __shared__ alignas(16) std::uint16_t tile[tensor_cores::tiles::token_major_size(F)];
-  __shared__ alignas(16) std::uint16_t vt[tensor_cores::tiles::feature_major_size(F)];
+  extern __shared__ __align__(16) std::uint16_t shared_tiles[];
+  std::uint16_t* tile = shared_tiles;
+  std::uint16_t* vt = tile + tensor_cores::tiles::token_major_size(F);
   cuda::attention_out_mma<type_at<Ts, 0>, F>(tensor_cores::device_thread{}, tile, vt, q, k, v, lse, out, a);
 }
 
@@ -90,9 +93,10 @@ __global__ void __launch_bounds__(attention_mma_tiles::threads)
     attention_dq_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, const type_at<Ts, 0>* v,
                     const type_at<Ts, 1>* lse, const type_at<Ts, 0>* g, const type_at<Ts, 1>* delta, type_at<Ts, 0>* dq,
                     ctg::detail::attention_heads a) {
-  __shared__ alignas(16) std::uint16_t tile[tensor_cores::tiles::token_major_size(F)];
-  __shared__ alignas(16) std::uint16_t vs[tensor_cores::tiles::token_major_size(F)];
-  __shared__ alignas(16) std::uint16_t kt[tensor_cores::tiles::feature_major_size(F)];
+  extern __shared__ __align__(16) std::uint16_t shared_tiles[];
+  std::uint16_t* tile = shared_tiles;
+  std::uint16_t* vs = tile + tensor_cores::tiles::token_major_size(F);
+  std::uint16_t* kt = vs + tensor_cores::tiles::token_major_size(F);
   cuda::attention_dq_mma<type_at<Ts, 0>, F>(tensor_cores::device_thread{}, tile, vs, kt, q, k, v, lse, g, delta, dq, a);
 }
 
@@ -101,11 +105,12 @@ __global__ void __launch_bounds__(attention_mma_tiles::threads)
     attention_dkv_tc(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, const type_at<Ts, 0>* v,
                      const type_at<Ts, 1>* lse, const type_at<Ts, 0>* g, const type_at<Ts, 1>* delta,
                      type_at<Ts, 0>* dk, type_at<Ts, 0>* dv, ctg::detail::attention_heads a) {
-  __shared__ alignas(16) std::uint16_t qs[tensor_cores::tiles::token_major_size(F)];
-  __shared__ alignas(16) std::uint16_t gs[tensor_cores::tiles::token_major_size(F)];
-  __shared__ alignas(16) std::uint16_t qt[tensor_cores::tiles::feature_major_size(F)];
-  __shared__ alignas(16) std::uint16_t gt[tensor_cores::tiles::feature_major_size(F)];
-  __shared__ float stats[2 * tensor_cores::tiles::tile_tokens];
+  extern __shared__ __align__(16) std::uint16_t shared_tiles[];
+  std::uint16_t* qs = shared_tiles;
+  std::uint16_t* gs = qs + tensor_cores::tiles::token_major_size(F);
+  std::uint16_t* qt = gs + tensor_cores::tiles::token_major_size(F);
+  std::uint16_t* gt = qt + tensor_cores::tiles::feature_major_size(F);
+  float* stats = reinterpret_cast<float*>(gt + tensor_cores::tiles::feature_major_size(F));
   cuda::attention_dkv_mma<type_at<Ts, 0>, F>(tensor_cores::device_thread{}, qs, gs, qt, gt, stats, q, k, v, lse, g,
                                              delta, dk, dv, a);
 }

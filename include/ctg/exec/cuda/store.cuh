@@ -134,11 +134,12 @@ void run_scatter_add(const group_call& g, const bindings_view& b, workspace& ws,
   check_launch("ctg::cuda::kernels::scatter_add");
 }
 
-// Fused attention (graph/attention.hpp): bf16 and f16 heads of 16, 32, 48
-// or 64 features on tensor cores, 64 rows a block of 128 threads
-// (exec/cuda/attention_mma_kernels.cuh); the rest on CUDA cores,
-// attention_tiles::rows_for(F) rows a block, a thread each
-// (exec/cuda/attention_kernels.cuh). Both kinds take the same arguments.
+// Fused attention (graph/attention.hpp): bf16 and f16 heads of a multiple
+// of 16 features up to 128 on tensor cores, 64 rows a block of 128 threads,
+// the tiles in dynamic shared memory (exec/cuda/attention_mma_kernels.cuh);
+// the rest on CUDA cores, attention_tiles::rows_for(F) rows a block, a
+// thread each, static tiles (exec/cuda/attention_kernels.cuh). Both kinds
+// take the same arguments.
 template <class T, int F, bool TensorCores = attention_mma_tiles::takes<T>(F)>
 struct attention_kernels {
   using Ts = tl::list<T, compute_t<T>>;
@@ -147,21 +148,35 @@ struct attention_kernels {
   static constexpr auto out = &kernels::attention_out<Ts, F>;
   static constexpr auto dq = &kernels::attention_dq<Ts, F>;
   static constexpr auto dkv = &kernels::attention_dkv<Ts, F>;
+  static constexpr std::size_t shared[4] = {0, 0, 0, 0};
   static constexpr const char* names[4] = {"ctg::cuda::kernels::attention_lse", "ctg::cuda::kernels::attention_out",
                                            "ctg::cuda::kernels::attention_dq", "ctg::cuda::kernels::attention_dkv"};
 };
 template <class T, int F>
 struct attention_kernels<T, F, true> {
   using Ts = tl::list<T, compute_t<T>>;
-  static constexpr int rows = attention_mma_tiles::block_rows, threads = attention_mma_tiles::threads;
+  using tiles = attention_mma_tiles;
+  static constexpr int rows = tiles::block_rows, threads = tiles::threads;
   static constexpr auto lse = &kernels::attention_lse_tc<Ts, F>;
   static constexpr auto out = &kernels::attention_out_tc<Ts, F>;
   static constexpr auto dq = &kernels::attention_dq_tc<Ts, F>;
   static constexpr auto dkv = &kernels::attention_dkv_tc<Ts, F>;
+  static constexpr std::size_t shared[4] = {
+      tiles::shared_bytes(tiles::lse_tiles, F), tiles::shared_bytes(tiles::out_tiles, F),
+      tiles::shared_bytes(tiles::dq_tiles, F), tiles::shared_bytes(tiles::dkv_tiles, F)};
   static constexpr const char* names[4] = {
       "ctg::cuda::kernels::attention_lse_tc", "ctg::cuda::kernels::attention_out_tc",
       "ctg::cuda::kernels::attention_dq_tc", "ctg::cuda::kernels::attention_dkv_tc"};
 };
+
+// Over 48 KB of dynamic shared memory a block must be allowed, per kernel on
+// the current device (each call: cheap, and allowed while a graph is captured).
+template <class Kernel>
+void allow_shared_bytes(Kernel kernel, std::size_t bytes, const char* name) {
+  if (bytes <= 48 * 1024) return;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        (std::string("cudaFuncSetAttribute(") + name + ", " + std::to_string(bytes) + " bytes of shared memory)").c_str());
+}
 
 template <attention_pass Pass, attention_layout L, class T, int F>
 void run_attention(const group_call& g, const bindings_view& b, workspace& ws, float*) {
@@ -178,17 +193,22 @@ void run_attention(const group_call& g, const bindings_view& b, workspace& ws, f
   auto in = [&](std::size_t k) { return b.template as<const T>(g.child[k]); };
   auto stat = [&](std::size_t k) { return b.template as<const C>(g.child[k]); };
   if constexpr (Pass == attention_pass::lse) {
-    K::lse<<<grid, K::threads, 0, ws.stream()>>>(in(0), in(1), b.template as<C>(g.root), a);
+    allow_shared_bytes(K::lse, K::shared[0], K::names[0]);
+    K::lse<<<grid, K::threads, K::shared[0], ws.stream()>>>(in(0), in(1), b.template as<C>(g.root), a);
     check_launch(K::names[0]);
   } else if constexpr (Pass == attention_pass::output) {
-    K::out<<<grid, K::threads, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), b.template as<T>(g.root), a);
+    allow_shared_bytes(K::out, K::shared[1], K::names[1]);
+    K::out<<<grid, K::threads, K::shared[1], ws.stream()>>>(in(0), in(1), in(2), stat(3), b.template as<T>(g.root), a);
     check_launch(K::names[1]);
   } else {
     T* dq = b.template as<T>(g.root);
     const dim_t n = b.shape[g.child[0]].numel();
-    K::dq<<<grid, K::threads, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), in(4), stat(5), dq, a);
+    allow_shared_bytes(K::dq, K::shared[2], K::names[2]);
+    K::dq<<<grid, K::threads, K::shared[2], ws.stream()>>>(in(0), in(1), in(2), stat(3), in(4), stat(5), dq, a);
     check_launch(K::names[2]);
-    K::dkv<<<grid, K::threads, 0, ws.stream()>>>(in(0), in(1), in(2), stat(3), in(4), stat(5), dq + n, dq + 2 * n, a);
+    allow_shared_bytes(K::dkv, K::shared[3], K::names[3]);
+    K::dkv<<<grid, K::threads, K::shared[3], ws.stream()>>>(in(0), in(1), in(2), stat(3), in(4), stat(5), dq + n,
+                                                            dq + 2 * n, a);
     check_launch(K::names[3]);
   }
 }
