@@ -89,7 +89,9 @@ struct attention_mma_tiles {
                 std::size_t(k.feature_major) * std::size_t(feature_major_size(features))) +
            (k.stats ? 2 * tile_tokens * sizeof(float) : 0);
   }
-  CTG_HD static constexpr dim_t blocks_per_head(dim_t tokens) { return (tokens + block_rows - 1) / block_rows; }
+  CTG_HD static constexpr dim_t blocks_per_head(dim_t tokens) {
+    return attention_tiles::blocks_per_head(tokens, block_rows);
+  }
   // Does some key of the 16 from first_key reach some query of the 16 from first_query (key <= query)?
   CTG_HD static constexpr bool chunk_seen(dim_t first_query, dim_t first_key) {
     return first_key <= first_query + warp_rows - 1;

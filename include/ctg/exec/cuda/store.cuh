@@ -186,7 +186,7 @@ void run_attention(const group_call& g, const bindings_view& b, workspace& ws, f
                 "ctg: causal_attention on CUDA: a head dim too large for its tiles in shared memory (Dh up to 2559 in "
                 "f32, 1279 in f64)");
   const auto a = ctg::detail::attention_heads_of(b.shape[g.child[0]], L);
-  const dim_t blocks = a.heads * ((a.tokens + K::rows - 1) / K::rows);
+  const dim_t blocks = a.heads * attention_tiles::blocks_per_head(a.tokens, K::rows);
   if (blocks == 0) return;
   if (blocks > dim_t{0x7fffffff}) throw error("ctg: causal_attention on CUDA: more than 2^31 blocks of rows");
   const unsigned grid = static_cast<unsigned>(blocks);
