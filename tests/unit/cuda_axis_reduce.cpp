@@ -66,7 +66,7 @@ void check_group(Step, Root, dim_t batch) {
   for (std::size_t i = 0; i < want.size(); ++i) differ += std::memcmp(&got[i], &want[i], sizeof(T)) != 0;
   CHECK(differ == 0);
   // The kernels' chunks, as they split this shape.
-  const ctg::cuda::axis_reduce_split split = ctg::cuda::split_visits(map);
+  const ctg::cuda::axis_reduce_split split = ctg::cuda::axis_reduce_split_for<Plan>(map);
   std::vector<double> partials(static_cast<std::size_t>(split.chunks * map.outputs));
   for (dim_t c = 0; c < split.chunks; ++c)
     for (dim_t o = 0; o < map.outputs; ++o)
@@ -186,4 +186,38 @@ TEST_CASE("a reduction over other axes, as the CUDA kernels compute it, against 
   }
   CHECK(chunked_groups >= 5 * 4);  // (five of the groups keep rows of 8, at every batch but the empty one)
   CHECK(lane_groups == 5);         // (everything, at every batch)
+}
+
+namespace {
+// The plan of Root's group in Step, and its map over `it` (no data).
+template <class Step, class Root>
+using plan_of = ctg::kernel::fused_plan_t<Step, ctg::tl::index_of<Root, typename Step::nodes>::value>;
+}  // namespace
+
+TEST_CASE("a norm scale's gradient keeps the GPU busy: the kernel's threads, not its sums, set the split") {
+  // sum over 8192 rows of a bf16 product, as a norm's scale gradient is
+  // (GPT-2's width 768, and 4096): its outputs 8 at a time in 16-byte chunks.
+  // Splitting for 2^16 sums gave 8192 and 8256 threads (32 blocks of 256 on
+  // a GPU of 132 SMs), each walking 512 and 96 rows.
+  using Xw = ctg::input<"x", ctg::bf16, 8192, 4096>;
+  using Gw = ctg::input<"g", ctg::bf16, 8192, 4096>;
+  using Xn = ctg::input<"x", ctg::bf16, 8192, 768>;
+  using Gn = ctg::input<"g", ctg::bf16, 8192, 768>;
+  auto wide = ctg::sum<0>(Xw{} * Gw{});
+  auto narrow = ctg::sum<0>(Xn{} * Gn{});
+  auto check = [&]<class Step, class Root>(Step, Root, dim_t width, std::size_t least) {
+    using Plan = plan_of<Step, Root>;
+    static_assert(ctg::cuda::plan_chunk<Plan> == 8);
+    const dim_t n = Root::dims::dims[1];
+    const auto map = ctg::cuda::make_axis_reduce_map({{8192, n}, 2}, {{1, n}, 2}, false);
+    REQUIRE(ctg::cuda::axis_reduce_chunks<Plan>(map));
+    const auto split = ctg::cuda::axis_reduce_split_for<Plan>(map);
+    INFO(map.outputs, " outputs: ", split.chunks, " chunks of ", split.chunk, " rows");
+    CHECK(ctg::cuda::axis_reduce_threads<Plan>(map, split, width) >= least);
+    CHECK(split.chunk >= ctg::cuda::axis_reduce_min_chunk);
+  };
+  check(ctg::forward(wide), wide, 8, std::size_t{1} << 17);
+  check(ctg::forward(narrow), narrow, 8, std::size_t{48} << 10);  // (chunks of 16 rows at the least: 512 x 96)
+  // Unaligned buffers (element by element) walk the same chunks, in tiles of 4 outputs a thread.
+  check(ctg::forward(wide), wide, 1, std::size_t{1} << 17);
 }

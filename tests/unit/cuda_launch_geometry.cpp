@@ -220,22 +220,35 @@ TEST_CASE("reductions over other axes: chunks cover every visit once, within the
       {dims({1000003, 1}), dims({1, 1}), false},   // a prime count of visits
       {dims({0, 5}), dims({1, 5}), false},         // no visits
   };
-  for (const shape_case& s : cases) {
-    const auto m = ctg::cuda::make_axis_reduce_map(s.it, s.out, s.by_rows);
-    const auto split = ctg::cuda::split_visits(m);
-    INFO("visits " << m.per_output << ", outputs " << m.outputs << ": " << split.chunks << " chunks of "
-                   << split.chunk);
-    CHECK(split.chunks >= 1);
-    CHECK(split.chunks <= ctg::cuda::axis_reduce_max_chunks);
-    // (the workspace's fixed partials: only more than one chunk uses them)
-    if (split.chunks > 1) CHECK(split.chunks * m.outputs < 2 * ctg::cuda::axis_reduce_parallel_sums);
-    std::vector<int> seen(static_cast<std::size_t>(m.per_output), 0);
-    for (ctg::dim_t c = 0; c < split.chunks; ++c) {
-      CHECK((m.per_output == 0 || split.first(c) < split.end(c, m.per_output)));  // no empty chunk
-      for (ctg::dim_t r = split.first(c); r < split.end(c, m.per_output); ++r) ++seen[static_cast<std::size_t>(r)];
+  // The parallel sums the kernel's paths ask for (axis_reduce_split_for):
+  // a sum a thread, tiles, 16-byte chunks of 8 outputs, rows in lanes.
+  constexpr ctg::dim_t P = ctg::cuda::axis_reduce_parallel_threads;
+  const ctg::dim_t asks[][2] = {{P, ctg::cuda::axis_reduce_min_chunk},
+                                {P * ctg::cuda::tile_elements_per_thread, ctg::cuda::axis_reduce_min_chunk},
+                                {P * 8, ctg::cuda::axis_reduce_min_chunk},
+                                {P / 16, 1}};
+  for (const shape_case& s : cases)
+    for (const auto& ask : asks) {
+      const auto m = ctg::cuda::make_axis_reduce_map(s.it, s.out, s.by_rows);
+      const auto split = ctg::cuda::split_visits(m, ask[0], ask[1]);
+      INFO("visits " << m.per_output << ", outputs " << m.outputs << ", " << ask[0] << " sums wanted: "
+                     << split.chunks << " chunks of " << split.chunk);
+      CHECK(split.chunks >= 1);
+      CHECK(split.chunks <= ctg::cuda::axis_reduce_max_chunks);
+      // (the workspace's fixed partials: only more than one chunk uses them)
+      if (split.chunks > 1) {
+        CHECK(split.chunks * m.outputs < 2 * ask[0]);
+        CHECK(split.chunks * m.outputs <= ctg::cuda::axis_reduce_max_partials);
+        CHECK(2 * split.chunk >= ask[1]);  // (chunks of about min_chunk visits at the least)
+      }
+      std::vector<int> seen(static_cast<std::size_t>(m.per_output), 0);
+      for (ctg::dim_t c = 0; c < split.chunks; ++c) {
+        CHECK((m.per_output == 0 || split.first(c) < split.end(c, m.per_output)));  // no empty chunk
+        for (ctg::dim_t r = split.first(c); r < split.end(c, m.per_output); ++r)
+          ++seen[static_cast<std::size_t>(r)];
+      }
+      CHECK(each_once(seen));
     }
-    CHECK(each_once(seen));
-  }
 }
 
 TEST_CASE("transposes: every thread of every 32 x 32 tile, each element moved once to its place") {

@@ -65,9 +65,7 @@ struct axis_reduce_map {
 };
 
 // Each output's visits cut into `chunks` chunks of `chunk` consecutive
-// visits (the last may hold fewer): enough chunks for about 2^16 parallel
-// sums over all outputs, at most 8192 per output (the second kernel adds
-// each output's chunks in sequence), never an empty chunk.
+// visits (the last may hold fewer), never an empty chunk (split_visits).
 struct axis_reduce_split {
   dim_t chunks = 1, chunk = 0;
   CTG_HD dim_t first(dim_t c) const { return c * chunk; }
@@ -76,12 +74,28 @@ struct axis_reduce_split {
     return e < per_output ? e : per_output;
   }
 };
-inline constexpr dim_t axis_reduce_parallel_sums = dim_t{1} << 16, axis_reduce_max_chunks = 8192;
-inline axis_reduce_split split_visits(const axis_reduce_map& m) {
+// The kernel's threads a block (launch_axis_reduce).
+inline constexpr unsigned axis_reduce_block_threads = 256;
+// How many threads the split aims to keep walking at once: about half of an
+// H100's or H200's resident threads (132 SMs x 2048), each with its visits'
+// loads in flight; enough for a memory-bound walk to reach the copy's
+// bandwidth. (Counting sums instead, 2^16 of them, left a [8192, 4096] ->
+// [4096] sum in 16-byte chunks of 8 outputs 8192 threads: 32 blocks.)
+inline constexpr dim_t axis_reduce_parallel_threads = dim_t{1} << 17;
+// At most this many chunks an output (the second kernel adds an output's
+// chunks in 256 lanes), and, where a visit is one element, at least this
+// many visits a chunk, so that the f64 partials (8 bytes written and read
+// back) stay a small part of what the walk reads.
+inline constexpr dim_t axis_reduce_max_chunks = 8192, axis_reduce_min_chunk = 16;
+// Chunks for about `parallel_sums` sums over all outputs at once (see
+// axis_reduce_split_for), of at least `min_chunk` visits unless an output
+// has fewer. More than one chunk: fewer than 2 * parallel_sums sums.
+inline axis_reduce_split split_visits(const axis_reduce_map& m, dim_t parallel_sums, dim_t min_chunk) {
   if (m.per_output == 0 || m.outputs == 0) return {1, m.per_output};
-  dim_t want = (axis_reduce_parallel_sums + m.outputs - 1) / m.outputs;
+  dim_t want = (parallel_sums + m.outputs - 1) / m.outputs;
   want = want < axis_reduce_max_chunks ? want : axis_reduce_max_chunks;
-  want = want < m.per_output ? want : m.per_output;
+  const dim_t longest = (m.per_output + min_chunk - 1) / min_chunk;  // chunks of min_chunk visits
+  want = want < longest ? want : longest;
   const dim_t chunk = (m.per_output + want - 1) / want;
   return {(m.per_output + chunk - 1) / chunk, chunk};
 }
@@ -292,6 +306,45 @@ CTG_HD bool axis_reduce_chunks(const axis_reduce_map& m) {
   constexpr dim_t V = plan_chunk<Plan>;
   return Plan::root_advances && V > 1 && m.output_row > 0 && m.output_row % V == 0;
 }
+
+// The kernel's split of a map's visits (launch_axis_reduce): enough sums for
+// axis_reduce_parallel_threads threads as the kernel takes them, V outputs
+// a thread in 16-byte chunks, tile_elements_per_thread in tiles, one
+// otherwise, and 16 threads a sum where rows are combined in lanes (a visit
+// is then a row: chunks of any length). From the plan and the shapes alone,
+// not from a launch's alignment, so the bits follow the shapes.
+template <class Plan>
+axis_reduce_split axis_reduce_split_for(const axis_reduce_map& m) {
+  constexpr dim_t P = axis_reduce_parallel_threads;
+  if constexpr (!Plan::root_advances) {
+    return split_visits(m, rows_in_lanes<Plan> ? P / kernel::row_sum_lanes : P, 1);
+  } else {
+    const dim_t per_thread = axis_reduce_chunks<Plan>(m) ? plan_chunk<Plan>
+                             : axis_reduce_tiling::applies<Plan>(m, axis_reduce_block_threads)
+                                 ? dim_t{tile_elements_per_thread}
+                                 : 1;
+    return split_visits(m, P * per_thread, axis_reduce_min_chunk);
+  }
+}
+// The threads a launch of the kernel covers (before blocks_for caps its
+// grid): 16 a sum where rows are combined in lanes, one per V outputs where
+// the launch takes chunks (width > 1), the tiles' threads where they apply,
+// else one a sum.
+template <class Plan>
+std::size_t axis_reduce_threads(const axis_reduce_map& m, const axis_reduce_split& s, dim_t width) {
+  const auto sums = static_cast<std::size_t>(s.chunks * m.outputs);
+  if constexpr (rows_in_lanes<Plan>) return sums * std::size_t{kernel::row_sum_lanes};
+  if (width > 1) return sums / static_cast<std::size_t>(width);
+  if (axis_reduce_tiling::applies<Plan>(m, axis_reduce_block_threads))
+    return static_cast<std::size_t>(axis_reduce_tiling(m, s, axis_reduce_block_threads).tiles.count) *
+           axis_reduce_block_threads;
+  return sums;
+}
+// The most partial sums any split asks for (the workspace holds them, made
+// once): fewer than twice the most parallel sums, 8 outputs a thread.
+inline constexpr dim_t axis_reduce_max_partials = 2 * axis_reduce_parallel_threads * 8;
+static_assert(kernel::chunk_elements<std::byte> <= 8 && tile_elements_per_thread <= 8,
+              "ctg: internal: axis_reduce_max_partials assumes at most 8 outputs a thread");
 
 // Output o's chunks combined (partials[c * outputs + o] holds chunk c of
 // output o), before finalizing, in an order fixed by the chunk count alone:

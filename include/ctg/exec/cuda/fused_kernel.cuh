@@ -339,19 +339,15 @@ void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, cons
                 "ctg: internal: launch_axis_reduce runs reductions over other axes");
   const axis_reduce_map map = make_axis_reduce_map(it, out_shape, !Plan::root_advances);
   if (map.outputs == 0) return;
-  const axis_reduce_split split = split_visits(map);
+  const axis_reduce_split split = axis_reduce_split_for<Plan>(map);
   const dim_t total = it.numel();
   const double count = static_cast<double>(total) / static_cast<double>(map.outputs);
   const std::size_t sums = static_cast<std::size_t>(split.chunks * map.outputs);
   if (split.chunks > 1) partials.reserve(sums * sizeof(double));
   auto* part = reinterpret_cast<double*>(partials.data());
-  constexpr unsigned threads = 256;
+  constexpr unsigned threads = axis_reduce_block_threads;
   const dim_t width = axis_reduce_chunks<Plan>(map) ? chunk_width<Plan>(c, layout, {out, nullptr}) : 1;
-  const std::size_t work = rows_in_lanes<Plan> ? sums * std::size_t{kernel::row_sum_lanes}
-                           : width > 1 ? sums / static_cast<std::size_t>(width)
-                           : axis_reduce_tiling::applies<Plan>(map, threads)
-                               ? static_cast<std::size_t>(axis_reduce_tiling(map, split, threads).tiles.count) * threads
-                               : sums;
+  const std::size_t work = axis_reduce_threads<Plan>(map, split, width);
   axis_reduce_group<Plan><<<dev.blocks_for(work, threads), threads, 0, dev.stream()>>>(c, layout, map, split, count,
                                                                                        part, out, width);
   check_launch("ctg::cuda::axis_reduce_group");

@@ -58,9 +58,9 @@ class workspace {
     gemm_runner gemm;
     arena operand[2];
     arena partials;
-    // Made at their most (split_visits: fewer than 2 * 2^16 sums), so no step allocates them.
+    // Made at their most (axis_reduce_max_partials: 16 MiB), so no step allocates them.
     explicit shared(const device& d) : dev(d), gemm(d) {
-      partials.reserve(2 * static_cast<std::size_t>(axis_reduce_parallel_sums) * sizeof(double));
+      partials.reserve(static_cast<std::size_t>(axis_reduce_max_partials) * sizeof(double));
     }
   };
   std::shared_ptr<shared> shared_;
