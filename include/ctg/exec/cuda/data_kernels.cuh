@@ -7,8 +7,9 @@
 // (exec/cuda/flat_chunks.hpp). Each computes what its CPU twin computes
 // (exec/cpu/index_ops.hpp, exec/cpu/quantize.hpp, exec/cpu/store.hpp) with the
 // same element functions, so the same bits:
-//   * scatter_add adds each output element's rows in the order of the ids
-//     (one thread per column: no atomics, so two runs are bitwise equal);
+//   * scatter_add adds each output element's rows in the order of the ids,
+//     each run of equal ids (sorted first) by threads a column each
+//     (exec/cuda/scatter_runs.hpp: no atomics, so two runs are bitwise equal);
 //   * quantize takes the amax as the max of the bit patterns of |x| (a max
 //     is exact and order-free; a NaN's pattern is above every number's, so a
 //     NaN amax stays NaN, as on the CPU).
@@ -20,6 +21,7 @@
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/cuda/flat_chunks.hpp>
 #include <ctg/exec/cuda/runtime.cuh>
+#include <ctg/exec/cuda/scatter_runs.hpp>
 #include <ctg/exec/cuda/transpose_tiles.hpp>
 
 namespace ctg::cuda::kernels {
@@ -89,14 +91,20 @@ __global__ void gather(const type_at<Ts, 0>* table, const i32* ids, type_at<Ts, 
   }
 }
 
-// out (zeroed) += each row i of rows_in at row ids[i], in order of i: column k is thread k's alone.
+// positions[i] = i, for the sort of scatter_add's ids.
+__global__ inline void positions(std::int32_t* p, dim_t n) {
+  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
+    p[i] = static_cast<std::int32_t>(i);
+}
+
+// out (zeroed) at each run of the sorted ids: block b takes sorted positions
+// b, b + grid, ..., its threads the row's columns (scatter_runs.hpp).
 template <class Ts>  // <TO, TG>
-__global__ void scatter_add(const type_at<Ts, 1>* rows_in, const i32* ids, type_at<Ts, 0>* out, dim_t row_len,
-                            dim_t n) {
-  using TO = type_at<Ts, 0>;
-  using TG = type_at<Ts, 1>;
-  for (dim_t k = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; k < row_len; k += dim_t{gridDim.x} * blockDim.x)
-    for (dim_t i = 0; i < n; ++i) out[ids[i] * row_len + k] += static_cast<TO>(load_as<TG>(rows_in[i * row_len + k]));
+__global__ void scatter_add_runs(const std::int32_t* sorted_ids, const std::int32_t* sorted_positions, dim_t n,
+                                 const type_at<Ts, 1>* rows_in, dim_t row_len, type_at<Ts, 0>* out) {
+  for (dim_t s = blockIdx.x; s < n; s += gridDim.x)
+    for (dim_t k = threadIdx.x; k < row_len; k += blockDim.x)
+      scatter_add_run(sorted_ids, sorted_positions, n, s, k, rows_in, row_len, out);
 }
 
 // The amax of n values into *amax_bits (zeroed before): each block's max, then one atomicMax.

@@ -21,8 +21,12 @@
 //     exec/cuda/data_kernels.cuh.
 // Everything stays on the stream (FP8 amaxes too: exec/fp8_state.hpp), and
 // a step's one wait is for its loss.
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include <ctg/exec/cuda/attention_kernels.cuh>
 #include <ctg/exec/cuda/attention_mma_kernels.cuh>
@@ -121,6 +125,9 @@ void run_gather(const group_call& g, const bindings_view& b, workspace& ws, floa
   check_launch("ctg::cuda::kernels::gather");
 }
 
+// The ids sorted with their positions (stable: cub's radix sort, on the ids'
+// low bits as unsigned: they were checked to lie in [0, rows)), then each
+// run of equal ids summed (exec/cuda/scatter_runs.hpp).
 template <class TO, class TG>
 void run_scatter_add(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const rt_shape& os = b.shape[g.root];
@@ -128,10 +135,32 @@ void run_scatter_add(const group_call& g, const bindings_view& b, workspace& ws,
   CTG_CUDA_CHECK(cudaMemsetAsync(b.buf[g.root], 0, static_cast<std::size_t>(os.numel()) * sizeof(TO), ws.stream()));
   const dim_t n = b.shape[g.child[1]].numel();
   if (row_len == 0 || n == 0) return;
-  kernels::scatter_add<tl::list<TO, TG>><<<ws.dev().blocks_for(static_cast<std::size_t>(row_len), threads), threads, 0,
-                                 ws.stream()>>>(b.template as<const TG>(g.child[0]), b.template as<const i32>(g.child[1]),
-                                                b.template as<TO>(g.root), row_len, n);
-  check_launch("ctg::cuda::kernels::scatter_add");
+  if (n > dim_t{INT32_MAX}) throw error("ctg: scatter_add on a GPU takes at most 2^31 - 1 ids");
+  using key = std::uint32_t;
+  const int bits = id_bits(rows);
+  const auto* ids = reinterpret_cast<const key*>(b.template as<const i32>(g.child[1]));
+  std::size_t temp_bytes = 0;
+  CTG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids, static_cast<key*>(nullptr),
+                                                 static_cast<const std::int32_t*>(nullptr),
+                                                 static_cast<std::int32_t*>(nullptr), static_cast<int>(n), 0, bits,
+                                                 ws.stream()));
+  const scatter_sort_layout at(static_cast<std::size_t>(n), temp_bytes);
+  arena& scratch = ws.index_sort();
+  scratch.reserve(at.bytes);
+  std::byte* base = scratch.data();
+  auto* positions = reinterpret_cast<std::int32_t*>(base + at.positions);
+  auto* sorted_ids = reinterpret_cast<key*>(base + at.sorted_ids);
+  auto* sorted_positions = reinterpret_cast<std::int32_t*>(base + at.sorted_positions);
+  kernels::positions<<<ws.dev().blocks_for(static_cast<std::size_t>(n), threads), threads, 0, ws.stream()>>>(positions,
+                                                                                                             n);
+  check_launch("ctg::cuda::kernels::positions");
+  CTG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + at.temp, temp_bytes, ids, sorted_ids, positions,
+                                                 sorted_positions, static_cast<int>(n), 0, bits, ws.stream()));
+  kernels::scatter_add_runs<tl::list<TO, TG>>
+      <<<ws.dev().blocks_for(static_cast<std::size_t>(n) * threads, threads), threads, 0, ws.stream()>>>(
+          reinterpret_cast<const std::int32_t*>(sorted_ids), sorted_positions, n,
+          b.template as<const TG>(g.child[0]), row_len, b.template as<TO>(g.root));
+  check_launch("ctg::cuda::kernels::scatter_add_runs");
 }
 
 // Fused attention (graph/attention.hpp): bf16 and f16 heads of a multiple

@@ -47,6 +47,11 @@ class workspace {
     (void)dev();
     return shared_->partials;
   }
+  // The sort of scatter_add's ids (exec/cuda/scatter_runs.hpp): grown on demand, never shrunk.
+  arena& index_sort() {
+    (void)dev();
+    return shared_->index_sort;
+  }
   // (The store's call before a run: nothing to size here; the partials' bound is fixed.)
   void reserve_for(std::size_t) {}
   // This store's steps as CUDA graphs (on by default).
@@ -58,6 +63,7 @@ class workspace {
     gemm_runner gemm;
     arena operand[2];
     arena partials;
+    arena index_sort;
     // Made at their most (axis_reduce_max_partials: 16 MiB), so no step allocates them.
     explicit shared(const device& d) : dev(d), gemm(d) {
       partials.reserve(static_cast<std::size_t>(axis_reduce_max_partials) * sizeof(double));
