@@ -90,6 +90,24 @@ TEST_CASE("elementwise launches: every element exactly once") {
   CHECK(ctg::cuda::blocks_for(1000, 128, 132, 4) == 2);  // (4 elements per thread)
 }
 
+TEST_CASE("grids fixed by the work's size (AdamW's norm): every element once, as many blocks as the size needs") {
+  // (A grid-stride loop over n elements: i = block * threads + thread, then i += blocks * threads.)
+  for (std::size_t n : {std::size_t(1), std::size_t(2047), std::size_t(2049), std::size_t(1) << 20,
+                        std::size_t(3000001)}) {
+    const unsigned blocks = ctg::cuda::fixed_grid_blocks(n, 256, 8, 1024);
+    INFO("n = " << n << ": " << blocks << " blocks");
+    std::vector<int> seen(n, 0);
+    for (unsigned b = 0; b < blocks; ++b)
+      for (unsigned t = 0; t < 256; ++t)
+        for (std::size_t i = std::size_t{b} * 256 + t; i < n; i += std::size_t{blocks} * 256) ++seen[i];
+    CHECK(each_once(seen));
+  }
+  CHECK(ctg::cuda::fixed_grid_blocks(0, 256, 8, 1024) == 1);
+  CHECK(ctg::cuda::fixed_grid_blocks(768, 256, 8, 1024) == 1);    // a norm's scale: one block
+  CHECK(ctg::cuda::fixed_grid_blocks(2049, 256, 8, 1024) == 2);   // (8 elements a thread)
+  CHECK(ctg::cuda::fixed_grid_blocks(50304 * 768, 256, 8, 1024) == 1024);  // GPT-2's embedding: the most
+}
+
 TEST_CASE("flat kernels (widen, quantize, dequantize, accumulate): every element once, in chunks or one by one") {
   using ctg::dim_t;
   // 16 bytes of the widest array, at most 8 elements.

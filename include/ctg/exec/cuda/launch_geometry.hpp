@@ -31,6 +31,14 @@ constexpr unsigned blocks_for(std::size_t n, unsigned threads, unsigned sm_count
   return static_cast<unsigned>(b > 0 ? b : 1);
 }
 
+// A grid fixed by the work's size alone, not by the GPU, for sums whose bits
+// must not depend on the device (AdamW's gradient norm): a block per
+// `threads * per_thread` elements, at least one, at most max_blocks.
+constexpr unsigned fixed_grid_blocks(std::size_t n, unsigned threads, unsigned per_thread, unsigned max_blocks) {
+  const std::size_t per_block = std::size_t{threads} * per_thread, needed = (n + per_block - 1) / per_block;
+  return needed < 1 ? 1u : needed > max_blocks ? max_blocks : static_cast<unsigned>(needed);
+}
+
 // Row groups: one block per row, at most 65535 (a block loops over rows
 // blockIdx.x, blockIdx.x + gridDim.x, ...).
 inline constexpr std::size_t max_row_blocks = 65535;

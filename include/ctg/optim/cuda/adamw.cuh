@@ -12,8 +12,9 @@
 // (compiled with --fmad=false, so no multiply-add is fused: the bits of
 // the CPU's update where the CPU fuses none either), the same clipping and
 // the same errors. Every pass is a kernel on the store's stream:
-//   1. per leaf, the sum of squares of its gradient in f64 (a fixed grid and
-//      CUB's block sums: the same bits every run, on every GPU), its first
+//   1. per leaf, the sum of squares of its gradient in f64 (a grid fixed by
+//      the leaf's size, CUB's block sums, then the blocks' sums folded in a
+//      fixed order: the same bits every run, on every GPU), its first
 //      element that is not finite, and (a leaf with an f32 master) its first
 //      element that no longer holds its master's rounding;
 //   2. one copy of those to the host: the step's one wait. A gradient that is
@@ -28,6 +29,7 @@
 #include <type_traits>
 #include <cstdint>
 #include <span>
+#include <ctg/exec/cuda/launch_geometry.hpp>
 #include <ctg/exec/cuda/store.cuh>
 #include <ctg/optim/adamw.hpp>
 #include <cub/block/block_reduce.cuh>
@@ -35,11 +37,22 @@
 
 namespace ctg::cuda::kernels {
 
-inline constexpr unsigned adamw_blocks = 64, adamw_threads = 256;
+inline constexpr unsigned adamw_threads = 256;
+// A leaf's check runs on a grid fixed by its size alone (so its sum's bits
+// are the same on every GPU): a block per 2048 elements (8 a thread), at
+// most adamw_check_blocks, about an H100's or H200's resident threads. (A
+// grid of 64 blocks read GPT-2's 38.6 M-element embedding gradient with
+// 16384 threads, on 64 of 132 SMs.)
+inline constexpr unsigned adamw_check_blocks = 1024;
+constexpr unsigned adamw_check_blocks_for(dim_t n) {
+  return fixed_grid_blocks(static_cast<std::size_t>(n), adamw_threads, 8, adamw_check_blocks);
+}
 
-// Leaf k's gradient (T) and parameter: partial[k][block] = the block's sum of
-// g^2 in f64; first[k] = the first element of g that is not finite;
-// written[k] = the first parameter element that is not its master's rounding.
+// Leaf k's gradient (T) and parameter: partial[block] = the block's sum of
+// g^2 in f64 (the leaf's adamw_check_blocks slots, zeroed before: blocks
+// beyond its grid leave theirs 0); first[k] = the first element of g that
+// is not finite; written[k] = the first parameter element that is not its
+// master's rounding.
 template <class Ts, bool HasMaster>  // <T>
 __global__ void __launch_bounds__(adamw_threads)
     adamw_check(const type_at<Ts, 0>* g, const type_at<Ts, 0>* param, const float* master, dim_t n, double* partial,
@@ -60,6 +73,18 @@ __global__ void __launch_bounds__(adamw_threads)
   }
   const double block = reduce(temp).Sum(sum);
   if (threadIdx.x == 0) partial[blockIdx.x] = block;
+}
+
+// sums[k] = leaf k's adamw_check_blocks partials added in a fixed order
+// (thread t: slots t, t + threads, ...; then the block's sum): one block a leaf.
+__global__ inline void __launch_bounds__(adamw_threads) adamw_fold(const double* partials, double* sums) {
+  using reduce = cub::BlockReduce<double, adamw_threads>;
+  __shared__ typename reduce::TempStorage temp;
+  const double* mine = partials + std::size_t{blockIdx.x} * adamw_check_blocks;
+  double sum = 0;
+  for (unsigned b = threadIdx.x; b < adamw_check_blocks; b += adamw_threads) sum += mine[b];
+  const double leaf = reduce(temp).Sum(sum);
+  if (threadIdx.x == 0) sums[blockIdx.x] = leaf;
 }
 
 // One leaf's update (detail::adamw_update's operations, one element per
@@ -104,7 +129,7 @@ class adamw<Store> : public detail::adamw_counters {
   explicit adamw(store_type& s, adamw_config cfg = {}) : adamw_counters(cfg), stream_(s.workspace().stream()) {
     static_assert(trainable::size > 0, "ctg: adamw needs a step with trainable leaves (value_and_grad)");
     state_.reserve(layout.total * sizeof(float) + 64);  // (zero-filled: moments start at 0)
-    checks_.reserve(sizeof(check_results) + 64);
+    checks_.reserve(partials_offset + nt * check_blocks * sizeof(double));
     sync_masters(s);
   }
 
@@ -117,15 +142,20 @@ class adamw<Store> : public detail::adamw_counters {
     const cudaStream_t stream = ws.stream();
     // Pass 1: read only.
     auto* r = reinterpret_cast<check_results*>(checks_.data());
+    double* partials = this->partials();
     CTG_CUDA_CHECK(cudaMemsetAsync(r->first, 0xFF, sizeof r->first + sizeof r->written, stream));
+    CTG_CUDA_CHECK(cudaMemsetAsync(partials, 0, nt * check_blocks * sizeof(double), stream));
     tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
       constexpr bool master = detail::has_master_copy<T>;
-      cuda::kernels::adamw_check<tl::list<T>, master><<<kernels_blocks, kernels_threads, 0, stream>>>(
+      constexpr unsigned blocks = cuda::kernels::adamw_check_blocks_for(numel<L>());
+      cuda::kernels::adamw_check<tl::list<T>, master><<<blocks, kernels_threads, 0, stream>>>(
           this->template grad_of<L>(s), this->template param_of<L>(s), master ? state(layout.master[K]) : nullptr,
-          this->template numel<L>(), r->partial + K * kernels_blocks, r->first + K, r->written + K);
+          this->template numel<L>(), partials + K * check_blocks, r->first + K, r->written + K);
       cuda::check_launch("ctg::cuda::kernels::adamw_check");
     });
+    cuda::kernels::adamw_fold<<<static_cast<unsigned>(nt), kernels_threads, 0, stream>>>(partials, r->sums);
+    cuda::check_launch("ctg::cuda::kernels::adamw_fold");
     check_results h;
     CTG_CUDA_CHECK(cudaMemcpyAsync(&h, r, sizeof h, cudaMemcpyDeviceToHost, stream));
     CTG_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -135,8 +165,7 @@ class adamw<Store> : public detail::adamw_counters {
       if (h.first[K] != none)
         detail::throw_adamw_not_finite<L>(h.first[K],
                                           this->template element<T>(ws, this->template grad_of<L>(s), h.first[K]));
-      double ss = 0.0;
-      for (std::size_t b = 0; b < kernels_blocks; ++b) ss += h.partial[K * kernels_blocks + b];
+      const double ss = h.sums[K];
       if (!std::isfinite(ss)) detail::throw_adamw_norm_overflow<L>();
       total_sq += ss;
       if constexpr (detail::has_master_copy<T>)
@@ -216,13 +245,16 @@ class adamw<Store> : public detail::adamw_counters {
  private:
   static constexpr auto layout = detail::adamw_state_layout<trainable>();
   static constexpr std::size_t nt = trainable::size > 0 ? trainable::size : 1;
-  static constexpr unsigned kernels_blocks = cuda::kernels::adamw_blocks,
+  static constexpr unsigned check_blocks = cuda::kernels::adamw_check_blocks,
                             kernels_threads = cuda::kernels::adamw_threads;
   static constexpr unsigned long long none = ~0ull;
+  // What pass 1 gives the host (one copy); the blocks' partial sums follow it on the device.
   struct check_results {
-    double partial[nt * kernels_blocks];
+    double sums[nt];
     unsigned long long first[nt], written[nt];
   };
+  static constexpr std::size_t partials_offset = (sizeof(check_results) + 255) / 256 * 256;
+  double* partials() const { return reinterpret_cast<double*>(checks_.data() + partials_offset); }
 
   template <class L>
   static constexpr dim_t numel() {
