@@ -195,19 +195,22 @@ using plan_of = ctg::kernel::fused_plan_t<Step, ctg::tl::index_of<Root, typename
 }  // namespace
 
 TEST_CASE("a norm scale's gradient keeps the GPU busy: the kernel's threads, not its sums, set the split") {
-  // sum over 8192 rows of a bf16 product, as a norm's scale gradient is
-  // (GPT-2's width 768, and 4096): its outputs 8 at a time in 16-byte chunks.
-  // Splitting for 2^16 sums gave 8192 and 8256 threads (32 blocks of 256 on
-  // a GPU of 132 SMs), each walking 512 and 96 rows.
+  // A sum over 8192 rows of a product, as a norm's scale gradient is (an
+  // f32 product under autocast: 4 outputs a thread in 16-byte chunks; bf16:
+  // 8), at GPT-2's width 768 and at 4096. Splitting for 2^16 sums gave
+  // 16384 and 16512 threads in f32 (64 blocks of 256 on a GPU of 132 SMs),
+  // 8192 and 8256 in bf16, each walking 512 or 96 rows.
   using Xw = ctg::input<"x", ctg::bf16, 8192, 4096>;
   using Gw = ctg::input<"g", ctg::bf16, 8192, 4096>;
   using Xn = ctg::input<"x", ctg::bf16, 8192, 768>;
   using Gn = ctg::input<"g", ctg::bf16, 8192, 768>;
   auto wide = ctg::sum<0>(Xw{} * Gw{});
   auto narrow = ctg::sum<0>(Xn{} * Gn{});
-  auto check = [&]<class Step, class Root>(Step, Root, dim_t width, std::size_t least) {
+  auto wide_f32 = ctg::sum<0>(ctg::cast<ctg::f32>(Xw{}) * ctg::cast<ctg::f32>(Gw{}));
+  auto narrow_f32 = ctg::sum<0>(ctg::cast<ctg::f32>(Xn{}) * ctg::cast<ctg::f32>(Gn{}));
+  auto check = [&]<class Step, class Root>(Step, Root, dim_t V, dim_t width, std::size_t least) {
     using Plan = plan_of<Step, Root>;
-    static_assert(ctg::cuda::plan_chunk<Plan> == 8);
+    CHECK(ctg::cuda::plan_chunk<Plan> == V);
     const dim_t n = Root::dims::dims[1];
     const auto map = ctg::cuda::make_axis_reduce_map({{8192, n}, 2}, {{1, n}, 2}, false);
     REQUIRE(ctg::cuda::axis_reduce_chunks<Plan>(map));
@@ -216,8 +219,10 @@ TEST_CASE("a norm scale's gradient keeps the GPU busy: the kernel's threads, not
     CHECK(ctg::cuda::axis_reduce_threads<Plan>(map, split, width) >= least);
     CHECK(split.chunk >= ctg::cuda::axis_reduce_min_chunk);
   };
-  check(ctg::forward(wide), wide, 8, std::size_t{1} << 17);
-  check(ctg::forward(narrow), narrow, 8, std::size_t{48} << 10);  // (chunks of 16 rows at the least: 512 x 96)
+  check(ctg::forward(wide), wide, 8, 8, std::size_t{1} << 17);
+  check(ctg::forward(narrow), narrow, 8, 8, std::size_t{48} << 10);  // (chunks of 16 rows at the least: 512 x 96)
+  check(ctg::forward(wide_f32), wide_f32, 4, 4, std::size_t{1} << 17);
+  check(ctg::forward(narrow_f32), narrow_f32, 4, 4, std::size_t{96} << 10);  // (512 x 192)
   // Unaligned buffers (element by element) walk the same chunks, in tiles of 4 outputs a thread.
-  check(ctg::forward(wide), wide, 1, std::size_t{1} << 17);
+  check(ctg::forward(wide), wide, 8, 1, std::size_t{1} << 17);
 }
