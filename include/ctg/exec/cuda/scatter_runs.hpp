@@ -13,7 +13,8 @@
 // in sequence, every one waiting on the table element it read.)
 //
 // Host and device code: tests/unit/cuda_scatter_runs.cpp runs every (s, k)
-// on the CPU, with std::stable_sort for the sort, against the CPU store.
+// on the CPU, with std::stable_sort for the sort, against the CPU backend
+// (its runner, and a store's gradient); tests/cuda/index_ops.cu on a GPU.
 #include <cstddef>
 #include <cstdint>
 

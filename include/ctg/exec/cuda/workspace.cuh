@@ -2,7 +2,7 @@
 // What a CUDA store's runners share (exec/cuda/store.cuh): the device and its
 // stream, the cuBLASLt runner with its workspace and chosen algorithms, and
 // the scratch of products (fp8 operands' transposed copies, a narrower
-// operand widened) and of reductions. Made from a device, or
+// operand widened), of reductions and of scatter_add's sort. Made from a device, or
 // following another store's (a stack's block, the other steps of a shared
 // store: one stream, one cuBLASLt handle). Each store's own: its step
 // graphs (exec/cuda/step_graphs.cuh).
