@@ -94,7 +94,7 @@ TEST_CASE("grids fixed by the work's size (AdamW's norm): every element once, as
   // (A grid-stride loop over n elements: i = block * threads + thread, then i += blocks * threads.)
   for (std::size_t n : {std::size_t(1), std::size_t(2047), std::size_t(2049), std::size_t(1) << 20,
                         std::size_t(3000001)}) {
-    const unsigned blocks = ctg::cuda::fixed_grid_blocks(n, 256, 8, 1024);
+    const unsigned blocks = ctg::cuda::blocks_up_to(n, 256, 8, 1024);
     INFO("n = " << n << ": " << blocks << " blocks");
     std::vector<int> seen(n, 0);
     for (unsigned b = 0; b < blocks; ++b)
@@ -102,10 +102,10 @@ TEST_CASE("grids fixed by the work's size (AdamW's norm): every element once, as
         for (std::size_t i = std::size_t{b} * 256 + t; i < n; i += std::size_t{blocks} * 256) ++seen[i];
     CHECK(each_once(seen));
   }
-  CHECK(ctg::cuda::fixed_grid_blocks(0, 256, 8, 1024) == 1);
-  CHECK(ctg::cuda::fixed_grid_blocks(768, 256, 8, 1024) == 1);    // a norm's scale: one block
-  CHECK(ctg::cuda::fixed_grid_blocks(2049, 256, 8, 1024) == 2);   // (8 elements a thread)
-  CHECK(ctg::cuda::fixed_grid_blocks(50304 * 768, 256, 8, 1024) == 1024);  // GPT-2's embedding: the most
+  CHECK(ctg::cuda::blocks_up_to(0, 256, 8, 1024) == 1);
+  CHECK(ctg::cuda::blocks_up_to(768, 256, 8, 1024) == 1);    // a norm's scale: one block
+  CHECK(ctg::cuda::blocks_up_to(2049, 256, 8, 1024) == 2);   // (8 elements a thread)
+  CHECK(ctg::cuda::blocks_up_to(50304 * 768, 256, 8, 1024) == 1024);  // GPT-2's embedding: the most
 }
 
 TEST_CASE("flat kernels (widen, quantize, dequantize, accumulate): every element once, in chunks or one by one") {

@@ -18,27 +18,21 @@ struct thread_place {
   dim_t block = 0, thread = 0, blocks = 1, threads = 1;
 };
 
-// Blocks for a grid-stride loop over n elements, `per_thread` each: enough
-// to fill every SM eight times over (2048 threads of 256-thread blocks: a
-// Hopper SM's most, so memory-bound loops keep enough loads in flight),
-// never more than the work needs, and at least one (a launch of zero blocks
-// is an error; an empty tensor's kernel is not launched at all).
-constexpr unsigned blocks_for(std::size_t n, unsigned threads, unsigned sm_count, std::size_t per_thread = 1) {
-  const std::size_t per_block = std::size_t{threads} * per_thread;
-  const std::size_t needed = (n + per_block - 1) / per_block;
-  const std::size_t fill = std::size_t{sm_count} * 8;
-  const std::size_t b = needed < fill ? needed : fill;
+// Blocks for a grid-stride loop over n elements, `per_thread` each: a block
+// per `threads * per_thread` elements, at least one (a launch of zero blocks
+// is an error; an empty tensor's kernel is not launched at all), at most
+// max_blocks.
+constexpr unsigned blocks_up_to(std::size_t n, unsigned threads, std::size_t per_thread, std::size_t max_blocks) {
+  const std::size_t per_block = std::size_t{threads} * per_thread, needed = (n + per_block - 1) / per_block;
+  const std::size_t b = needed < max_blocks ? needed : max_blocks;
   return static_cast<unsigned>(b > 0 ? b : 1);
 }
-
-// A grid fixed by the work's size alone, not by the GPU, for sums whose bits
-// must not depend on the device (AdamW's gradient norm): a block per
-// `threads * per_thread` elements, at least one, at most max_blocks.
-constexpr unsigned fixed_grid_blocks(std::size_t n, unsigned threads, unsigned per_thread, unsigned max_blocks) {
-  const std::size_t per_block = std::size_t{threads} * per_thread, needed = (n + per_block - 1) / per_block;
-  return needed < 1 ? 1u : needed > max_blocks ? max_blocks : static_cast<unsigned>(needed);
+// At most enough to fill every SM eight times over (2048 threads of
+// 256-thread blocks: a Hopper SM's most, so memory-bound loops keep enough
+// loads in flight), never more than the work needs.
+constexpr unsigned blocks_for(std::size_t n, unsigned threads, unsigned sm_count, std::size_t per_thread = 1) {
+  return blocks_up_to(n, threads, per_thread, std::size_t{sm_count} * 8);
 }
-
 // Row groups: one block per row, at most 65535 (a block loops over rows
 // blockIdx.x, blockIdx.x + gridDim.x, ...).
 inline constexpr std::size_t max_row_blocks = 65535;

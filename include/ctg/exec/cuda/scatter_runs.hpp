@@ -15,6 +15,7 @@
 // Host and device code: tests/unit/cuda_scatter_runs.cpp runs every (s, k)
 // on the CPU, with std::stable_sort for the sort, against the CPU backend
 // (its runner, and a store's gradient); tests/cuda/index_ops.cu on a GPU.
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -40,9 +41,8 @@ CTG_HD void scatter_add_run(const std::int32_t* sorted_ids, const std::int32_t* 
 
 // The low bits a radix sort of ids in [0, rows) needs to look at.
 constexpr int id_bits(dim_t rows) {
-  int bits = 0;
-  while (bits < 31 && (dim_t{1} << bits) < rows) ++bits;
-  return bits > 0 ? bits : 1;
+  const int bits = rows > 1 ? std::bit_width(static_cast<std::uint64_t>(rows - 1)) : 1;
+  return bits < 31 ? bits : 31;
 }
 
 // Where the sort's buffers lie in one scratch arena, each 256-byte aligned:

@@ -45,7 +45,7 @@ inline constexpr unsigned adamw_threads = 256;
 // 16384 threads, on 64 of 132 SMs.)
 inline constexpr unsigned adamw_check_blocks = 1024;
 constexpr unsigned adamw_check_blocks_for(dim_t n) {
-  return fixed_grid_blocks(static_cast<std::size_t>(n), adamw_threads, 8, adamw_check_blocks);
+  return blocks_up_to(static_cast<std::size_t>(n), adamw_threads, 8, adamw_check_blocks);
 }
 
 // Leaf k's gradient (T) and parameter: partial[block] = the block's sum of
