@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
+#include <vector>
 
 using namespace reduce_cases;
 
@@ -216,4 +218,40 @@ TEST_CASE("a reduction over leading or middle axes of a stored tensor: the same 
   blocks_match_row_loop<ctg::bf16, 3, 5, 4, 7>();
   blocks_match_row_loop<ctg::f32, 8, 8, 16, 64>();  // (big enough for threads)
   blocks_match_row_loop<ctg::bf16, 8, 8, 16, 64>();
+}
+
+// A weight gradient summed over a run-time batch (a per-sequence product's
+// [B, 768, 768] in a transformer) with B = 1: nothing of more than one
+// element is reduced, and the blocks take it as one run of columns.
+TEST_CASE("a sum over a run-time batch of one or of three: the same bits as the row loop") {
+  using X = ctg::input<"x", ctg::bf16, ctg::dyn, 8, 16, 64>;
+  using S = ctg::shape<8, 16, 64>;
+  for (ctg::cpu::device dev : {ctg::cpu::device{1}, ctg::cpu::device{3}})
+    for (std::size_t batch : {1u, 3u}) {
+      std::vector<ctg::bf16> x(batch * 8 * 16 * 64);
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u >> 13;
+        x[i] = ctg::from_float<ctg::bf16>((h & 2 ? -1.0f : 1.0f) * (h & 1 ? 0x1p60f : 1.0f + (h % 7) / 8.0f));
+      }
+      auto fast = ctg::forward(ctg::cast<ctg::f32>(ctg::sum_to<S>(X{})));
+      auto slow = ctg::forward(ctg::cast<ctg::f32>(ctg::sum_to<S>(X{} * ctg::lit<1.0>)));
+      auto fs = ctg::make_store(dev, fast);
+      auto ss = ctg::make_store(dev, slow);
+      fast(fs, ctg::feed<X>(std::span<const ctg::bf16>(x), batch));
+      slow(ss, ctg::feed<X>(std::span<const ctg::bf16>(x), batch));
+      const auto a = fs.value();
+      const auto b = ss.value();
+      REQUIRE(a.size() == 8 * 16 * 64);
+      REQUIRE(b.size() == a.size());
+      std::size_t bad = 0, wrong = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        bad += std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i]);
+        double want = 0;  // (exact in f64: at most three terms of +-2^60 or a few eighths)
+        for (std::size_t r = 0; r < batch; ++r) want += ctg::to_float(x[r * a.size() + i]);
+        wrong += a[i] != ctg::to_float(ctg::from_float<ctg::bf16>(static_cast<float>(want)));
+      }
+      INFO("batch ", batch, ", threads ", dev.thread_count());
+      CHECK(bad == 0);
+      CHECK(wrong == 0);
+    }
 }

@@ -192,7 +192,8 @@ struct is_bare_load<kernel::load<0, T, true>> : std::true_type {};
 // accumulators that stay in L1, each finalized and rounded right after its
 // last r (a sum over heads of [B, H, T, D] would otherwise sweep B x T x D
 // accumulators through memory once per head); threads take blocks of o and
-// of i. Returns false, doing nothing, for any other pattern.
+// of i. Axes of one element are skipped: a reduction over a batch of one is
+// [1, 1, I], not I outputs of one column each. Returns false, doing nothing, for any other pattern.
 template <class Op, class T, class TOut>
 bool axis_reduce_blocks(const rt_shape& it, const rt_shape& xs, const rt_shape& os, const T* x, TOut* out,
                         cpu::thread_pool* pool) {
@@ -215,6 +216,8 @@ bool axis_reduce_blocks(const rt_shape& it, const rt_shape& xs, const rt_shape& 
       I *= it.d[d];
     }
   }
+  // Nothing of more than one element reduced (a batch of one): a copy, all of it one contiguous run of columns.
+  if (phase == 0) std::swap(O, I);
   // Tasks: blocks of o, and of 16-multiple columns of i when there are few o.
   const dim_t threads = pool ? static_cast<dim_t>(pool->size()) : 1;
   const bool parallel = threads > 1 && O * R * I >= 2 * cpu_task_elements;
