@@ -6,7 +6,7 @@
 // the CPU has AVX512-BF16; gemm_bf16_widened is the f32 path it replaces.
 // gemm_*_threads2: the same call on a 2-thread cpu::thread_pool. big/*_at:
 // A read transposed (stored [K, M]: the weight gradients' x^T g), ctg's and
-// cblas_sgemm's (CblasTrans).
+// cblas_sgemm's (CblasTrans). long_k/*: K past gemm_long_k.
 //   build/default/bench/bench_gemm_cpu --benchmark_filter=1024
 // Counter GFLOP: 2*M*N*K*batch per second (printed as GFLOP=x/s).
 #include <benchmark/benchmark.h>
@@ -133,6 +133,17 @@ void weight_grad_shapes(benchmark::internal::Benchmark* b) {
       ->Unit(benchmark::kMillisecond);
 }
 
+// Long K, where gemm cuts k in blocks (gemm_long_k): GPT-2's LM-head
+// backward over one sequence (1024 tokens, width 768, vocab 50304: the
+// logits' gradient times the head), and a 768 x 768 weight gradient over 8
+// sequences of 1024 tokens.
+void long_k_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({1024, 768, 50304, 1})
+      ->Args({768, 768, 8192, 1})
+      ->ArgNames({"M", "N", "K", "batch"})
+      ->Unit(benchmark::kMillisecond);
+}
+
 BENCHMARK(BM_gemm<ctg::f32, impl::naive>)->Name("naive_f32")->Apply(shapes);
 BENCHMARK(BM_gemm<ctg::f32, impl::gemm>)->Name("gemm_f32")->Apply(shapes);
 BENCHMARK(BM_gemm<ctg::bf16, impl::naive>)->Name("naive_bf16")->Apply(shapes);
@@ -151,6 +162,13 @@ BENCHMARK(BM_gemm<ctg::f32, impl::gemm_at>)->Name("big/gemm_f32_at")->Apply(weig
 BENCHMARK(BM_gemm<ctg::f32, impl::openblas_at>)->Name("big/openblas_sgemm_at")->Apply(weight_grad_shapes);
 #endif
 BENCHMARK(BM_gemm<ctg::bf16, impl::gemm_at>)->Name("big/gemm_bf16_at")->Apply(weight_grad_shapes);
+
+BENCHMARK(BM_gemm<ctg::f32, impl::gemm>)->Name("long_k/gemm_f32")->Apply(long_k_shapes);
+#if CTG_BENCH_HAVE_OPENBLAS
+BENCHMARK(BM_gemm<ctg::f32, impl::openblas>)->Name("long_k/openblas_sgemm")->Apply(long_k_shapes);
+#endif
+BENCHMARK(BM_gemm<ctg::bf16, impl::gemm>)->Name("long_k/gemm_bf16")->Apply(long_k_shapes);
+BENCHMARK(BM_gemm<ctg::bf16, impl::gemm_threads2>)->Name("long_k/gemm_bf16_threads2")->Apply(long_k_shapes);
 
 }  // namespace
 BENCHMARK_MAIN();

@@ -28,10 +28,12 @@ struct mnk {
 
 std::string str(mnk s) { return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k); }
 
-// Odd sizes around the kernels' MR (4, 6, 8) and NR (8, 16, 32) and the model's shapes.
+// Odd sizes around the kernels' MR (4, 6, 8) and NR (8, 16, 32) and the model's shapes,
+// and K past gemm_long_k (2048), in blocks of gemm_k_block (512) steps: 4 blocks + 52, 5 + 40.
 const std::vector<mnk> shapes = {
     {1, 1, 1},    {1, 172, 64}, {3, 3, 3},    {3, 17, 0},   {17, 33, 17},  {8, 16, 513}, {33, 65, 3},
     {65, 172, 64}, {64, 64, 16}, {64, 16, 64}, {7, 96, 172}, {513, 33, 65}, {17, 1, 513}, {65, 31, 1},
+    {9, 41, 2100}, {19, 48, 2600},
 };
 
 template <class T>
@@ -152,6 +154,18 @@ TEST_CASE("gemm: bit for bit the f32 FMA chain on every kernel set") {
   }
 }
 
+// Past one of each of the blocks a task's work is cut in (gemm_chunk_panels
+// panels of 32 columns, gemm_row_block rows, gemm_k_block steps of k), with
+// short last ones: every block still gives each output the one chain.
+TEST_CASE("gemm: blocks of rows, of panels and of k give the chain's bits") {
+  const mnk s{140, 560, 2100};
+  REQUIRE(s.m > ctg::detail::gemm_row_block);
+  REQUIRE(s.n > ctg::detail::gemm_chunk_panels * 32);
+  REQUIRE(s.k > ctg::detail::gemm_long_k);
+  check_bits_every_isa<ctg::f32, ctg::f32, ctg::f32>(s);
+  check_bits_every_isa<ctg::bf16, ctg::bf16, ctg::bf16>(s);
+}
+
 TEST_CASE("gemm: K = 0 gives zeros") {
   for (mnk s : {mnk{3, 5, 0}, mnk{17, 33, 0}}) {
     std::vector<float> c(static_cast<std::size_t>(s.m * s.n), NAN);
@@ -270,7 +284,7 @@ TEST_CASE("gemm: the same bits on a thread pool, every kernel set and dtype comb
     CHECK(bad == 0);
   };
   const std::size_t before = pool.shared_runs();
-  for (mnk s : {mnk{513, 172, 64}, mnk{64, 700, 129}, mnk{1000, 17, 300}, mnk{33, 65, 1025}}) {
+  for (mnk s : {mnk{513, 172, 64}, mnk{64, 700, 129}, mnk{1000, 17, 300}, mnk{33, 65, 2600}}) {
     for (gemm_isa isa : available_isas()) {
       same(s, isa, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});
       same(s, isa, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{}, std::type_identity<ctg::bf16>{});
@@ -314,7 +328,8 @@ TEST_CASE("gemm: transposed operands give the bits of transposing first") {
           CHECK(bad == 0);
         }
   };
-  for (mnk s : {mnk{1, 1, 1}, mnk{17, 33, 17}, mnk{9, 172, 65}, mnk{65, 31, 8}, mnk{257, 70, 129}, mnk{3, 17, 0}}) {
+  for (mnk s : {mnk{1, 1, 1}, mnk{17, 33, 17}, mnk{9, 172, 65}, mnk{65, 31, 8}, mnk{257, 70, 129}, mnk{3, 17, 0},
+                mnk{21, 40, 2100}}) {
     check(s, gemm_isa::portable, std::type_identity<double>{}, std::type_identity<double>{}, std::type_identity<double>{});
     for (gemm_isa isa : available_isas()) {
       check(s, isa, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});
@@ -400,7 +415,7 @@ TEST_CASE("gemm_sharing_b: each product the bits of its own gemm") {
         }
       }
   };
-  for (mnk s : {mnk{1, 1, 1}, mnk{17, 33, 17}, mnk{128, 32, 256}, mnk{65, 172, 65}, mnk{3, 17, 0}}) {
+  for (mnk s : {mnk{1, 1, 1}, mnk{17, 33, 17}, mnk{128, 32, 256}, mnk{65, 172, 65}, mnk{3, 17, 0}, mnk{20, 40, 2100}}) {
     check(s, gemm_isa::portable, std::type_identity<double>{}, std::type_identity<double>{}, std::type_identity<double>{});
     for (gemm_isa isa : available_isas()) {
       check(s, isa, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});

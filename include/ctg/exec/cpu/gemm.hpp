@@ -112,9 +112,12 @@ class gemm_workspace {
   float* packed_b(std::size_t n) { return room(b_, n); }
   // The same for thread `worker` (< the count given to workers()).
   float* a_f32(std::size_t n, unsigned worker = 0) { return room(a_[worker], n); }
+  // A narrow C's f32 accumulators, for thread `worker`.
+  float* c_f32(std::size_t n, unsigned worker = 0) { return room(c_[worker], n); }
   // Make room for that many threads' scratch (before they start).
   void workers(unsigned n) {
     if (a_.size() < n) a_.resize(n);
+    if (c_.size() < n) c_.resize(n);
   }
 
  private:
@@ -125,7 +128,7 @@ class gemm_workspace {
     std::size_t space = v.size() * sizeof(float);
     return static_cast<float*>(std::align(64, n * sizeof(float), p, space));
   }
-  std::vector<std::vector<float>> a_ = std::vector<std::vector<float>>(1);
+  std::vector<std::vector<float>> a_ = std::vector<std::vector<float>>(1), c_ = std::vector<std::vector<float>>(1);
   std::vector<float> b_;
 };
 
@@ -138,9 +141,11 @@ namespace ctg::detail {
 // One micro-kernel call: the tile C[0:mr, 0:nr] (ldc apart) from K steps of
 // rows a[0..MR-1] (f32, value k at a[r][k * a_step]; rows past mr repeat a
 // valid row) and a packed panel b (K rows of NR floats). Rows >= mr and
-// columns >= nr are computed on padding and not stored.
-using gemm_tile_fn = void (*)(dim_t K, const float* const* a, dim_t a_step, const float* b, float* c, dim_t ldc,
-                              int mr, int nr);
+// columns >= nr are computed on padding and not stored. With `carry`, the
+// chains start from the tile's f32 values in c (a previous block of k's
+// sums: stored and loaded exactly, so the chain is the one over all k) instead of +0.
+using gemm_tile_fn = void (*)(dim_t K, const float* const* a, dim_t a_step, const float* b, float* c, dim_t ldc, int mr,
+                              int nr, bool carry);
 
 // The kernels of one instruction set: MR rows; panels nr_wide columns wide,
 // the last one nr_narrow wide when the remainder fits (N = 16 would waste half
@@ -150,15 +155,18 @@ struct gemm_kernels {
   int nr_wide, nr_narrow;
   gemm_tile_fn wide, narrow;
 };
-inline constexpr int gemm_max_mr = 8, gemm_max_tile = 8 * 32;  // largest mr, mr * nr_wide below
+inline constexpr int gemm_max_mr = 8;  // the largest mr below
 
 // avx512_bf16: the avx512 kernels, and vdpbf16ps for bf16 x bf16 products.
 enum class gemm_isa { portable, avx2, avx512, avx512_bf16 };
 
 template <int MR, int NR>
 void gemm_tile_portable(dim_t K, const float* const* a, dim_t a_step, const float* b, float* c, dim_t ldc, int mr,
-                        int nr) {
+                        int nr, bool carry) {
   float acc[MR][NR] = {};
+  if (carry)
+    for (int r = 0; r < mr; ++r)
+      for (int j = 0; j < nr; ++j) acc[r][j] = c[r * ldc + j];
   for (dim_t k = 0, at = 0; k < K; ++k, at += a_step, b += NR)
     for (int r = 0; r < MR; ++r) {
       const float av = a[r][at];
@@ -173,7 +181,8 @@ void gemm_tile_portable(dim_t K, const float* const* a, dim_t a_step, const floa
 // (an array indexed at run time would live in memory).
 template <int MR, int NV>
 __attribute__((target("avx512f,fma"))) void gemm_tile_avx512(dim_t K, const float* const* a, dim_t a_step,
-                                                              const float* b, float* c, dim_t ldc, int mr, int nr) {
+                                                             const float* b, float* c, dim_t ldc, int mr, int nr,
+                                                             bool carry) {
   const float* ar[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) ar[r] = a[r];
@@ -181,7 +190,13 @@ __attribute__((target("avx512f,fma"))) void gemm_tile_avx512(dim_t K, const floa
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; ++v) {
+      const int lanes = std::min(nr - 16 * v, 16);
+      acc[r][v] =
+          carry && r < mr && lanes > 0
+              ? _mm512_maskz_loadu_ps(__mmask16(lanes == 16 ? 0xFFFFu : (1u << lanes) - 1), c + r * ldc + 16 * v)
+              : _mm512_setzero_ps();
+    }
   for (dim_t k = 0, at = 0; k < K; ++k, at += a_step, b += 16 * NV) {
     __m512 bv[NV];
 #pragma GCC unroll 4
@@ -207,15 +222,21 @@ __attribute__((target("avx512f,fma"))) void gemm_tile_avx512(dim_t K, const floa
 
 template <int MR, int NV>
 __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* const* a, dim_t a_step, const float* b,
-                                                         float* c, dim_t ldc, int mr, int nr) {
+                                                         float* c, dim_t ldc, int mr, int nr, bool carry) {
   const float* ar[MR];
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) ar[r] = a[r];
   __m256 acc[MR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+    for (int v = 0; v < NV; ++v) {
+      const int lanes = std::min(nr - 8 * v, 8);
+      acc[r][v] = carry && r < mr && lanes > 0
+                      ? _mm256_maskload_ps(c + r * ldc + 8 * v, _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), lane))
+                      : _mm256_setzero_ps();
+    }
   for (dim_t k = 0, at = 0; k < K; ++k, at += a_step, b += 8 * NV) {
     __m256 bv[NV];
 #pragma GCC unroll 4
@@ -227,7 +248,6 @@ __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* co
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
     }
   }
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     if (r >= mr) break;
@@ -361,6 +381,24 @@ inline dim_t gemm_panels(int nr_wide, int nr_narrow, dim_t N) {
   return panels;
 }
 
+// Where K is long (over gemm_long_k steps), a task's work is cut in three
+// levels so that what is read again stays in L2 (2 MB a core on the Xeons
+// measured): chunks of gemm_chunk_panels panels; in each, k by gemm_k_block
+// steps (a panel's slice of them: 512 x 32 floats, 64 KB; the chunk's, 1
+// MB); in each, rows by gemm_row_block (A's slice: 128 x 512 floats, 256
+// KB), every panel of the chunk over them. (A whole panel of the LM head's
+// backward, K = 50304, is 6.4 MB: it streamed from memory once per tile of 8
+// rows.) Between blocks of k the accumulators wait in C (an f32 C) or in an
+// f32 block, exactly, so each output is still one chain in k order. Shorter
+// K keeps one block of each: panel by panel, every tile over all of K (the
+// blocks measured slower there: 0.86x at 8192 x 2048 x 768).
+inline constexpr dim_t gemm_long_k = 2048, gemm_k_block = 512, gemm_row_block = 128, gemm_chunk_panels = 16;
+
+// Room gemm_tiles' f32 block takes for a task's rows over `panels` panels.
+inline std::size_t gemm_block_floats(const gemm_kernels& ks, dim_t rows, dim_t panels) {
+  return static_cast<std::size_t>(rows * std::min(panels, gemm_chunk_panels) * ks.nr_wide);
+}
+
 // How products are cut for threads: each product, blocks of rows (a
 // multiple of mr) times groups of panels. Tasks never split k, so they change
 // no result.
@@ -477,31 +515,45 @@ struct gemm_rows {
 };
 
 // Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from f32 rows of
-// op(A) and packed B. Tiles of a narrow C go through an f32 buffer and are
-// rounded once.
+// op(A) and packed B, blocked as above. Tiles of a narrow C accumulate in
+// `block` (room for the rows times a chunk's columns: gemm_block_floats) and
+// are rounded once.
 template <class TC>
 void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, gemm_rows<float> A, const float* bp, TC* C, dim_t i_begin,
-                dim_t i_end, dim_t p0, dim_t p1) {
-  float tile[gemm_max_tile];
+                dim_t i_end, dim_t p0, dim_t p1, float* block) {
   const float* rows[gemm_max_mr];
-  for (dim_t p = p0; p < p1; ++p) {
-    const dim_t j0 = p * ks.nr_wide;
-    const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
-    const int nr = static_cast<int>(std::min<dim_t>(w, N - j0));
-    const gemm_tile_fn fn = w == ks.nr_wide ? ks.wide : ks.narrow;
-    const float* panel = bp + j0 * K;
-    for (dim_t i0 = i_begin; i0 < i_end; i0 += ks.mr) {
-      const int mr = static_cast<int>(std::min<dim_t>(ks.mr, i_end - i0));
-      for (int r = 0; r < ks.mr; ++r)
-        rows[r] = A.base + (i0 - i_begin) * A.tile_step + std::min(r, mr - 1) * A.row_step;
-      if constexpr (std::is_same_v<TC, f32>) {
-        fn(K, rows, A.k_step, panel, C + i0 * N + j0, N, mr, nr);
-      } else {
-        fn(K, rows, A.k_step, panel, tile, nr, mr, nr);
-        for (int r = 0; r < mr; ++r)
-          for (int j = 0; j < nr; ++j) C[(i0 + r) * N + j0 + j] = store_as<TC>(tile[r * nr + j]);
+  const bool blocked = K > gemm_long_k;
+  // (Blocks of whole tiles: a packed A's tiles start at multiples of mr.)
+  const dim_t rows_at_once = blocked ? gemm_row_block / ks.mr * ks.mr : i_end - i_begin;
+  const dim_t chunk = blocked ? gemm_chunk_panels : 1, k_block = blocked ? gemm_k_block : std::max<dim_t>(K, 1);
+  for (dim_t c0 = p0; c0 < p1; c0 += chunk) {
+    const dim_t c1 = std::min(p1, c0 + chunk), first_col = c0 * ks.nr_wide;
+    const dim_t ldb = std::min(N, c1 * ks.nr_wide) - first_col;  // a row of the block: the chunk's columns
+    for (dim_t k0 = 0; k0 < K || k0 == 0; k0 += k_block) {
+      const dim_t steps = std::min(k_block, K - k0);
+      for (dim_t r0 = i_begin; r0 < i_end; r0 += rows_at_once) {
+        const dim_t r1 = std::min(i_end, r0 + rows_at_once);
+        for (dim_t p = c0; p < c1; ++p) {
+          const dim_t j0 = p * ks.nr_wide;
+          const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
+          const int nr = static_cast<int>(std::min<dim_t>(w, N - j0));
+          const gemm_tile_fn fn = w == ks.nr_wide ? ks.wide : ks.narrow;
+          const float* slice = bp + j0 * K + k0 * w;
+          for (dim_t i0 = r0; i0 < r1; i0 += ks.mr) {
+            const int mr = static_cast<int>(std::min<dim_t>(ks.mr, r1 - i0));
+            for (int r = 0; r < ks.mr; ++r)
+              rows[r] = A.base + (i0 - i_begin) * A.tile_step + std::min(r, mr - 1) * A.row_step + k0 * A.k_step;
+            if constexpr (std::is_same_v<TC, f32>)
+              fn(steps, rows, A.k_step, slice, C + i0 * N + j0, N, mr, nr, k0 > 0);
+            else
+              fn(steps, rows, A.k_step, slice, block + (i0 - i_begin) * ldb + (j0 - first_col), ldb, mr, nr, k0 > 0);
+          }
+        }
       }
     }
+    if constexpr (!std::is_same_v<TC, f32>)
+      for (dim_t i = i_begin; i < i_end; ++i)
+        for (dim_t j = 0; j < ldb; ++j) C[i * N + first_col + j] = store_as<TC>(block[(i - i_begin) * ldb + j]);
   }
 }
 
@@ -632,7 +684,10 @@ void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A0, cons
       for (dim_t e = 0, n = (i1 - i0) * K; e < n; ++e) a32[e] = load_as<TA>(A[i0 * K + e]);
       a.base = a32;
     }
-    gemm_tiles(ks, N, K, a, bp, C + ps.c_at(product), i0, i1, p0, p1);
+    float* block = nullptr;
+    if constexpr (!std::is_same_v<TC, f32>)
+      block = ws.c_f32(gemm_block_floats(ks, i1 - i0, p1 - p0), worker);
+    gemm_tiles(ks, N, K, a, bp, C + ps.c_at(product), i0, i1, p0, p1, block);
   });
 }
 
