@@ -66,11 +66,25 @@ void each_block(const attention_heads& a, F f) {
   }
 }
 
+// f(j) for j in [0, n): blocks of 16 with no loop-carried dependence, then
+// the rest one by one. GCC vectorizes the blocks at -O2 too (its very-cheap
+// cost model takes a loop of a known trip count that needs no alias check;
+// plain loops over n vectorized only at -O3: 2.2x the time at -O2).
+template <class F>
+CTG_FORCEINLINE void each_element(dim_t n, F&& f) {
+  dim_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+#pragma GCC ivdep
+    for (dim_t u = 0; u < 16; ++u) f(j + u);
+  }
+  for (; j < n; ++j) f(j);
+}
+
 // p = exp(scale s - shift) for the keys j <= i of a row of n, 0 past i.
 template <class C>
 void causal_probs(const C* s, dim_t n, dim_t i, C scale, C shift, C* p) {
-  for (dim_t j = 0; j <= i; ++j) p[j] = math::exp(s[j] * scale - shift);
-  for (dim_t j = i + 1; j < n; ++j) p[j] = 0;
+  each_element(i + 1, [&](dim_t j) { p[j] = math::exp(s[j] * scale - shift); });
+  std::fill(p + i + 1, p + n, C(0));
 }
 
 // A node's operands, its children in graph/attention.hpp's order (q, k, v,
@@ -192,13 +206,13 @@ void run_attention_grad(const group_call& g, const bindings_view& b, workspace& 
         C* dsr = dp + r * keys;  // dp, then in place ds
         al::causal_probs(s + r * keys, keys, i, scale, in.lse[h * a.tokens + i], pr);
         const C di = in.delta[h * a.tokens + i];
-        for (dim_t j = 0; j < keys; ++j) dsr[j] = pr[j] * (dsr[j] - di);
+        al::each_element(keys, [&](dim_t j) { dsr[j] = pr[j] * (dsr[j] - di); });
       }
       gemm(rows, F, keys, dp, k, dq + blk.first * F, gw);  // ds k
       gemm(keys, F, rows, dp, qb, part, gw, nullptr, {.transpose_a = true});  // ds^T q
-      for (dim_t e = 0; e < keys * F; ++e) dk[e] += part[e];
+      al::each_element(keys * F, [&](dim_t e) { dk[e] += part[e]; });
       gemm(keys, F, rows, p, gb, part, gw, nullptr, {.transpose_a = true});  // p^T g
-      for (dim_t e = 0; e < keys * F; ++e) dv[e] += part[e];
+      al::each_element(keys * F, [&](dim_t e) { dv[e] += part[e]; });
     });
     al::narrow(dq, scale, a, dq_out + h * n);
     al::narrow(dk, scale, a, dk_out + h * n);
