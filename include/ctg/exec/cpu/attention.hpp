@@ -81,9 +81,12 @@ CTG_FORCEINLINE void each_element(dim_t n, F&& f) {
 }
 
 // p = exp(scale s - shift) for the keys j <= i of a row of n, 0 past i.
+// The exps run through i rounded up to a whole block of 16 where the row
+// has it (the extra ones are overwritten by the zeros), so no row ends in
+// up to 15 exps one by one.
 template <class C>
 void causal_probs(const C* s, dim_t n, dim_t i, C scale, C shift, C* p) {
-  each_element(i + 1, [&](dim_t j) { p[j] = math::exp(s[j] * scale - shift); });
+  each_element(std::min(n, (i + 16) / 16 * 16), [&](dim_t j) { p[j] = math::exp(s[j] * scale - shift); });
   std::fill(p + i + 1, p + n, C(0));
 }
 
