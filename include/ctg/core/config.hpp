@@ -16,6 +16,15 @@
 #define CTG_FORCEINLINE inline __attribute__((always_inline))
 #endif
 
+// CTG_INLINE_LAMBDA, after a lambda's parameter list, inlines its body into
+// the loop that calls it (g++ otherwise may keep a large body out of line,
+// and a loop that calls a function does not vectorize).
+#if defined(_MSC_VER)
+#define CTG_INLINE_LAMBDA [[msvc::forceinline]]
+#else
+#define CTG_INLINE_LAMBDA __attribute__((always_inline))
+#endif
+
 // CTG_NOINLINE keeps a whole step's body out of its caller: inlined into a
 // training loop next to the optimizer, g++'s loop passes can take minutes.
 #if defined(_MSC_VER)

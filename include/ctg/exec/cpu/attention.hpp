@@ -19,6 +19,7 @@
 #include <ctg/exec/attention_heads.hpp>
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/cpu/gemm.hpp>
+#include <ctg/exec/cpu/vector_blocks.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/lower/group.hpp>
 
@@ -66,27 +67,14 @@ void each_block(const attention_heads& a, F f) {
   }
 }
 
-// f(j) for j in [0, n): blocks of 16 with no loop-carried dependence, then
-// the rest one by one. GCC vectorizes the blocks at -O2 too (its very-cheap
-// cost model takes a loop of a known trip count that needs no alias check;
-// plain loops over n vectorized only at -O3: 2.2x the time at -O2).
-template <class F>
-CTG_FORCEINLINE void each_element(dim_t n, F&& f) {
-  dim_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-#pragma GCC ivdep
-    for (dim_t u = 0; u < 16; ++u) f(j + u);
-  }
-  for (; j < n; ++j) f(j);
-}
-
 // p = exp(scale s - shift) for the keys j <= i of a row of n, 0 past i.
 // The exps run through i rounded up to a whole block of 16 where the row
 // has it (the extra ones are overwritten by the zeros), so no row ends in
 // up to 15 exps one by one.
 template <class C>
 void causal_probs(const C* s, dim_t n, dim_t i, C scale, C shift, C* p) {
-  each_element(std::min(n, (i + 16) / 16 * 16), [&](dim_t j) { p[j] = math::exp(s[j] * scale - shift); });
+  each_in_blocks_of_16(0, std::min(n, (i + 16) / 16 * 16),
+                       [&](dim_t j) CTG_INLINE_LAMBDA { p[j] = math::exp(s[j] * scale - shift); });
   std::fill(p + i + 1, p + n, C(0));
 }
 
@@ -209,13 +197,13 @@ void run_attention_grad(const group_call& g, const bindings_view& b, workspace& 
         C* dsr = dp + r * keys;  // dp, then in place ds
         al::causal_probs(s + r * keys, keys, i, scale, in.lse[h * a.tokens + i], pr);
         const C di = in.delta[h * a.tokens + i];
-        al::each_element(keys, [&](dim_t j) { dsr[j] = pr[j] * (dsr[j] - di); });
+        each_in_blocks_of_16(0, keys, [&](dim_t j) CTG_INLINE_LAMBDA { dsr[j] = pr[j] * (dsr[j] - di); });
       }
-      gemm(rows, F, keys, dp, k, dq + blk.first * F, gw);  // ds k
+      gemm(rows, F, keys, dp, k, dq + blk.first * F, gw);                     // ds k
       gemm(keys, F, rows, dp, qb, part, gw, nullptr, {.transpose_a = true});  // ds^T q
-      al::each_element(keys * F, [&](dim_t e) { dk[e] += part[e]; });
+      each_in_blocks_of_16(0, keys * F, [&](dim_t e) CTG_INLINE_LAMBDA { dk[e] += part[e]; });
       gemm(keys, F, rows, p, gb, part, gw, nullptr, {.transpose_a = true});  // p^T g
-      al::each_element(keys * F, [&](dim_t e) { dv[e] += part[e]; });
+      each_in_blocks_of_16(0, keys * F, [&](dim_t e) CTG_INLINE_LAMBDA { dv[e] += part[e]; });
     });
     al::narrow(dq, scale, a, dq_out + h * n);
     al::narrow(dk, scale, a, dk_out + h * n);

@@ -18,6 +18,7 @@
 
 #include <ctg/core/config.hpp>
 #include <ctg/exec/bindings.hpp>
+#include <ctg/exec/cpu/vector_blocks.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/exec/group_layout.hpp>
 #include <ctg/lower/kernel_expr.hpp>
@@ -135,12 +136,7 @@ struct cpu_fused_group {
   using outputs = typename Plan::outputs;
   template <class Body = body, class Ctx = ctx>
   static CTG_FORCEINLINE void write_range(const Ctx& c, outputs o, dim_t j0, dim_t j1) {
-    dim_t j = j0;
-    for (; j + 16 <= j1; j += 16) {
-#pragma GCC ivdep
-      for (dim_t u = 0; u < 16; ++u) o.put(j + u, Body::value(c, j + u));
-    }
-    for (; j < j1; ++j) o.put(j, Body::value(c, j));
+    cpu::each_in_blocks_of_16(j0, j1, [&](dim_t j) CTG_INLINE_LAMBDA { o.put(j, Body::value(c, j)); });
   }
   static CTG_FORCEINLINE void write_row(const ctx& c, outputs o, dim_t L) { write_range(c, o, 0, L); }
 
@@ -193,7 +189,8 @@ struct is_bare_load<kernel::load<0, T, true>> : std::true_type {};
 // last r (a sum over heads of [B, H, T, D] would otherwise sweep B x T x D
 // accumulators through memory once per head); threads take blocks of o and
 // of i. Axes of one element are skipped: a reduction over a batch of one is
-// [1, 1, I], not I outputs of one column each. Returns false, doing nothing, for any other pattern.
+// [1, 1, I], not I outputs of one column each. Returns false, doing nothing,
+// for any other pattern.
 template <class Op, class T, class TOut>
 bool axis_reduce_blocks(const rt_shape& it, const rt_shape& xs, const rt_shape& os, const T* x, TOut* out,
                         cpu::thread_pool* pool) {
