@@ -6,7 +6,9 @@
 // the CPU has AVX512-BF16; gemm_bf16_widened is the f32 path it replaces.
 // gemm_*_threads2: the same call on a 2-thread cpu::thread_pool. big/*_at:
 // A read transposed (stored [K, M]: the weight gradients' x^T g), ctg's and
-// cblas_sgemm's (CblasTrans). long_k/*: K past gemm_long_k.
+// cblas_sgemm's (CblasTrans). long_k/*: K past gemm_long_k. heads/*_bt: B
+// read transposed (stored [N, K]: attention's heads, 64 rows against a
+// head's 1024 x 1024 values), which gemm computes transposed.
 //   build/default/bench/bench_gemm_cpu --benchmark_filter=1024
 // Counter GFLOP: 2*M*N*K*batch per second (printed as GFLOP=x/s).
 #include <benchmark/benchmark.h>
@@ -49,7 +51,7 @@ std::vector<T> random_values(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-enum class impl { naive, gemm, gemm_widened, gemm_threads2, openblas, gemm_at, openblas_at };
+enum class impl { naive, gemm, gemm_widened, gemm_threads2, openblas, gemm_at, openblas_at, gemm_bt, gemm_widened_bt, openblas_bt };
 
 // Args: M, N, K, batch (independent matrices, as in batched attention).
 template <class T, impl I>
@@ -74,6 +76,9 @@ void BM_gemm(benchmark::State& state) {
         ctg::detail::gemm_with(ctg::detail::gemm_isa::avx512, M, N, K, ai, bi, ci, ws);
       else if constexpr (I == impl::gemm_threads2) ctg::cpu::gemm(M, N, K, ai, bi, ci, ws, &pool);
       else if constexpr (I == impl::gemm_at) ctg::cpu::gemm(M, N, K, ai, bi, ci, ws, nullptr, {.transpose_a = true});
+      else if constexpr (I == impl::gemm_bt) ctg::cpu::gemm(M, N, K, ai, bi, ci, ws, nullptr, {.transpose_b = true});
+      else if constexpr (I == impl::gemm_widened_bt)
+        ctg::detail::gemm_with(ctg::detail::gemm_isa::avx512, M, N, K, ai, bi, ci, ws, nullptr, {.transpose_b = true});
       else if constexpr (I == impl::naive) naive_matmul(M, N, K, ai, bi, ci, acc);
 #if CTG_BENCH_HAVE_OPENBLAS
       else if constexpr (I == impl::openblas && std::is_same_v<T, float>)
@@ -83,6 +88,10 @@ void BM_gemm(benchmark::State& state) {
       else if constexpr (I == impl::openblas_at && std::is_same_v<T, float>)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
                     static_cast<int>(K), 1.0f, ai, static_cast<int>(M), bi, static_cast<int>(N), 0.0f, ci,
+                    static_cast<int>(N));
+      else if constexpr (I == impl::openblas_bt && std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), static_cast<int>(N),
+                    static_cast<int>(K), 1.0f, ai, static_cast<int>(K), bi, static_cast<int>(K), 0.0f, ci,
                     static_cast<int>(N));
 #endif
     }
@@ -144,6 +153,12 @@ void long_k_shapes(benchmark::internal::Benchmark* b) {
       ->Unit(benchmark::kMillisecond);
 }
 
+// Attention's heads, a head's 64 rows of q^T (or dv^T) against its 1024 x
+// 1024 values (B = k stored [N, K]; heads/gemm_bf16: B stored [K, N]).
+void head_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({64, 1024, 1024, 1})->ArgNames({"M", "N", "K", "batch"})->Unit(benchmark::kMillisecond);
+}
+
 BENCHMARK(BM_gemm<ctg::f32, impl::naive>)->Name("naive_f32")->Apply(shapes);
 BENCHMARK(BM_gemm<ctg::f32, impl::gemm>)->Name("gemm_f32")->Apply(shapes);
 BENCHMARK(BM_gemm<ctg::bf16, impl::naive>)->Name("naive_bf16")->Apply(shapes);
@@ -169,6 +184,14 @@ BENCHMARK(BM_gemm<ctg::f32, impl::openblas>)->Name("long_k/openblas_sgemm")->App
 #endif
 BENCHMARK(BM_gemm<ctg::bf16, impl::gemm>)->Name("long_k/gemm_bf16")->Apply(long_k_shapes);
 BENCHMARK(BM_gemm<ctg::bf16, impl::gemm_threads2>)->Name("long_k/gemm_bf16_threads2")->Apply(long_k_shapes);
+
+BENCHMARK(BM_gemm<ctg::f32, impl::gemm_bt>)->Name("heads/gemm_f32_bt")->Apply(head_shapes);
+#if CTG_BENCH_HAVE_OPENBLAS
+BENCHMARK(BM_gemm<ctg::f32, impl::openblas_bt>)->Name("heads/openblas_sgemm_bt")->Apply(head_shapes);
+#endif
+BENCHMARK(BM_gemm<ctg::bf16, impl::gemm_bt>)->Name("heads/gemm_bf16_bt")->Apply(head_shapes);
+BENCHMARK(BM_gemm<ctg::bf16, impl::gemm>)->Name("heads/gemm_bf16")->Apply(head_shapes);
+BENCHMARK(BM_gemm<ctg::bf16, impl::gemm_widened_bt>)->Name("heads/gemm_bf16_widened_bt")->Apply(head_shapes);
 
 }  // namespace
 BENCHMARK_MAIN();

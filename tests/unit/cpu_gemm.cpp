@@ -328,8 +328,13 @@ TEST_CASE("gemm: transposed operands give the bits of transposing first") {
           CHECK(bad == 0);
         }
   };
+  // (32 x 300 x 70 and 40 x 172 x 2100 with B transposed are computed
+  // transposed, C^T = B A^T, the second over blocks of k.)
+  CHECK(ctg::detail::gemm_computed_transposed(32, 300, {.transpose_b = true}, {}));
+  CHECK(ctg::detail::gemm_computed_transposed(40, 172, {.transpose_b = true}, {}));
+  CHECK_FALSE(ctg::detail::gemm_computed_transposed(40, 172, {.transpose_a = true, .transpose_b = true}, {}));
   for (mnk s : {mnk{1, 1, 1}, mnk{17, 33, 17}, mnk{9, 172, 65}, mnk{65, 31, 8}, mnk{257, 70, 129}, mnk{3, 17, 0},
-                mnk{21, 40, 2100}}) {
+                mnk{21, 40, 2100}, mnk{32, 300, 70}, mnk{40, 172, 2100}}) {
     check(s, gemm_isa::portable, std::type_identity<double>{}, std::type_identity<double>{}, std::type_identity<double>{});
     for (gemm_isa isa : available_isas()) {
       check(s, isa, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});

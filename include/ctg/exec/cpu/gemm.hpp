@@ -56,6 +56,8 @@
 // AVX512-BF16 / AVX2+FMA with target attributes and selected once per process
 // with __builtin_cpu_supports, so the default (non -march=native) build gets
 // them too; other compilers and nvcc's host pass see the portable kernel.
+// A product of few rows against a transposed B is computed transposed
+// (gemm_computed_transposed below), so that only the small operand is packed.
 // Products that share B (a batched matmul whose B broadcasts over some batch
 // dims: x @ W over a batch, or one head's weight over the batch) pack it
 // once for all of them (gemm_sharing_b); each output is still the chain
@@ -114,6 +116,11 @@ class gemm_workspace {
   float* a_f32(std::size_t n, unsigned worker = 0) { return room(a_[worker], n); }
   // A narrow C's f32 accumulators, for thread `worker`.
   float* c_f32(std::size_t n, unsigned worker = 0) { return room(c_[worker], n); }
+  // Room for n values of C's type: a product computed transposed (C^T).
+  template <class TC>
+  TC* transposed_c(std::size_t n) {
+    return reinterpret_cast<TC*>(room(ct_, (n * sizeof(TC) + sizeof(float) - 1) / sizeof(float)));
+  }
   // Make room for that many threads' scratch (before they start).
   void workers(unsigned n) {
     if (a_.size() < n) a_.resize(n);
@@ -129,7 +136,7 @@ class gemm_workspace {
     return static_cast<float*>(std::align(64, n * sizeof(float), p, space));
   }
   std::vector<std::vector<float>> a_ = std::vector<std::vector<float>>(1), c_ = std::vector<std::vector<float>>(1);
-  std::vector<float> b_;
+  std::vector<float> b_, ct_;
 };
 
 }  // namespace ctg::cpu
@@ -756,6 +763,30 @@ void gemm_bf16_pairs_reference(dim_t M, dim_t N, dim_t K, const bf16* A, const b
     }
 }
 
+// A product of few rows against a transposed B (attention's heads: 64 rows
+// of q^T against 1024 x 1024 values of k) is computed transposed, C^T = B
+// A^T: B's rows are then the product's rows, read in place, and only A, the
+// small operand, is packed. Packing a transposed B (its columns gathered)
+// costs about as much as such a product: [64, 1024] x [1024, 1024]^T took
+// 1.4x (bf16 pairs) to 1.6x (f32) as long that way (bench_gemm_cpu
+// heads/*). Each output is the same chain (fma's two factors commute; a
+// vdpbf16ps pair's too), rounded once to TC, then moved into place. Below
+// 32 rows C^T's few columns would fill too little of a panel.
+inline bool gemm_computed_transposed(dim_t M, dim_t N, cpu::gemm_layout layout, const cpu::gemm_products& ps) {
+  return layout.transpose_b && !layout.transpose_a && ps.count == 1 && M >= 32 && 4 * M <= N;
+}
+
+// C[M, N] from its transpose ct[N, M], in blocks of 16 columns of C (a
+// block's reads stay in L1, its writes are runs).
+template <class TC>
+void gemm_transpose_into(dim_t M, dim_t N, const TC* ct, TC* C) {
+  for (dim_t j0 = 0; j0 < N; j0 += gemm_transpose_block) {
+    const dim_t j1 = std::min(N, j0 + gemm_transpose_block);
+    for (dim_t i = 0; i < M; ++i)
+      for (dim_t j = j0; j < j1; ++j) C[i * N + j] = ct[j * M + i];
+  }
+}
+
 // gemm with a given kernel set (tests compare the sets; gemm picks the best).
 template <class TA, class TB, class TC>
 void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, cpu::gemm_workspace& ws,
@@ -765,6 +796,13 @@ void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B
   } else {
     static_assert(std::is_same_v<compute_t<TC>, f32>);
     if (M <= 0 || N <= 0 || ps.count <= 0) return;
+    if constexpr (std::is_same_v<TA, TB>) {
+      if (gemm_computed_transposed(M, N, layout, ps)) {
+        TC* ct = ws.transposed_c<TC>(static_cast<std::size_t>(N * M));
+        gemm_with(isa, N, M, K, B, A, ct, ws, pool, {.transpose_a = false, .transpose_b = true});
+        return gemm_transpose_into(M, N, ct, C);
+      }
+    }
     if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16> &&
                   (std::is_same_v<TC, f32> || std::is_same_v<TC, bf16>)) {
       if (isa == gemm_isa::avx512_bf16 && K > 0) return gemm_bf16_pairs(M, N, K, A, B, C, ps, ws, pool, layout);
