@@ -76,13 +76,14 @@ struct cpu_fused_group {
     using V = value_t<X>;
     if constexpr (R::in_lanes) {
       static_assert(R::lanes == 16);
-      double lane[16];
-      for (dim_t u = 0; u < 16; ++u) lane[u] = Op::template identity<double>();
+      cpu::f64_sum_lanes sums(Op::template identity<double>());
       const dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16], dim_t at) {
         if (keep)
           for (dim_t u = 0; u < 16; ++u) keep[at + u] = v[u];
-        for (dim_t u = 0; u < 16; ++u) lane[u] = Op::combine(lane[u], static_cast<double>(v[u]));
+        sums.add(v);  // (Op::combine: a sum's or a mean's +)
       });
+      double lane[16];
+      sums.store(lane);
       for (dim_t u = 0; j + u < L; ++u) {
         const V v = X::value(c, j + u);
         if (keep) keep[j + u] = v;
