@@ -252,7 +252,15 @@ TEST_CASE("gemm: bf16 x bf16 on AVX512-BF16 is bit for bit the documented pair c
     INFO(str(s));
     CHECK(bad == 0);
   };
-  for (mnk s : shapes) {
+  // (Past gemm_long_k pairs, 4096 values of k, the pairs go in blocks too:
+  // 8 blocks of 512 pairs + 52, and an odd K; and past a block of rows, of
+  // panels and of k, with short last ones.)
+  std::vector<mnk> pair_shapes = shapes;
+  for (mnk s : {mnk{9, 41, 4200}, mnk{19, 48, 5201}, mnk{130, 530, 4200}}) {
+    REQUIRE((s.k + 1) / 2 > ctg::detail::gemm_long_k);
+    pair_shapes.push_back(s);
+  }
+  for (mnk s : pair_shapes) {
     if (s.k == 0) continue;
     check(s, random_values<ctg::bf16>(static_cast<std::size_t>(s.m * s.k), 9),
           random_values<ctg::bf16>(static_cast<std::size_t>(s.k * s.n), 10));

@@ -273,14 +273,16 @@ __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* co
 // padded), b at a panel of K2 rows of NV*16 dwords (bf16 pairs, the even k
 // in the low half). See the top of this file for the chain each output runs.
 // TC: float, or bf16 (each sum rounded in registers as f32_to_bf16_bits does:
-// to nearest even, any NaN to 0x7FFF).
+// to nearest even, any NaN to 0x7FFF). With `carry` (float only) the chains
+// start from c's values, as gemm_tile_fn's do.
 // (g++ 12's intrinsics start some results from a self-initialized
 // "undefined" register, which -Wmaybe-uninitialized reports once inlined.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 template <int MR, int NV, class TC>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile_bf16(
-    dim_t K2, const std::uint16_t* const* a, dim_t a_step, const std::uint32_t* b, TC* c, dim_t ldc, int mr, int nr) {
+    dim_t K2, const std::uint16_t* const* a, dim_t a_step, const std::uint32_t* b, TC* c, dim_t ldc, int mr, int nr,
+    bool carry) {
   const std::uint16_t* ar[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) ar[r] = a[r];
@@ -288,7 +290,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile_b
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; ++v) {
+      acc[r][v] = _mm512_setzero_ps();
+      if constexpr (std::is_same_v<TC, float>) {
+        const int lanes = std::min(nr - 16 * v, 16);
+        if (carry && r < mr && lanes > 0)
+          acc[r][v] =
+              _mm512_maskz_loadu_ps(__mmask16(lanes == 16 ? 0xFFFFu : (1u << lanes) - 1), c + r * ldc + 16 * v);
+      }
+    }
   for (dim_t p = 0, at = 0; p < K2; ++p, at += a_step, b += 16 * NV) {
     __m512bh bv[NV];
 #pragma GCC unroll 4
@@ -341,7 +351,7 @@ inline gemm_kernels gemm_kernels_for(gemm_isa isa) {
 // The vdpbf16ps tiles (8 x 32 and 8 x 16), with f32 or bf16 results.
 template <class TC>
 using gemm_tile_bf16_fn = void (*)(dim_t K2, const std::uint16_t* const* a, dim_t a_step, const std::uint32_t* b,
-                                   TC* c, dim_t ldc, int mr, int nr);
+                                   TC* c, dim_t ldc, int mr, int nr, bool carry);
 template <class TC>
 struct gemm_bf16_kernels {
   int mr = 8, nr_wide = 32, nr_narrow = 16;
@@ -398,11 +408,14 @@ inline dim_t gemm_panels(int nr_wide, int nr_narrow, dim_t N) {
 // rows.) Between blocks of k the accumulators wait in C (an f32 C) or in an
 // f32 block, exactly, so each output is still one chain in k order. Shorter
 // K keeps one block of each: panel by panel, every tile over all of K (the
-// blocks measured slower there: 0.86x at 8192 x 2048 x 768).
+// blocks measured slower there: 0.86x at 8192 x 2048 x 768). vdpbf16ps
+// steps are pairs of k, a panel's row as many bytes as an f32 step's: the
+// same blocks, in pairs (the LM head's backward 1.1x faster on two threads).
 inline constexpr dim_t gemm_long_k = 2048, gemm_k_block = 512, gemm_row_block = 128, gemm_chunk_panels = 16;
 
 // Room gemm_tiles' f32 block takes for a task's rows over `panels` panels.
-inline std::size_t gemm_block_floats(const gemm_kernels& ks, dim_t rows, dim_t panels) {
+template <class Kernels>
+std::size_t gemm_block_floats(const Kernels& ks, dim_t rows, dim_t panels) {
   return static_cast<std::size_t>(rows * std::min(panels, gemm_chunk_panels) * ks.nr_wide);
 }
 
@@ -521,14 +534,15 @@ struct gemm_rows {
   dim_t tile_step, row_step, k_step;
 };
 
-// Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from f32 rows of
-// op(A) and packed B, blocked as above. Tiles of a narrow C accumulate in
-// `block` (room for the rows times a chunk's columns: gemm_block_floats) and
-// are rounded once.
-template <class TC>
-void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, gemm_rows<float> A, const float* bp, TC* C, dim_t i_begin,
+// Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from rows of
+// op(A) and packed B, blocked as above, by kernels that write f32: K steps
+// of f32 values (gemm_kernels), or of bf16 pairs (gemm_bf16_kernels<float>).
+// Tiles of a narrow C accumulate in `block` (room for the rows times a
+// chunk's columns: gemm_block_floats) and are rounded once.
+template <class Kernels, class TRow, class TPanel, class TC>
+void gemm_tiles(const Kernels& ks, dim_t N, dim_t K, gemm_rows<TRow> A, const TPanel* bp, TC* C, dim_t i_begin,
                 dim_t i_end, dim_t p0, dim_t p1, float* block) {
-  const float* rows[gemm_max_mr];
+  const TRow* rows[gemm_max_mr];
   const bool blocked = K > gemm_long_k;
   // (Blocks of whole tiles: a packed A's tiles start at multiples of mr.)
   const dim_t rows_at_once = blocked ? gemm_row_block / ks.mr * ks.mr : i_end - i_begin;
@@ -544,8 +558,8 @@ void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, gemm_rows<float> A, co
           const dim_t j0 = p * ks.nr_wide;
           const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
           const int nr = static_cast<int>(std::min<dim_t>(w, N - j0));
-          const gemm_tile_fn fn = w == ks.nr_wide ? ks.wide : ks.narrow;
-          const float* slice = bp + j0 * K + k0 * w;
+          const auto fn = w == ks.nr_wide ? ks.wide : ks.narrow;
+          const TPanel* slice = bp + j0 * K + k0 * w;
           for (dim_t i0 = r0; i0 < r1; i0 += ks.mr) {
             const int mr = static_cast<int>(std::min<dim_t>(ks.mr, r1 - i0));
             for (int r = 0; r < ks.mr; ++r)
@@ -564,8 +578,8 @@ void gemm_tiles(const gemm_kernels& ks, dim_t N, dim_t K, gemm_rows<float> A, co
   }
 }
 
-// The same with vdpbf16ps: A's rows as bf16 pairs (k_step: from one pair to
-// the next, in bf16 values); TC f32 or bf16.
+// The same with vdpbf16ps where K2 is not long (gemm_long_k steps or fewer):
+// panel by panel, each tile over all of K2, rounded to TC in the kernel.
 template <class TC>
 void gemm_tiles_bf16(const gemm_bf16_kernels<TC>& ks, dim_t N, dim_t K2, gemm_rows<std::uint16_t> A,
                      const std::uint32_t* bp, TC* C, dim_t i_begin, dim_t i_end, dim_t p0, dim_t p1) {
@@ -580,7 +594,7 @@ void gemm_tiles_bf16(const gemm_bf16_kernels<TC>& ks, dim_t N, dim_t K2, gemm_ro
       const int mr = static_cast<int>(std::min<dim_t>(ks.mr, i_end - i0));
       for (int r = 0; r < ks.mr; ++r)
         rows[r] = A.base + (i0 - i_begin) * A.tile_step + std::min(r, mr - 1) * A.row_step;
-      fn(K2, rows, A.k_step, panel, C + i0 * N + j0, N, mr, nr);
+      fn(K2, rows, A.k_step, panel, C + i0 * N + j0, N, mr, nr, false);
     }
   }
 }
@@ -735,7 +749,11 @@ void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A0, const bf16* B, T
       }
       a = {pad, lda, lda, 2};
     }
-    gemm_tiles_bf16(ks, N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1);
+    if (K2 <= gemm_long_k) return gemm_tiles_bf16(ks, N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1);
+    float* block = nullptr;  // (pair steps as long in bytes as f32 steps: the same blocks)
+    if constexpr (!std::is_same_v<TC, f32>)
+      block = ws.c_f32(gemm_block_floats(ks, i1 - i0, p1 - p0), worker);
+    gemm_tiles(gemm_bf16_kernels_for<float>(), N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1, block);
   });
 }
 
