@@ -15,6 +15,8 @@
 #define CTG_VECTOR_TYPES 0
 #endif
 
+CTG_HOT_BEGIN
+
 namespace ctg::cpu {
 
 // f(j) for j in [j0, j1): blocks of 16 under `ivdep`, then the tail. GCC
@@ -81,3 +83,5 @@ class f64_sum_lanes {
 };
 
 }  // namespace ctg::cpu
+
+CTG_HOT_END
