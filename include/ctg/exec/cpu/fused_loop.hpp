@@ -95,15 +95,11 @@ struct cpu_fused_group {
         // A max is exact, and the same in any order unless it is a zero (the
         // first of -0, +0 wins) or a NaN is seen (the last one wins): so it
         // runs in 16 lanes, and only those cases run again in order below.
+        cpu::max_lanes<V> lanes(Op::template identity<V>());
+        dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16], dim_t) { lanes.add(v); });
         V lane[16];
-        int nan = 0;
-        for (dim_t u = 0; u < 16; ++u) lane[u] = Op::template identity<V>();
-        dim_t j = for_each_block<X>(c, L, [&](const V (&v)[16], dim_t) {
-          for (dim_t u = 0; u < 16; ++u) {
-            nan |= v[u] != v[u];
-            lane[u] = v[u] > lane[u] ? v[u] : lane[u];
-          }
-        });
+        lanes.store(lane);
+        bool nan = lanes.saw_nan();
         V m = Op::template identity<V>();
         for (; j < L; ++j) {
           const V v = X::value(c, j);
