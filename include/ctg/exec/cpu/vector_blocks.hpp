@@ -1,6 +1,6 @@
 #pragma once
 // The shapes of the CPU loops that should vectorize: an element loop in
-// blocks of 16 with no loop-carried dependence, and a row's sum in 16 lanes.
+// blocks of 16 with no loop-carried dependence, and a row's sum or max in 16 lanes.
 #include <type_traits>
 
 #include <ctg/core/config.hpp>
