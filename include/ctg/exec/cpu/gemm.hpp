@@ -76,6 +76,7 @@
 #include <ctg/core/dtype_rules.hpp>
 #include <ctg/core/dtypes.hpp>
 #include <ctg/exec/cpu/thread_pool.hpp>
+#include <ctg/exec/cpu/transpose.hpp>
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define CTG_GEMM_X86 1
@@ -158,6 +159,7 @@ using gemm_tile_fn = void (*)(dim_t K, const float* const* a, dim_t a_step, cons
 // the last one nr_narrow wide when the remainder fits (N = 16 would waste half
 // of a 32-wide panel).
 struct gemm_kernels {
+  using out_type = float;
   int mr;
   int nr_wide, nr_narrow;
   gemm_tile_fn wide, narrow;
@@ -354,6 +356,7 @@ using gemm_tile_bf16_fn = void (*)(dim_t K2, const std::uint16_t* const* a, dim_
                                    TC* c, dim_t ldc, int mr, int nr, bool carry);
 template <class TC>
 struct gemm_bf16_kernels {
+  using out_type = TC;
   int mr = 8, nr_wide = 32, nr_narrow = 16;
   gemm_tile_bf16_fn<TC> wide = nullptr, narrow = nullptr;
 };
@@ -535,15 +538,19 @@ struct gemm_rows {
 };
 
 // Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from rows of
-// op(A) and packed B, blocked as above, by kernels that write f32: K steps
-// of f32 values (gemm_kernels), or of bf16 pairs (gemm_bf16_kernels<float>).
-// Tiles of a narrow C accumulate in `block` (room for the rows times a
-// chunk's columns: gemm_block_floats) and are rounded once.
+// op(A) and packed B, blocked as above: K steps of f32 values (gemm_kernels)
+// or of bf16 pairs (gemm_bf16_kernels). Kernels that write TC write C; f32
+// kernels for a narrow C accumulate in `block` (room for the rows times a
+// chunk's columns: gemm_block_floats), rounded once. Kernels that round to
+// a narrow C themselves take each tile over all of K, unblocked (between
+// blocks of k a sum can wait only in f32).
 template <class Kernels, class TRow, class TPanel, class TC>
 void gemm_tiles(const Kernels& ks, dim_t N, dim_t K, gemm_rows<TRow> A, const TPanel* bp, TC* C, dim_t i_begin,
                 dim_t i_end, dim_t p0, dim_t p1, float* block) {
+  using Out = typename Kernels::out_type;
+  static_assert(std::is_same_v<Out, TC> || std::is_same_v<Out, float>);
   const TRow* rows[gemm_max_mr];
-  const bool blocked = K > gemm_long_k;
+  const bool blocked = K > gemm_long_k && std::is_same_v<Out, float>;
   // (Blocks of whole tiles: a packed A's tiles start at multiples of mr.)
   const dim_t rows_at_once = blocked ? gemm_row_block / ks.mr * ks.mr : i_end - i_begin;
   const dim_t chunk = blocked ? gemm_chunk_panels : 1, k_block = blocked ? gemm_k_block : std::max<dim_t>(K, 1);
@@ -564,7 +571,7 @@ void gemm_tiles(const Kernels& ks, dim_t N, dim_t K, gemm_rows<TRow> A, const TP
             const int mr = static_cast<int>(std::min<dim_t>(ks.mr, r1 - i0));
             for (int r = 0; r < ks.mr; ++r)
               rows[r] = A.base + (i0 - i_begin) * A.tile_step + std::min(r, mr - 1) * A.row_step + k0 * A.k_step;
-            if constexpr (std::is_same_v<TC, f32>)
+            if constexpr (std::is_same_v<Out, TC>)
               fn(steps, rows, A.k_step, slice, C + i0 * N + j0, N, mr, nr, k0 > 0);
             else
               fn(steps, rows, A.k_step, slice, block + (i0 - i_begin) * ldb + (j0 - first_col), ldb, mr, nr, k0 > 0);
@@ -572,30 +579,9 @@ void gemm_tiles(const Kernels& ks, dim_t N, dim_t K, gemm_rows<TRow> A, const TP
         }
       }
     }
-    if constexpr (!std::is_same_v<TC, f32>)
+    if constexpr (!std::is_same_v<Out, TC>)
       for (dim_t i = i_begin; i < i_end; ++i)
         for (dim_t j = 0; j < ldb; ++j) C[i * N + first_col + j] = store_as<TC>(block[(i - i_begin) * ldb + j]);
-  }
-}
-
-// The same with vdpbf16ps where K2 is not long (gemm_long_k steps or fewer):
-// panel by panel, each tile over all of K2, rounded to TC in the kernel.
-template <class TC>
-void gemm_tiles_bf16(const gemm_bf16_kernels<TC>& ks, dim_t N, dim_t K2, gemm_rows<std::uint16_t> A,
-                     const std::uint32_t* bp, TC* C, dim_t i_begin, dim_t i_end, dim_t p0, dim_t p1) {
-  const std::uint16_t* rows[gemm_max_mr];
-  for (dim_t p = p0; p < p1; ++p) {
-    const dim_t j0 = p * ks.nr_wide;
-    const int w = gemm_panel_width(ks.nr_wide, ks.nr_narrow, N, j0);
-    const int nr = static_cast<int>(std::min<dim_t>(w, N - j0));
-    const gemm_tile_bf16_fn<TC> fn = w == ks.nr_wide ? ks.wide : ks.narrow;
-    const std::uint32_t* panel = bp + j0 * K2;
-    for (dim_t i0 = i_begin; i0 < i_end; i0 += ks.mr) {
-      const int mr = static_cast<int>(std::min<dim_t>(ks.mr, i_end - i0));
-      for (int r = 0; r < ks.mr; ++r)
-        rows[r] = A.base + (i0 - i_begin) * A.tile_step + std::min(r, mr - 1) * A.row_step;
-      fn(K2, rows, A.k_step, panel, C + i0 * N + j0, N, mr, nr, false);
-    }
   }
 }
 
@@ -749,8 +735,10 @@ void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A0, const bf16* B, T
       }
       a = {pad, lda, lda, 2};
     }
-    if (K2 <= gemm_long_k) return gemm_tiles_bf16(ks, N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1);
-    float* block = nullptr;  // (pair steps as long in bytes as f32 steps: the same blocks)
+    // Pair steps are as long in bytes as f32 steps: the same blocks. A long
+    // K2 takes the kernels that write f32, a bf16 C's sums waiting in a block.
+    if (K2 <= gemm_long_k) return gemm_tiles(ks, N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1, nullptr);
+    float* block = nullptr;
     if constexpr (!std::is_same_v<TC, f32>)
       block = ws.c_f32(gemm_block_floats(ks, i1 - i0, p1 - p0), worker);
     gemm_tiles(gemm_bf16_kernels_for<float>(), N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1, block);
@@ -794,17 +782,6 @@ inline bool gemm_computed_transposed(dim_t M, dim_t N, cpu::gemm_layout layout, 
   return layout.transpose_b && !layout.transpose_a && ps.count == 1 && M >= 32 && 4 * M <= N;
 }
 
-// C[M, N] from its transpose ct[N, M], in blocks of 16 columns of C (a
-// block's reads stay in L1, its writes are runs).
-template <class TC>
-void gemm_transpose_into(dim_t M, dim_t N, const TC* ct, TC* C) {
-  for (dim_t j0 = 0; j0 < N; j0 += gemm_transpose_block) {
-    const dim_t j1 = std::min(N, j0 + gemm_transpose_block);
-    for (dim_t i = 0; i < M; ++i)
-      for (dim_t j = j0; j < j1; ++j) C[i * N + j] = ct[j * M + i];
-  }
-}
-
 // gemm with a given kernel set (tests compare the sets; gemm picks the best).
 template <class TA, class TB, class TC>
 void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, TC* C, cpu::gemm_workspace& ws,
@@ -818,7 +795,9 @@ void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B
       if (gemm_computed_transposed(M, N, layout, ps)) {
         TC* ct = ws.transposed_c<TC>(static_cast<std::size_t>(N * M));
         gemm_with(isa, N, M, K, B, A, ct, ws, pool, {.transpose_a = false, .transpose_b = true});
-        return gemm_transpose_into(M, N, ct, C);
+        for (dim_t j0 = 0; j0 < N; j0 += cpu::transpose_tile)  // C^T's rows in tiles
+          cpu::transpose_rows(ct, N, M, C, j0, std::min(N, j0 + cpu::transpose_tile));
+        return;
       }
     }
     if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16> &&

@@ -12,6 +12,7 @@
 
 #include <ctg/core/config.hpp>
 #include <ctg/exec/bindings.hpp>
+#include <ctg/exec/cpu/transpose.hpp>
 #include <ctg/exec/cpu/workspace.hpp>
 #include <ctg/lower/group.hpp>
 
@@ -24,8 +25,7 @@ inline constexpr dim_t cpu_copy_task_elements = 16384;
 
 namespace ctg::cpu {
 
-// In 32 x 32 tiles (a tile's rows and columns both stay in cache), blocks of
-// tile rows shared by the threads (a copy: any split gives the same bits).
+// Blocks of transpose_tile rows shared by the threads (cpu::transpose_rows).
 template <class T>
 void run_transpose(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ix = g.child[0], R = g.root;
@@ -34,18 +34,10 @@ void run_transpose(const group_call& g, const bindings_view& b, workspace& ws, f
   const dim_t nbatch = rows * cols > 0 ? s.numel() / (rows * cols) : 0;
   const T* x = b.template as<const T>(ix);
   T* out = b.template as<T>(R);
-  constexpr dim_t tile = 32;
-  const dim_t row_tiles = (rows + tile - 1) / tile;
+  const dim_t row_tiles = (rows + transpose_tile - 1) / transpose_tile;
   auto tiles = [&](std::size_t task, unsigned) {
-    const dim_t m = static_cast<dim_t>(task) / row_tiles, i0 = static_cast<dim_t>(task) % row_tiles * tile;
-    const T* xm = x + m * rows * cols;
-    T* om = out + m * rows * cols;
-    const dim_t i1 = std::min(rows, i0 + tile);
-    for (dim_t j0 = 0; j0 < cols; j0 += tile) {
-      const dim_t j1 = std::min(cols, j0 + tile);
-      for (dim_t j = j0; j < j1; ++j)
-        for (dim_t i = i0; i < i1; ++i) om[j * rows + i] = xm[i * cols + j];
-    }
+    const dim_t m = static_cast<dim_t>(task) / row_tiles, i0 = static_cast<dim_t>(task) % row_tiles * transpose_tile;
+    transpose_rows(x + m * rows * cols, rows, cols, out + m * rows * cols, i0, std::min(rows, i0 + transpose_tile));
   };
   const std::size_t tasks = static_cast<std::size_t>(nbatch * row_tiles);
   const bool parallel = nbatch * rows * cols >= 2 * detail::cpu_copy_task_elements;
