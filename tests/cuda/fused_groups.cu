@@ -136,7 +136,8 @@ outcome run_group(const ctg::cuda::device& dev, dim_t batch, std::uint32_t seed)
   ctg::cpu::run_group<Step, R>(hb, ws);
 
   device_bytes out(out_n * sizeof(T)), side_out(out_n * sizeof(S));
-  ctg::cuda::arena partials;
+  ctg::cuda::arena partials;  // (as a store's workspace makes it: at its largest, before any launch)
+  partials.reserve(static_cast<std::size_t>(ctg::cuda::axis_reduce_max_partials) * sizeof(double));
   typename Plan::outputs outputs;
   outputs.root = reinterpret_cast<T*>(out.mem.data());
   if constexpr (has_side) outputs.side = reinterpret_cast<S*>(side_out.mem.data());

@@ -7,7 +7,8 @@
 // a kernel's pointers and shapes are), and replays the tape instead of
 // running the step, by the same replay_cache a GPU store uses
 // (exec/cuda/replay_cache.hpp). Uploads and downloads inside a step, which
-// a graph cannot hold, fail the test.
+// a graph cannot hold, fail the test, and so does scratch reserved inside
+// one (a device allocation would wait for the device, and change the key).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -31,8 +32,9 @@ struct taping_backend : ctg::cpu::backend {
   static constexpr bool replays_launches = true;
 
   static inline tape* recording = nullptr;  // while a step is captured
+  static inline bool launching = false;    // while a step's launches run (as they are, captured or replayed)
   static inline ctg::cuda::replay_cache<std::shared_ptr<tape>> cache;
-  static inline int runs = 0, captures = 0, replays = 0;
+  static inline int runs = 0, captures = 0, replays = 0, reservations = 0;
   static inline bool fail_captures = false;  // every capture fails after recording: the step runs again as it is
 
   static void copy(workspace& ws, std::byte* dst, const std::byte* src, std::size_t bytes) {
@@ -69,9 +71,32 @@ struct taping_backend : ctg::cpu::backend {
     if constexpr (r == nullptr) return nullptr;
     else return &taped<r, ctg::step_of<Key>::nodes::size>;
   }
+  // Each scratch reservation (the CPU's: a reduction over other axes'
+  // accumulators, in the blocks of the transformer's stack too), counted;
+  // none while a step's launches run.
+  template <ctg::scratch_sizer_t<workspace> S>
+  static void counted(const ctg::group_call& g, const ctg::bindings_view& b, workspace& ws) {
+    if (launching) FAIL("scratch reserved inside a step's launches: a step must allocate nothing");
+    ++reservations;
+    S(g, b, ws);
+  }
+  template <class Key, std::size_t R>
+  static consteval ctg::scratch_sizer_t<workspace> scratch_for() {
+    constexpr ctg::scratch_sizer_t<workspace> s = base::scratch_for<Key, R>();
+    if constexpr (s == nullptr) return nullptr;
+    else return &counted<s>;
+  }
 
   template <class Body>
-  static void replay_launches(workspace&, std::span<const std::byte> key, Body&& body) {
+  static void replay_launches(workspace& ws, std::span<const std::byte> key, Body&& body) {
+    launching = true;
+    const std::size_t accumulators = ws.axis_acc.size();
+    launch(key, body);
+    CHECK(ws.axis_acc.size() == accumulators);  // (nothing grew)
+    launching = false;
+  }
+  template <class Body>
+  static void launch(std::span<const std::byte> key, Body& body) {
     auto [act, slot] = cache.next(key);
     using action = decltype(cache)::action;
     if (act == action::replay) {
@@ -98,7 +123,7 @@ struct taping_backend : ctg::cpu::backend {
   }
   static void reset() {
     cache.clear();
-    runs = captures = replays = 0;
+    runs = captures = replays = reservations = 0;
     fail_captures = false;
   }
 };
@@ -217,6 +242,28 @@ TEST_CASE("replayed steps give the bits of steps run as they are (bf16, every la
   CHECK(taping_backend::runs == 5);
   CHECK(taping_backend::captures == 4);
   CHECK(taping_backend::replays == 2);
+}
+
+TEST_CASE("scratch is reserved before a step's launches, once for each new set of shapes") {
+  using model = ctg::nn::transformer<config<ctg::nn::checkpointing::every_layer>, ctg::precision::autocast<ctg::bf16>>;
+  auto step = ctg::value_and_grad(model::loss(Ids{}, Pos{}, Tg{}));
+  taping_backend::reset();
+  taping_store<decltype(step)> a;
+  ctg::nn::init_params(a, 4, 0.3);
+  const std::vector<i32> ids(15, 3), tg(15, 5), pos{0, 1, 2, 3, 4};
+  auto run = [&](int batch) {
+    const auto n = static_cast<std::size_t>(batch) * 5;
+    step(a, ctg::feed<Ids>(std::span<const i32>(ids.data(), n), batch, 5), ctg::feed<Pos>(pos, 5),
+         ctg::feed<Tg>(std::span<const i32>(tg.data(), n), batch, 5));
+    return taping_backend::reservations;
+  };
+  // (The sizers are the CPU's: each reduction over other axes, the stack's block's included.)
+  const int each = run(3);
+  CHECK(each > 0);
+  CHECK(run(3) == each);
+  CHECK(run(2) == 2 * each);
+  CHECK(run(2) == 2 * each);
+  CHECK(run(3) == 3 * each);
 }
 
 TEST_CASE("replayed steps give the bits of steps run as they are (FP8 delayed scaling, no recompute)") {

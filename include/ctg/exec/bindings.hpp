@@ -45,4 +45,11 @@ struct bindings {
 template <class Workspace>
 using runner_t = void (*)(const group_call&, const bindings_view&, Workspace&, float* amax);
 
+// What a group's runner will need of the backend's scratch for the run's
+// shapes, reserved in the workspace before the step's first launch (the
+// store calls one for every group, its stacks' blocks included), so a step
+// allocates nothing once it runs.
+template <class Workspace>
+using scratch_sizer_t = void (*)(const group_call&, const bindings_view&, Workspace&);
+
 }  // namespace ctg

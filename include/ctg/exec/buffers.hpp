@@ -218,8 +218,6 @@ class step_buffers {
 
   std::size_t kept_bytes() const { return kept_bytes_; }
   std::size_t scratch_bytes() const { return kept_bytes_ + rest_bytes_; }
-  // The largest element count of a reduction over other axes (its accumulator).
-  std::size_t max_axis_reduce_elements() const { return axis_reduce_elements_; }
 
  private:
   // ------------------------------------------------------------ feeds ----
@@ -271,15 +269,11 @@ class step_buffers {
 
   void place() {
     std::array<std::size_t, N> bytes{};
-    std::size_t axis_reduce = 0;
     for (std::size_t i = 0; i < N; ++i) {
       if (!prog.owns[i]) continue;
       const dim_t n = detail::checked_numel(b_.shape[i], "an intermediate");
       bytes[i] = detail::buffer_bytes(table.node[i], static_cast<std::size_t>(n));
-      if (table.node[i].kind == node_kind::reduce && !table.node[i].row_reduction)
-        axis_reduce = std::max(axis_reduce, static_cast<std::size_t>(n));
     }
-    axis_reduce_elements_ = axis_reduce;
     if (bytes != bytes_) {
       bytes_ = bytes;
       place_lives();
@@ -330,7 +324,6 @@ class step_buffers {
   std::array<std::size_t, N> bytes_{};                  // each buffer's size in the current placement
   std::array<std::array<std::size_t, 2>, N> offset_{};  // each life's offset in its pool: [value, recomputed]
   std::size_t kept_bytes_ = 0, rest_bytes_ = 0;         // the two pools
-  std::size_t axis_reduce_elements_ = 0;
   std::byte* kept_area_ = nullptr;                      // the kept pool, when the caller provides it
   bindings<N> b_;
 };

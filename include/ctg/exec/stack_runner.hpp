@@ -52,7 +52,9 @@ class stack_runner {
   // What all layers keep, as sized by the last plan.
   std::size_t kept_bytes() const { return kept_stride_ * layers_kept; }
 
-  // Size the area the layers keep their values in, for this run's shapes.
+  // Size the area the layers keep their values in, and the block's buffers
+  // and scratch, for this run's shapes (first before the parent's step
+  // launches anything: basic_store::reserve_scratch).
   template <class Parent>
   void plan(Parent& p) {
     const auto& b = p.mem_.bound();

@@ -8,8 +8,7 @@
 //   struct Backend {
 //     static constexpr bool host_memory = ...;  // can the host read its memory (store.param<L>())?
 //     using arena = ...;      // reserve(bytes) (zero-filled), data(), size()
-//     using workspace = ...;  // the device's handle and the scratch runners reuse
-//                             // (its stream, on a GPU); reserve_for(axis_reduce_elements)
+//     using workspace = ...;  // the device's handle and the scratch runners reuse (its stream, on a GPU)
 //     // Every operation is ordered on the workspace's device (the CPU: done on return).
 //     static void copy(workspace&, std::byte* dst, const std::byte* src, std::size_t bytes);  // within its memory
 //     static void upload(workspace&, std::byte* dst, const void* src, std::size_t bytes);    // host -> its memory
@@ -26,6 +25,9 @@
 //     // The runner of group R of step Key: a function instantiated on
 //     // name-free types only (null for a stack's forward and backward).
 //     template <class Key, std::size_t R> static consteval runner_t<workspace> runner_for();
+//     // What that runner needs of the workspace's scratch, reserved before a
+//     // step's first launch (null: nothing): a step allocates nothing.
+//     template <class Key, std::size_t R> static consteval scratch_sizer_t<workspace> scratch_for();
 //     // FP8 delayed scaling (exec/fp8_state.hpp), in its memory: a run's
 //     // amaxes folded into the states', and one state's update on every layer.
 //     static void fold_amaxes(workspace&, const amax_fold&);
@@ -35,7 +37,7 @@
 //   };
 //
 // A run: bind the feeds and resolve shapes, place buffers (exec/buffers.hpp),
-// run the program's positions in order (entering a checkpoint region's
+// size every runner's scratch (its stacks' blocks' too), run the program's positions in order (entering a checkpoint region's
 // recompute where the program says, a stack through exec/stack_runner.hpp),
 // then commit: check the loss if asked, publish it, copy (or, within a set of
 // micro-batches, add) the gradients, count the step and update the FP8 state.
@@ -284,6 +286,7 @@ class basic_store {
     if (profile_) profile_->start_run();
     detail::check_ids<Key>(host_ids(), feeds...);
     prepare(nullptr, feeds...);
+    reserve_scratch();
     run_launches();
     return commit(checked_loss());
   }
@@ -300,7 +303,7 @@ class basic_store {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     prepare(nullptr, feeds...);
-    std::apply([&](auto&... rt) { (rt.plan(*this), ...); }, stacks_);
+    reserve_scratch();
     return kept_bytes();
   }
 
@@ -379,6 +382,7 @@ class basic_store {
     attempt([&] {
       detail::check_ids<Key>(host_ids(), feeds...);
       prepare(nullptr, feeds...);
+      reserve_scratch();
     });
     // The fed dyn sizes, in feed order (how many is known at compile time).
     constexpr std::size_t n = (std::size_t(0) + ... + detail::dyn_count<typename Feeds::leaf::dims>());
@@ -461,7 +465,6 @@ class basic_store {
   template <class... Feeds>
   void prepare(std::byte* kept_area, const Feeds&... feeds) {
     mem_.prepare(ws_, kept_area, feeds...);
-    ws_.reserve_for(mem_.max_axis_reduce_elements());
     mem_.bound().key = key_;
     fill_runtime_scalars();
   }
@@ -486,13 +489,31 @@ class basic_store {
   using runner = runner_t<typename Backend::workspace>;
   struct position {
     runner run = nullptr;  // null: a stack's forward or backward
+    scratch_sizer_t<typename Backend::workspace> reserve = nullptr;  // null: no scratch
     group_call call{};
   };
   // What each program position runs: one entry per position, made once per step.
   static constexpr auto positions = []<std::size_t... Q>(std::index_sequence<Q...>) {
     return std::array<position, prog.len>{
-        position{Backend::template runner_for<Key, prog.root[Q]>(), group_call_of<Key, prog.root[Q]>()}...};
+        position{Backend::template runner_for<Key, prog.root[Q]>(), Backend::template scratch_for<Key, prog.root[Q]>(),
+                 group_call_of<Key, prog.root[Q]>()}...};
   }(std::make_index_sequence<prog.len>{});
+
+  // Before the first launch: every runner's scratch reserved for the bound
+  // shapes, and each stack's layers planned (their buffers and kept area; a
+  // block's plan reserves its runners' scratch). Scratch only grows, so
+  // shapes reserved for once (by this store: its workspace may be shared)
+  // are not looked at again.
+  void reserve_scratch() {
+    const auto& shapes = mem_.bound().shape;
+    if (reserved_ && shapes == reserved_shapes_) return;
+    const bindings_view view = mem_.bound().view();
+    for (const position& p : positions)
+      if (p.reserve) p.reserve(p.call, view, ws_);
+    std::apply([&](auto&... rt) { (rt.plan(*this), ...); }, stacks_);
+    reserved_shapes_ = shapes;
+    reserved_ = true;
+  }
 
   // The whole program of a run alone. A backend that replays launches (a
   // GPU's graphs) replays them while every buffer's address and shape stay
@@ -742,6 +763,8 @@ class basic_store {
   std::vector<float> replica_amax_;  // every amax of a step, as its group maxes them
   std::vector<i32> ids_copy_;        // fed ids copied to the host for their check (host_ids)
   std::vector<std::byte> replay_key_;  // the bindings' bytes (run_launches)
+  std::array<rt_shape, N> reserved_shapes_{};  // the shapes the scratch was last reserved for (reserve_scratch)
+  bool reserved_ = false;
   // Group profiling: this store's own sums, and the ones its runs add to
   // (a stack's block: its parent's, under the stack node profile_stack_).
   using profile_type = group_profile<typename Backend::group_clock>;

@@ -327,6 +327,11 @@ void run_row_reduce(const group_call& g, const bindings_view& b, thread_pool* po
 // would otherwise sweep all of [B, T, D] once per head); threads take blocks
 // of output rows (and of columns, when there are few output rows). Every accumulator sees its rows in row order whatever the
 // grouping or the thread count, so the bits are those of the plain row loop.
+// Its scratch (backend::scratch_for): an accumulator per output element.
+inline void reserve_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws) {
+  ws.reserve_axis_accumulators(static_cast<std::size_t>(b.shape[g.root].numel()));
+}
+
 template <class Plan>
 void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws) {
   using F = detail::cpu_fused_group<Plan>;
@@ -344,8 +349,7 @@ void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws)
   dim_t out_stride[max_rank]{};
   kernel::broadcast_strides(os.rank, os.d, it.rank, out_stride);
   const dim_t out_count = os.numel();
-  ws.reserve_for(static_cast<std::size_t>(out_count));  // (a store has reserved it already)
-  double* acc = ws.axis_acc.data();
+  double* acc = ws.axis_accumulators(static_cast<std::size_t>(out_count));
   std::fill(acc, acc + out_count, Op::template identity<double>());
   // Output rows (of `unit` accumulators each) and the input rows reaching each, in row order.
   const dim_t unit = Plan::root_advances ? L : 1;

@@ -121,6 +121,20 @@ struct backend {
       return &run_fused<kernel::fused_plan_t<Key, R>>;
     }
   }
+  // The scratch a runner needs beyond its buffers, reserved before a step:
+  // a reduction over other axes' accumulators. (A GEMM's packing buffers
+  // and an fp8 product's widened operands grow on their first use.)
+  template <class Key, std::size_t R>
+  static consteval scratch_sizer_t<workspace> scratch_for() {
+    using node = tl::at_t<R, typename step_of<Key>::nodes>;
+    if constexpr (detail::kind_info_of(node::kind).runs_alone || node::kind == node_kind::stack) {
+      return nullptr;
+    } else if constexpr (kernel::fused_plan_t<Key, R>::loop == loop_kind::axis_reduce) {
+      return &reserve_axis_reduce;
+    } else {
+      return nullptr;
+    }
+  }
   // Gradient accumulation: dst += src, in T's compute type, rounded once to T.
   template <class T>
   static void accumulate(workspace&, std::byte* dst, const std::byte* src, std::size_t n) {
@@ -146,6 +160,8 @@ using store = basic_store<backend, step_key_t<Step>>;
 template <class Step, std::size_t R, std::size_t N>
 void run_group(const bindings<N>& b, workspace& ws, float* amax = nullptr) {
   using K = step_key_t<step_of<Step>>;
+  if constexpr (constexpr auto reserve = backend::scratch_for<K, R>(); reserve != nullptr)
+    reserve(group_call_of<K, R>(), b.view(), ws);
   backend::runner_for<K, R>()(group_call_of<K, R>(), b.view(), ws, amax);
 }
 

@@ -5,8 +5,10 @@
 // that runs a group of batches of its own), the batches' grouping, and the
 // store's threads.
 #include <cstddef>
+#include <string>
 #include <vector>
 
+#include <ctg/core/error.hpp>
 #include <ctg/exec/cpu/gemm.hpp>
 #include <ctg/exec/cpu/matmul_batches.hpp>
 #include <ctg/exec/cpu/thread_pool.hpp>
@@ -23,10 +25,16 @@ struct workspace {
   detail::matmul_groups matmul_groups;     // a batched matmul's batches, grouped by the B they read
   cpu::threads threads;                    // (cpu::device{n}; default: the hardware's)
 
-  // Before a run (the store calls it with the run's shapes), so the step
-  // itself allocates nothing for its axis reductions.
-  void reserve_for(std::size_t axis_reduce_elements) {
-    if (axis_acc.size() < axis_reduce_elements) axis_acc.resize(axis_reduce_elements);
+  // A reduction over other axes' accumulators: reserved before a step
+  // (backend::scratch_for), so the step allocates none; taken by its runner.
+  void reserve_axis_accumulators(std::size_t n) {
+    if (axis_acc.size() < n) axis_acc.resize(n);
+  }
+  double* axis_accumulators(std::size_t n) {
+    if (axis_acc.size() < n)
+      throw error("ctg: internal: a reduction over other axes ran before its " + std::to_string(n) +
+                  " accumulators were reserved (backend::scratch_for)");
+    return axis_acc.data();
   }
   // What the device asks for (cpu::device: its thread count).
   template <class Device>

@@ -327,7 +327,7 @@ void launch_fused(const device& dev, const kernel::context<K, NR>& c, const kern
 
 // Launches the reduction group with this plan (loop_kind::axis_reduce): its
 // loop over the shape `it`, writing `out` of shape `out_shape`; `partials`
-// holds the chunks' sums between the two kernels (grown here).
+// holds the chunks' sums between the two kernels (made at its largest with the workspace).
 template <class GroupPlan, std::size_t K, std::size_t NR, class T>
 void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
                         const rt_shape& it, const rt_shape& out_shape, T* out, arena& partials) {
@@ -343,8 +343,9 @@ void launch_axis_reduce(const device& dev, const kernel::context<K, NR>& c, cons
   const dim_t total = it.numel();
   const double count = static_cast<double>(total) / static_cast<double>(map.outputs);
   const std::size_t sums = static_cast<std::size_t>(split.chunks * map.outputs);
-  if (split.chunks > 1) partials.reserve(sums * sizeof(double));
-  auto* part = reinterpret_cast<double*>(partials.data());
+  auto* part = reinterpret_cast<double*>(split.chunks > 1 ? take_reserved(partials, sums * sizeof(double),
+                                                                            "a reduction over other axes")
+                                                           : partials.data());
   constexpr unsigned threads = axis_reduce_block_threads;
   const dim_t width = axis_reduce_chunks<Plan>(map) ? chunk_width<Plan>(c, layout, {out, nullptr}) : 1;
   const std::size_t work = axis_reduce_threads<Plan>(map, split, width);

@@ -151,4 +151,14 @@ class arena {
   std::size_t bytes_ = 0;
 };
 
+// Scratch a runner takes during a step: `bytes` of `a`, reserved before the
+// step's first launch (backend::scratch_for), so a step never allocates (a
+// cudaMalloc or cudaFree among its launches would wait for the device).
+inline std::byte* take_reserved(arena& a, std::size_t bytes, const char* what) {
+  if (a.size() < bytes)
+    throw error(std::string("ctg: internal: ") + what + " ran before its " + std::to_string(bytes) +
+                " bytes of scratch were reserved (backend::scratch_for)");
+  return a.data();
+}
+
 }  // namespace ctg::cuda

@@ -49,8 +49,8 @@ constexpr int id_bits(dim_t rows) {
 // the positions 0..n-1, the sorted ids, their positions, and the sort's own
 // temporary storage (its size as cub asks for it).
 struct scatter_sort_layout {
-  std::size_t positions = 0, sorted_ids = 0, sorted_positions = 0, temp = 0, bytes = 0;
-  scatter_sort_layout(std::size_t n, std::size_t temp_bytes) {
+  std::size_t positions = 0, sorted_ids = 0, sorted_positions = 0, temp = 0, temp_bytes = 0, bytes = 0;
+  scatter_sort_layout(std::size_t n, std::size_t temp_storage) : temp_bytes(temp_storage) {
     auto take = [&](std::size_t b) {
       const std::size_t at = bytes;
       bytes += (b + 255) / 256 * 256;

@@ -56,6 +56,23 @@ void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float
     launch_fused<Plan>(ws.dev(), c, layout, ctg::detail::group_outputs_of<Plan>(g, b));
 }
 
+// Operands of two dtypes multiply in the wider one, the product's (dtype rules).
+template <class TA, class TB, class TC>
+using product_operand_t = std::conditional_t<std::is_same_v<TA, TB>, TA, TC>;
+
+// The scratch of a product's operand that is widened (below): one W per element.
+template <class W>
+std::size_t widened_operand_bytes(const bindings_view& b, std::size_t node) {
+  return static_cast<std::size_t>(b.shape[node].numel()) * sizeof(W) + 1;
+}
+// A product of operands of two dtypes (backend::scratch_for): the narrower one's widened copy.
+template <class TA, class TB, class TC>
+void reserve_matmul(const group_call& g, const bindings_view& b, workspace& ws) {
+  using W = product_operand_t<TA, TB, TC>;
+  if constexpr (!std::is_same_v<TA, W>) ws.operand_scratch(0).reserve(widened_operand_bytes<W>(b, g.child[0]));
+  if constexpr (!std::is_same_v<TB, W>) ws.operand_scratch(1).reserve(widened_operand_bytes<W>(b, g.child[1]));
+}
+
 // Operand `which` (0: A, 1: B) of a product in type W: in place, or (a
 // narrower operand: cuBLASLt multiplies operands of one type) widened into scratch.
 template <class From, class W>
@@ -64,25 +81,24 @@ const void* operand_as(const bindings_view& b, std::size_t node, int which, work
     return b.buf[node];
   } else {
     const dim_t n = b.shape[node].numel();
-    arena& s = ws.operand_scratch(which);
-    s.reserve(static_cast<std::size_t>(n) * sizeof(W) + 1);
+    std::byte* scratch =
+        take_reserved(ws.operand_scratch(which), widened_operand_bytes<W>(b, node), "a product's widened operand");
     if (n > 0) {
       const From* in = b.template as<const From>(node);
-      W* out = reinterpret_cast<W*>(s.data());
+      W* out = reinterpret_cast<W*>(scratch);
       const dim_t width = flat_width(n, in, out);
       kernels::widen<tl::list<From, W>><<<ws.dev().blocks_for(flat_work(n, width), threads), threads, 0, ws.stream()>>>(
           in, out, n, width);
       check_launch("ctg::cuda::kernels::widen");
     }
-    return s.data();
+    return scratch;
   }
 }
 
-// Operands of two dtypes multiply in the wider one, the product's (dtype rules).
 template <class TA, class TB, class TC, bool TransposeA, bool TransposeB>
 void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
-  using W = std::conditional_t<std::is_same_v<TA, TB>, TA, TC>;
+  using W = product_operand_t<TA, TB, TC>;
   const gemm_plan p = plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], gemm_type_of<W>(), gemm_type_of<W>(),
                                 gemm_type_of<TC>(), false, TransposeA, TransposeB);
   ws.gemm().run(p, {operand_as<TA, W>(b, ia, 0, ws), operand_as<TB, W>(b, ib, 1, ws), b.buf[r], nullptr, nullptr,
@@ -92,16 +108,26 @@ void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, floa
 // The payloads multiplied by cuBLASLt FP8, scaled by scale_inv(A) * scale_inv(B)
 // (the quantized buffers' side data) and rounded once to the result type.
 template <class QA, class QB, class TC, bool TransposeA, bool TransposeB>
+gemm_plan plan_fp8_matmul(const group_call& g, const bindings_view& b) {
+  return plan_gemm(b.shape[g.child[0]], b.shape[g.child[1]], b.shape[g.root], gemm_type_of<QA>(), gemm_type_of<QB>(),
+                   gemm_type_of<TC>(), true, TransposeA, TransposeB);
+}
+// (backend::scratch_for) The operands' transposed copies its plan asks for (FP8 products take K-major operands).
+template <class QA, class QB, class TC, bool TransposeA, bool TransposeB>
+void reserve_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws) {
+  const gemm_plan p = plan_fp8_matmul<QA, QB, TC, TransposeA, TransposeB>(g, b);
+  ws.operand_scratch(0).reserve(static_cast<std::size_t>(p.scratch_a) + 1);
+  ws.operand_scratch(1).reserve(static_cast<std::size_t>(p.scratch_b) + 1);
+}
+template <class QA, class QB, class TC, bool TransposeA, bool TransposeB>
 void run_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
-  const gemm_plan p = plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], gemm_type_of<QA>(), gemm_type_of<QB>(),
-                                gemm_type_of<TC>(), true, TransposeA, TransposeB);
-  arena& at = ws.operand_scratch(0);
-  arena& bt = ws.operand_scratch(1);
-  at.reserve(static_cast<std::size_t>(p.scratch_a) + 1);
-  bt.reserve(static_cast<std::size_t>(p.scratch_b) + 1);
-  ws.gemm().run(p, {b.buf[ia], b.buf[ib], b.buf[r], at.data(), bt.data(), &fp8_side(b, ia)->scale_inv,
-                    &fp8_side(b, ib)->scale_inv});
+  const gemm_plan p = plan_fp8_matmul<QA, QB, TC, TransposeA, TransposeB>(g, b);
+  std::byte* at = take_reserved(ws.operand_scratch(0), static_cast<std::size_t>(p.scratch_a) + 1,
+                                "an FP8 product's transposed operand A");
+  std::byte* bt = take_reserved(ws.operand_scratch(1), static_cast<std::size_t>(p.scratch_b) + 1,
+                                "an FP8 product's transposed operand B");
+  ws.gemm().run(p, {b.buf[ia], b.buf[ib], b.buf[r], at, bt, &fp8_side(b, ia)->scale_inv, &fp8_side(b, ib)->scale_inv});
 }
 
 template <class T>
@@ -125,6 +151,23 @@ void run_gather(const group_call& g, const bindings_view& b, workspace& ws, floa
   check_launch("ctg::cuda::kernels::gather");
 }
 
+// Where the sort of n ids in [0, rows) lies in scatter_add's scratch (cub's
+// temporary storage as its radix sort asks for it: a host query).
+inline scatter_sort_layout scatter_sort_for(dim_t n, dim_t rows, cudaStream_t stream) {
+  std::size_t temp_bytes = 0;
+  CTG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, temp_bytes, static_cast<const std::uint32_t*>(nullptr), static_cast<std::uint32_t*>(nullptr),
+      static_cast<const std::int32_t*>(nullptr), static_cast<std::int32_t*>(nullptr), static_cast<int>(n), 0,
+      id_bits(rows), stream));
+  return scatter_sort_layout(static_cast<std::size_t>(n), temp_bytes);
+}
+// (backend::scratch_for) The sort of its ids.
+inline void reserve_scatter_add(const group_call& g, const bindings_view& b, workspace& ws) {
+  const dim_t n = b.shape[g.child[1]].numel();
+  if (n == 0 || n > dim_t{INT32_MAX}) return;  // (nothing to sort; too many: the runner says so)
+  ws.index_sort().reserve(scatter_sort_for(n, b.shape[g.root].d[0], ws.stream()).bytes);
+}
+
 // The ids sorted with their positions (stable: cub's radix sort, on the ids'
 // low bits as unsigned: they were checked to lie in [0, rows)), then each
 // run of equal ids summed (exec/cuda/scatter_runs.hpp).
@@ -137,25 +180,18 @@ void run_scatter_add(const group_call& g, const bindings_view& b, workspace& ws,
   if (row_len == 0 || n == 0) return;
   if (n > dim_t{INT32_MAX}) throw error("ctg: scatter_add on a GPU takes at most 2^31 - 1 ids");
   using key = std::uint32_t;
-  const int bits = id_bits(rows);
   const auto* ids = reinterpret_cast<const key*>(b.template as<const i32>(g.child[1]));
-  std::size_t temp_bytes = 0;
-  CTG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids, static_cast<key*>(nullptr),
-                                                 static_cast<const std::int32_t*>(nullptr),
-                                                 static_cast<std::int32_t*>(nullptr), static_cast<int>(n), 0, bits,
-                                                 ws.stream()));
-  const scatter_sort_layout at(static_cast<std::size_t>(n), temp_bytes);
-  arena& scratch = ws.index_sort();
-  scratch.reserve(at.bytes);
-  std::byte* base = scratch.data();
+  const scatter_sort_layout at = scatter_sort_for(n, rows, ws.stream());
+  std::byte* base = take_reserved(ws.index_sort(), at.bytes, "scatter_add's sort of its ids");
   auto* positions = reinterpret_cast<std::int32_t*>(base + at.positions);
   auto* sorted_ids = reinterpret_cast<key*>(base + at.sorted_ids);
   auto* sorted_positions = reinterpret_cast<std::int32_t*>(base + at.sorted_positions);
   kernels::positions<<<ws.dev().blocks_for(static_cast<std::size_t>(n), threads), threads, 0, ws.stream()>>>(positions,
                                                                                                              n);
   check_launch("ctg::cuda::kernels::positions");
+  std::size_t temp_bytes = at.temp_bytes;
   CTG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + at.temp, temp_bytes, ids, sorted_ids, positions,
-                                                 sorted_positions, static_cast<int>(n), 0, bits, ws.stream()));
+                                                 sorted_positions, static_cast<int>(n), 0, id_bits(rows), ws.stream()));
   kernels::scatter_add_runs<tl::list<TO, TG>>
       <<<ws.dev().blocks_for(static_cast<std::size_t>(n) * threads, threads), threads, 0, ws.stream()>>>(
           reinterpret_cast<const std::int32_t*>(sorted_ids), sorted_positions, n,
@@ -364,6 +400,27 @@ struct backend {
       return &runners::run_attention<node::pass, node::layout, typename Q::dtype, features>;
     } else {
       return &runners::run_fused<kernel::fused_plan_t<Key, R>>;
+    }
+  }
+
+  // The scratch group R's runner takes during a step (workspace.cuh), reserved before it.
+  template <class Key, std::size_t R>
+  static consteval scratch_sizer_t<workspace> scratch_for() {
+    using node = tl::at_t<R, typename step_of<Key>::nodes>;
+    using T = typename node::dtype;
+    if constexpr (node::kind == node_kind::matmul) {
+      using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
+      using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
+      if constexpr (std::is_same_v<C0, C1>) return nullptr;
+      else return &runners::reserve_matmul<C0, C1, T>;
+    } else if constexpr (node::kind == node_kind::fp8_matmul) {
+      using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
+      using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
+      return &runners::reserve_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+    } else if constexpr (node::kind == node_kind::scatter_add) {
+      return &runners::reserve_scatter_add;
+    } else {
+      return nullptr;  // (a reduction's partials are made at their largest with the workspace)
     }
   }
 

@@ -37,7 +37,9 @@ class workspace {
     (void)dev();
     return shared_->gemm;
   }
-  // A product's scratch for its operand A (0) or B (1): grown on demand, never shrunk.
+  // A product's scratch for its operand A (0) or B (1). This and the sort's
+  // are reserved before a step for its shapes (backend::scratch_for), taken
+  // during it (take_reserved), never shrunk.
   arena& operand_scratch(int which) {
     (void)dev();
     return shared_->operand[which];
@@ -47,13 +49,11 @@ class workspace {
     (void)dev();
     return shared_->partials;
   }
-  // The sort of scatter_add's ids (exec/cuda/scatter_runs.hpp): grown on demand, never shrunk.
+  // The sort of scatter_add's ids (exec/cuda/scatter_runs.hpp).
   arena& index_sort() {
     (void)dev();
     return shared_->index_sort;
   }
-  // (The store's call before a run: nothing to size here; the partials' bound is fixed.)
-  void reserve_for(std::size_t) {}
   // This store's steps as CUDA graphs (on by default).
   step_graphs& graphs() { return graphs_; }
 
