@@ -37,10 +37,11 @@
 //   };
 //
 // A run: bind the feeds and resolve shapes, place buffers (exec/buffers.hpp),
-// size every runner's scratch (its stacks' blocks' too), run the program's positions in order (entering a checkpoint region's
-// recompute where the program says, a stack through exec/stack_runner.hpp),
-// then commit: check the loss if asked, publish it, copy (or, within a set of
-// micro-batches, add) the gradients, count the step and update the FP8 state.
+// size every runner's scratch (its stacks' blocks' too), run the program's
+// positions in order (entering a checkpoint region's recompute where the
+// program says, a stack through exec/stack_runner.hpp), then commit: check
+// the loss if asked, publish it, copy (or, within a set of micro-batches,
+// add) the gradients, count the step and update the FP8 state.
 // Nothing a user can read changes before the commit, so a step that throws
 // changes nothing.
 #include <algorithm>
