@@ -1,7 +1,8 @@
 // Fused causal attention (graph/attention.hpp) on the GPU against the CPU
 // store: the loss sum(attention(q, k, v) * r) and the gradients of q, k and
 // v, in f64, f32, bf16 and f16, both layouts, sequences that do not fill the
-// last block of rows (37, 19, 150, 100), head dims 8, 16, 24, 32, 64 and 128;
+// last block of rows (37, 19, 150, 100, 70, 136) and one that does (128), head
+// dims 8, 16, 24, 32, 64 and 128;
 // then two GPU stores give the same bits. bf16 and f16 heads of 16 to 128
 // features run on tensor cores (exec/cuda/attention_mma.hpp: 150 tokens are
 // three blocks of 64 and key tiles past the diagonal; heads of 128 take more
@@ -107,6 +108,10 @@ int main() {
     ok &= check_case<ctg::f16, A::feature_rows, 2, 1, 16, 70>(gpu, 1e-2, "f16 feature_rows [2,1,16,70]");
     ok &= check_case<ctg::bf16, A::token_rows, 1, 2, 100, 128>(gpu, 2e-2, "bf16 token_rows [1,2,100,128]");
     ok &= check_case<ctg::bf16, A::token_rows, 1, 2, 37, 24>(gpu, 2e-2, "bf16 token_rows [1,2,37,24] (CUDA cores)");
+    // Tokens a multiple of 8 along feature rows: staged 16 bytes at a time;
+    // 128 tokens, two whole blocks of rows; f16 heads of 128.
+    ok &= check_case<ctg::bf16, A::feature_rows, 1, 2, 64, 136>(gpu, 2e-2, "bf16 feature_rows [1,2,64,136]");
+    ok &= check_case<ctg::f16, A::feature_rows, 1, 2, 128, 128>(gpu, 1e-2, "f16 feature_rows [1,2,128,128]");
     return ok;
   });
 }

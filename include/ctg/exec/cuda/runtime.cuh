@@ -133,7 +133,10 @@ class arena {
     data_ = static_cast<std::byte*>(p);
     bytes_ = bytes;
     ++allocations;
+    // cudaMemset runs on the legacy default stream, which a store's stream
+    // (non-blocking) does not wait for: done before any kernel writes here.
     CTG_CUDA_CHECK(cudaMemset(data_, 0, bytes));
+    CTG_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   }
   std::byte* data() const { return data_; }
   std::size_t size() const { return bytes_; }
