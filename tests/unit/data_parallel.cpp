@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <ctg/ctg.hpp>
@@ -304,4 +305,78 @@ TEST_CASE("micro-batches: 2 emulated ranks of 2 micro-batches each train the glo
   const V c = values<W2>(whole), d = values<W2>(shared);
   for (std::size_t i = 0; i < c.size(); ++i) CHECK(std::abs(c[i] - d[i]) <= 3 * lr * 0x1p-8f);
   CHECK_THROWS_WITH_AS(dp.accumulate(0), doctest::Contains("at least 1 micro-batch"), ctg::error);
+}
+
+namespace {
+using DX = ctg::input<"x", ctg::f32, dyn, 4>;
+using DY = ctg::input<"y", ctg::f32, dyn, 3>;
+using DW1 = ctg::param<"w1", ctg::f32, 4, 8>;
+using DW2 = ctg::param<"w2", ctg::f32, 8, 3>;
+auto dropout_loss() {
+  auto h = ctg::dropout<"drop">(ctg::tanh(ctg::matmul(DX{}, DW1{})), ctg::lit<0.5>);
+  return ctg::mean(ctg::square(ctg::matmul(h, DW2{}) - DY{}));
+}
+using dropout_step = decltype(ctg::value_and_grad(dropout_loss()));
+// Step s of 2 emulated ranks, k micro-batches each: the global batch's loss.
+template <class Store, class Dp, class Opt>
+float dropout_global_step(dropout_step& step, Store& store, Dp& dp, Opt& opt, int s, int k) {
+  for (int m = 0; m < k; ++m)
+    for (int v = 0; v < 2; ++v) {
+      const batch b = rows(100 * s + 10 * m + 3 * v, 3);
+      step(store, ctg::feed<DX>(b.x, 3), ctg::feed<DY>(b.y, 3));
+    }
+  opt.step();
+  return dp.loss();
+}
+}  // namespace
+
+TEST_CASE("a data-parallel checkpoint resumes bit for bit with dropout and micro-batches; no load mid-step") {
+  ctg::cpu::device dev{1};
+  const test_util::temp_dir dir("ctg_dp_resume_");
+  const auto file = (dir / "ckpt.ctg").string();
+  for (const int k : {1, 2, 3}) {
+    for (const bool accumulate_after_load : {false, true}) {
+      INFO("k = " << k << std::string(accumulate_after_load ? ", accumulate(k) after the load" : ""));
+      dropout_step step;
+      auto a = ctg::make_store(dev, step);
+      ctg::nn::init_params(a, 11, 0.5);
+      a.seed(77);
+      std::vector<float> uninterrupted, resumed;
+      {
+        ctg::dist::data_parallel dp(a, ctg::dist::emulate{2});
+        dp.accumulate(k);
+        ctg::dist::sharded_adamw opt(dp, {.lr = 0.05f});
+        for (int s = 0; s < 2; ++s) dropout_global_step(step, a, dp, opt, s, k);
+        ctg::dist::save(file, dp, opt);
+        for (int s = 2; s < 4; ++s) uninterrupted.push_back(dropout_global_step(step, a, dp, opt, s, k));
+      }
+      auto b = ctg::make_store(dev, step);
+      ctg::dist::data_parallel dp(b, ctg::dist::emulate{2});
+      if (!accumulate_after_load) dp.accumulate(k);
+      ctg::dist::sharded_adamw opt(dp, {.lr = 0.05f});
+      ctg::dist::load(file, dp, opt);
+      if (accumulate_after_load) dp.accumulate(k);
+      for (int s = 2; s < 4; ++s) resumed.push_back(dropout_global_step(step, b, dp, opt, s, k));
+      CHECK(resumed == uninterrupted);  // (the same dropout masks: every run keyed as before the save)
+    }
+  }
+  // A load while a step is under way (one rank's run done) is refused, and changes nothing.
+  dropout_step step;
+  auto s = ctg::make_store(dev, step);
+  ctg::nn::init_params(s, 3, 0.5);
+  ctg::dist::data_parallel dp(s, ctg::dist::emulate{2});
+  ctg::dist::sharded_adamw opt(dp, {.lr = 0.05f});
+  const batch b = rows(0, 3);
+  step(s, ctg::feed<DX>(b.x, 3), ctg::feed<DY>(b.y, 3));
+  const std::vector<float> before = values<DW1>(s);
+  const auto steps_run = s.steps_run();
+  CHECK_THROWS_WITH_AS(ctg::dist::load(file, dp, opt), doctest::Contains("runs of a data-parallel step are done"),
+                       ctg::error);
+  CHECK(values<DW1>(s) == before);
+  CHECK(s.steps_run() == steps_run);
+  CHECK(dp.runs_done() == 1);
+  step(s, ctg::feed<DX>(b.x, 3), ctg::feed<DY>(b.y, 3));  // (rank 1: the step completes)
+  opt.step();
+  ctg::dist::load(file, dp, opt);  // (between steps: loads)
+  CHECK(opt.steps() == 2);
 }

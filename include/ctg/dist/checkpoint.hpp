@@ -10,9 +10,12 @@
 // save gathers every rank's shards of the optimizer state (one all-gather
 // per leaf and kind of state); rank 0 writes the file. load reads the file
 // on every rank into a scratch store first, so a file one rank cannot read
-// is a ctg::error on every rank and changes nothing anywhere. Dropout masks
-// are keyed by the global run: after a load at W' ranks, rank r's next run
-// is keyed step * W' + r (the file's step count is AdamW's).
+// is a ctg::error on every rank and changes nothing anywhere, as is a load
+// while a step is under way (some of its runs done: their gradients would
+// be summed with runs on the loaded parameters). Dropout masks are keyed by
+// the global run: after a load at W' ranks with k micro-batches a step,
+// rank r's micro-batch m of the next step is keyed (step * k + m) * W' + r
+// (the file's step count is AdamW's; data_parallel::resume_at).
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -64,10 +67,16 @@ void load(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
   Store scratch;
   optim::adamw<Store> whole(scratch, opt.config());
   std::string failure;
-  try {
-    io::load(path, scratch, whole);
-  } catch (const std::exception& e) {
-    failure = e.what();
+  if (dp.runs_done() != 0) {
+    failure = "ctg: data parallel: load: " + std::to_string(dp.runs_done()) +
+              " runs of a data-parallel step are done on this rank; finish the step (and apply it) or start a "
+              "new data_parallel before loading";
+  } else {
+    try {
+      io::load(path, scratch, whole);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
   }
   detail::agree_on(dp.comm(), failure, "load");
   // Every rank read the file: nothing below throws.
@@ -79,7 +88,7 @@ void load(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
   });
   dp.reshard();
   dp.store().seed(scratch.seed());
-  dp.store().set_steps_run(static_cast<std::uint32_t>(whole.steps() * dp.world() + dp.first_shard()));
+  dp.resume_at(static_cast<std::uint64_t>(whole.steps()));
   dp.forget_fp8_payloads();
   opt.take_from(whole);
 }

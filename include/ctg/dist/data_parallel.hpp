@@ -181,8 +181,20 @@ class data_parallel final : public replica_group {
                   "rest before changing the micro-batch count");
     store_.accumulate(static_cast<std::uint32_t>(k * local_runs_));
     micro_ = k;
+    if (resumed_at_) key_runs_from(*resumed_at_);
   }
   int micro_batches() const { return micro_; }
+  // Runs of the step under way this process has made (0 between steps).
+  int runs_done() const { return runs_; }
+
+  // After a checkpoint of `steps` steps is loaded (dist::load): the next
+  // runs are keyed as that run's were, run m of rank v of the next step
+  // (steps * k + m) * W + v, with this step's k (also if accumulate(k)
+  // comes after the load, before the next run).
+  void resume_at(std::uint64_t steps) {
+    resumed_at_ = steps;
+    key_runs_from(steps);
+  }
 
   // What an optimizer calls once it has applied the gradient.
   void consume() {
@@ -305,6 +317,7 @@ class data_parallel final : public replica_group {
   }
 
   void committed() override {
+    resumed_at_.reset();
     const int v = runs_ % local_runs_, m = runs_ / local_runs_;  // (rank v's micro-batch m)
     if (runs_ == 0) complete_ = false;  // (a new step replaces an unapplied gradient, as in a store)
     cut_into_shards(contributions_.data() + static_cast<std::size_t>(v) * world_ * layout_.elements, m > 0);
@@ -340,6 +353,10 @@ class data_parallel final : public replica_group {
     else store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world));
   }
   bool emulating() const { return &comm_ == &own_; }
+  void key_runs_from(std::uint64_t steps) {
+    const std::uint64_t runs = steps * static_cast<std::uint64_t>(micro_) * static_cast<std::uint64_t>(world_);
+    store_.set_steps_run(static_cast<std::uint32_t>(runs + static_cast<std::uint64_t>(first_shard())));
+  }
   // Does this process hold every rank's shards (emulating, or a world of one)?
   bool every_shard_here() const { return local_runs_ == world_; }
 
@@ -450,6 +467,7 @@ class data_parallel final : public replica_group {
   };
   std::array<fp8_value, trainable::size + 1> payloads_{};  // by trainable leaf (those gathered as fp8)
   std::optional<stack_shards<Store>> shards_;  // dist::fsdp (none: every parameter whole between steps)
+  std::optional<std::uint64_t> resumed_at_;  // the steps of a checkpoint loaded since the last run (resume_at)
   int runs_ = 0;    // runs of this step so far
   int micro_ = 1;   // micro-batches per rank and step
   bool complete_ = false;
