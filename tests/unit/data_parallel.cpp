@@ -207,12 +207,20 @@ TEST_CASE("mistakes: every run of a step feeds one shape; an update needs a whol
   ctg::dist::sharded_adamw opt(dp);
   CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
   const batch a = rows(0, 2), b = rows(2, 3);
+  const auto steps_run = s.steps_run();
   step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));
+  CHECK(dp.runs_done() == 1);
+  // Rank 1 feeds another size: as on real ranks, no rank commits the step (rank 0's run is undone).
   CHECK_THROWS_WITH_AS(step(s, ctg::feed<X>(b.x, 3), ctg::feed<Y>(b.y, 3)),
                        doctest::Contains("rank 1: 3"), ctg::error);
+  CHECK(dp.runs_done() == 0);
+  CHECK(s.steps_run() == steps_run);
+  CHECK(s.accumulated() == 0);
   CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
   const V before = values<W2>(s);
-  step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));  // (rank 1 again, the right size)
+  step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));  // (the step again, from rank 0)
+  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
+  step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));
   opt.step();
   CHECK(values<W2>(s) != before);
   CHECK_THROWS_WITH_AS(ctg::dist::data_parallel(s, ctg::dist::emulate{0}), doctest::Contains("at least 1 rank"),
@@ -379,4 +387,73 @@ TEST_CASE("a data-parallel checkpoint resumes bit for bit with dropout and micro
   opt.step();
   ctg::dist::load(file, dp, opt);  // (between steps: loads)
   CHECK(opt.steps() == 2);
+}
+
+namespace {
+using FX = ctg::input<"x", ctg::f32, dyn, 16>;
+using FY = ctg::input<"y", ctg::f32, dyn, 16>;
+using FW = ctg::param<"w", ctg::f32, 16, 16>;
+// FP8 delayed scaling: the states' amaxes fold over a step's runs.
+auto fp8_loss() {
+  return ctg::mean(ctg::square(ctg::nn::linear<ctg::precision::fp8<ctg::precision::delayed<>>>(FX{}, FW{}) - FY{}));
+}
+batch rows16(int first, int count) {
+  batch b{V(static_cast<std::size_t>(count) * 16), V(static_cast<std::size_t>(count) * 16)};
+  for (std::size_t i = 0; i < b.x.size(); ++i) {
+    b.x[i] = std::sin(0.37f * float(first * 16 + static_cast<int>(i)));
+    b.y[i] = 0.5f * std::cos(0.23f * float(first * 16 + static_cast<int>(i)));
+  }
+  return b;
+}
+}  // namespace
+
+TEST_CASE("emulated ranks: a run that fails undoes its micro-batch's earlier runs, as real ranks commit none") {
+  // Two emulated ranks of 2 micro-batches, FP8 delayed scaling, 3 steps; in
+  // the second step, the second micro-batch first runs rank 0 on 8 times
+  // larger values (a larger amax), then rank 1 on a bad size (it fails); then
+  // the micro-batch runs again from rank 0 on its own data: every step's
+  // loss, the parameters and the FP8 state as a run with no failure, bit for
+  // bit (the undone run's gradient and amax are gone).
+  auto step = ctg::value_and_grad(fp8_loss());
+  ctg::cpu::device dev{1};
+  auto train = [&](bool fail) {
+    auto s = ctg::make_store(dev, step);
+    ctg::nn::init_params(s, 5, 0.5);
+    ctg::dist::data_parallel dp(s, ctg::dist::emulate{2});
+    dp.accumulate(2);
+    ctg::dist::sharded_adamw opt(dp, {.lr = 0.05f});
+    std::vector<float> losses;
+    for (int t = 0; t < 3; ++t) {
+      for (int m = 0; m < 2; ++m)
+        for (int v = 0; v < 2; ++v) {
+          batch b = rows16(10 * t + 4 * m + 2 * v, 2);
+          if (fail && t == 1 && m == 1 && v == 0)
+            for (float& x : b.x) x *= 8;
+          if (fail && t == 1 && m == 1 && v == 1) {
+            const batch wrong = rows16(0, 3);
+            const auto steps_run = s.steps_run();
+            CHECK_THROWS_AS(step(s, ctg::feed<FX>(wrong.x, 3), ctg::feed<FY>(wrong.y, 3)), ctg::error);
+            CHECK(dp.runs_done() == 2);  // (the first micro-batch of both ranks stays)
+            CHECK(s.steps_run() == steps_run - 1);
+            for (int again = 0; again < 2; ++again) {
+              const batch r = rows16(10 * t + 4 * m + 2 * again, 2);
+              step(s, ctg::feed<FX>(r.x, 2), ctg::feed<FY>(r.y, 2));
+            }
+            continue;
+          }
+          step(s, ctg::feed<FX>(b.x, 2), ctg::feed<FY>(b.y, 2));
+        }
+      opt.step();
+      losses.push_back(dp.loss());
+    }
+    std::vector<float> state = values<FW>(s);
+    ctg::dist::detail::for_each_stored_leaf<decltype(step)>([&]<class L>() {  // (the FP8 scales and amax histories too)
+      if constexpr (L::role == ctg::leaf_role::state)
+        for (auto x : s.template param<L>()) state.push_back(static_cast<float>(ctg::load_as(x)));
+    });
+    return std::pair{losses, state};
+  };
+  const auto clean = train(false), failed = train(true);
+  CHECK(failed.first == clean.first);
+  CHECK(failed.second == clean.second);
 }

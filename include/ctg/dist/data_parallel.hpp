@@ -262,6 +262,9 @@ class data_parallel final : public replica_group {
 
     // Every rank's report; emulating, the ranks are this process's runs:
     // this one against the step's first (every run of a step feeds one shape).
+    // A run that fails there undoes the earlier runs of its round (the
+    // ranks' runs of one micro-batch), which W real ranks would not have
+    // committed either: the round starts again from rank 0.
     std::span<const detail::run_report> all;
     detail::run_report this_and_first[2];
     if (emulating()) {
@@ -269,6 +272,13 @@ class data_parallel final : public replica_group {
       this_and_first[0] = first_run_;
       this_and_first[1] = mine;
       all = this_and_first;
+      if (runs_ % local_runs_ != 0 && (mine.failed || mine.dims_hash != first_run_.dims_hash ||
+                                       mine.dim_count != first_run_.dim_count)) {
+        const int rank = runs_ % local_runs_;
+        undo_round();
+        if (failure) throw error(*failure + " (emulated rank " + std::to_string(rank) + ": the step's runs of ranks 0 to " +
+                                 std::to_string(rank - 1) + " of this micro-batch were undone; run them again)");
+      }
     } else {
       comm_.all_gather(std::span<const detail::run_report>(&mine, 1), std::span(reports_));
       all = reports_;
@@ -281,7 +291,7 @@ class data_parallel final : public replica_group {
     }
     for (std::size_t r = 1; r < all.size(); ++r) {
       if (all[r].dims_hash == all[0].dims_hash && all[r].dim_count == all[0].dim_count) continue;
-      const std::size_t other = emulating() ? static_cast<std::size_t>(runs_ % local_runs_) : r;
+      const std::size_t other = emulating() ? static_cast<std::size_t>(rejected_rank_) : r;
       throw error("ctg: data parallel: the ranks fed batches of different sizes (rank 0: " +
                   detail::dims_text(all[0]) + "; rank " + std::to_string(other) + ": " + detail::dims_text(all[r]) +
                   "); every rank feeds the same shape, so no rank committed this step");
@@ -300,7 +310,10 @@ class data_parallel final : public replica_group {
     }
   }
 
-  void before_run() override { reshard(); }
+  void before_run() override {
+    reshard();
+    if (emulating() && local_runs_ > 1 && runs_ % local_runs_ == 0) take_round_start();
+  }
 
   void gather_layer(std::size_t stack, std::size_t layer, bool backward) override {
     shards_->gather_layer(stack, layer, backward, every_shard_here() ? nullptr : &comm_);
@@ -353,6 +366,29 @@ class data_parallel final : public replica_group {
     else store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world));
   }
   bool emulating() const { return &comm_ == &own_; }
+
+  // Emulating: what the runs of a round (one micro-batch of every rank)
+  // change, as it was before the round's first run.
+  struct round_start {
+    typename Store::commit_point store;
+    std::vector<double> losses;
+    std::vector<reduce_dtype> contributions;  // (a later round adds to the earlier rounds' sums)
+    bool complete = false;
+  };
+  void take_round_start() {
+    round_.store = store_.commit_point_now();
+    round_.losses = losses_;
+    if (runs_ > 0) round_.contributions = contributions_;
+    round_.complete = complete_;
+  }
+  void undo_round() {
+    rejected_rank_ = runs_ % local_runs_;
+    store_.return_to(round_.store);
+    losses_ = round_.losses;
+    if (runs_ >= local_runs_) contributions_ = round_.contributions;
+    complete_ = round_.complete;
+    runs_ -= runs_ % local_runs_;
+  }
   void key_runs_from(std::uint64_t steps) {
     const std::uint64_t runs = steps * static_cast<std::uint64_t>(micro_) * static_cast<std::uint64_t>(world_);
     store_.set_steps_run(static_cast<std::uint32_t>(runs + static_cast<std::uint64_t>(first_shard())));
@@ -460,6 +496,8 @@ class data_parallel final : public replica_group {
   std::vector<detail::run_report> reports_;  // [rank]: every rank's report of the last run
   std::vector<float> gathered_amax_;  // [rank][amax]
   detail::run_report first_run_{};    // (emulating: the step's first run, for the sizes check)
+  round_start round_;                 // (emulating: the round under way, as it began)
+  int rejected_rank_ = 0;             // (emulating: the rank whose run undid its round)
   struct fp8_value {
     std::vector<std::byte> bytes;  // the whole payload
     quantized value;

@@ -43,6 +43,8 @@ class micro_batch_set {
   void count_step() { count_ = next_starts_set() ? 1 : count_ + 1; }
   // The optimizer applied a complete set.
   void consume() { count_ = 0; }
+  // Back to an earlier count (a replica group's round of runs undone: basic_store::return_to).
+  void rewind(std::uint32_t count) { count_ = count; }
 
  private:
   std::uint32_t k_ = 1, count_ = 0;

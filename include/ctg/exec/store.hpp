@@ -260,6 +260,36 @@ class basic_store {
   void release_stacked_params() { mem_.release_stacked_params(); }
   void hold_stacked_params() { mem_.hold_stacked_params(); }
 
+  // Where the store's commits stand: the set's progress, the run count and
+  // every FP8 amax folded since the set began. A replica group that plays
+  // several replicas in turn (dist::data_parallel emulating) takes one before
+  // a round of runs, and returns to it when a later run of the round fails:
+  // real replicas would all have failed that round, so none of it commits.
+  struct commit_point {
+    std::uint32_t accumulated = 0, steps_run = 0;
+    std::vector<float> amaxes;
+  };
+  commit_point commit_point_now() {
+    commit_point p{acc_.accumulated(), key_.step, {}};
+    each_amax_record([&](auto& r) {
+      const std::size_t at = p.amaxes.size();
+      p.amaxes.resize(at + r.combined_count());
+      Backend::download(ws_, p.amaxes.data() + at, reinterpret_cast<const std::byte*>(r.combined()),
+                        r.combined_count() * sizeof(float));
+    });
+    return p;
+  }
+  void return_to(const commit_point& p) {
+    acc_.rewind(p.accumulated);
+    key_.step = p.steps_run;
+    std::size_t at = 0;
+    each_amax_record([&](auto& r) {
+      Backend::upload(ws_, reinterpret_cast<std::byte*>(r.combined()), p.amaxes.data() + at,
+                      r.combined_count() * sizeof(float));
+      at += r.combined_count();
+    });
+  }
+
   // Run as one of several data-parallel replicas (exec/replica_group.hpp;
   // dist::data_parallel calls this): throws ctg::error, changing nothing,
   // while a set of micro-batches is under way. join(nullptr) leaves the
@@ -710,25 +740,28 @@ class basic_store {
   // max over the replicas in one call (through the host).
   void max_amaxes_over_replicas() {
     std::vector<float>& all = replica_amax_;  // (the same size every step: allocated once)
-    auto each_record = [&](auto&& f) {
-      f(amaxes_);
-      std::apply([&](auto&... rt) { (f(rt.amaxes()), ...); }, stacks_);
-    };
     std::size_t total = 0;
-    each_record([&](auto& r) { total += r.combined_count(); });
+    each_amax_record([&](auto& r) { total += r.combined_count(); });
     all.resize(total);
     std::size_t at = 0;
-    each_record([&](auto& r) {
+    each_amax_record([&](auto& r) {
       Backend::download(ws_, all.data() + at, reinterpret_cast<const std::byte*>(r.combined()),
                         r.combined_count() * sizeof(float));
       at += r.combined_count();
     });
     group_->max_over_replicas(all);
     at = 0;
-    each_record([&](auto& r) {
+    each_amax_record([&](auto& r) {
       Backend::upload(ws_, reinterpret_cast<std::byte*>(r.combined()), all.data() + at, r.combined_count() * sizeof(float));
       at += r.combined_count();
     });
+  }
+
+  // f(record) for this step's amax record, then each stack's.
+  template <class F>
+  void each_amax_record(F&& f) {
+    f(amaxes_);
+    std::apply([&](auto&... rt) { (f(rt.amaxes()), ...); }, stacks_);
   }
 
   std::size_t stack_kept_bytes() const {
