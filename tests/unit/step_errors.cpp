@@ -59,6 +59,37 @@ TEST_CASE("dyn dims that disagree between inputs are a run-time shape mismatch")
   CHECK(f.grads() == g);
 }
 
+TEST_CASE("a dyn dim fed 1 does not stretch: against another size it is a shape mismatch, in either order") {
+  // (Stretched, its gradient would not be summed over the other size: a
+  // wrong gradient. Only a static 1 broadcasts.)
+  fixture f;
+  f.good_step();
+  const auto g = f.grads();
+  const std::vector<float> one(8, 1.0f), three(3 * 8, 1.0f);
+  for (const bool x_first : {true, false}) {
+    const auto m = message_of([&] {
+      if (x_first) f.step(f.store, ctg::feed<X>(one, 1), ctg::feed<Y>(three, 3));
+      else f.step(f.store, ctg::feed<X>(three, 3), ctg::feed<Y>(one, 1));
+    });
+    CHECK(m.find("shape mismatch at run time in an elementwise op") != std::string::npos);
+    CHECK(m.find("never broadcasts") != std::string::npos);
+    CHECK(f.grads() == g);
+  }
+  // Matmul batch dims: [dyn, 1, 2, 8] @ [dyn, 3, 8, 4], the first dyn fed 1 and the second 3.
+  using A = ctg::input<"a", ctg::f32, ctg::dyn, 1, 2, 8>;
+  using B = ctg::input<"b", ctg::f32, ctg::dyn, 3, 8, 4>;
+  auto batched = ctg::forward(ctg::sum(ctg::matmul(A{}, B{})));
+  auto s = ctg::make_store(f.dev, batched);
+  const std::vector<float> a1(1 * 2 * 8, 1.0f), a3(3 * 2 * 8, 1.0f), b1(1 * 3 * 8 * 4, 1.0f), b3(3 * 3 * 8 * 4, 1.0f);
+  const auto mm = message_of([&] { batched(s, ctg::feed<A>(a1, 1), ctg::feed<B>(b3, 3)); });
+  CHECK(mm.find("shape mismatch at run time in matmul batch dims") != std::string::npos);
+  CHECK(mm.find("never broadcasts") != std::string::npos);
+  CHECK(message_of([&] { batched(s, ctg::feed<A>(a3, 3), ctg::feed<B>(b1, 1)); }).find("matmul batch dims") !=
+        std::string::npos);
+  // Its static 1 (dim 1 of A against B's 3) stretches: 3 batches of 3.
+  CHECK(batched(s, ctg::feed<A>(a3, 3), ctg::feed<B>(b3, 3)) == doctest::Approx(3 * 3 * 2 * 4 * 8));
+}
+
 TEST_CASE("a size that overflows is reported, not wrapped") {
   fixture f;
   const ctg::dim_t huge = std::numeric_limits<ctg::dim_t>::max() / 4;

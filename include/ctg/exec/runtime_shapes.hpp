@@ -19,18 +19,23 @@ inline dim_t checked_numel(const rt_shape& s, const char* what) {
   return n;
 }
 
-// numpy broadcast of two run-time shapes; a dyn dim never stretches.
-inline rt_shape broadcast_rt(const rt_shape& a, const rt_shape& b, const char* where) {
+// numpy broadcast of two run-time shapes (a, b) whose static dims are (as,
+// bs): only a static 1, or a missing dim, stretches. A ctg::dyn dim never
+// does, even when it is fed 1: its gradient is not summed over the other's
+// size, so such a dim must equal the other's.
+inline rt_shape broadcast_rt(const rt_shape& a, const shape_value& as, const rt_shape& b, const shape_value& bs,
+                             const char* where) {
   rt_shape r;
   r.rank = a.rank > b.rank ? a.rank : b.rank;
   for (std::size_t i = 0; i < r.rank; ++i) {
+    const bool sa = i >= a.rank || as.d[as.rank - 1 - i] == 1, sb = i >= b.rank || bs.d[bs.rank - 1 - i] == 1;
     const dim_t da = i < a.rank ? a.d[a.rank - 1 - i] : 1, db = i < b.rank ? b.d[b.rank - 1 - i] : 1;
     dim_t& out = r.d[r.rank - 1 - i];
-    if (da == db || db == 1) out = da;
-    else if (da == 1) out = db;
+    if (sb || da == db) out = da;
+    else if (sa) out = db;
     else
       throw error(std::string("ctg: shape mismatch at run time in ") + where + ": " + dims_text(a) + " vs " +
-                  dims_text(b));
+                  dims_text(b) + " (a ctg::dyn dim never broadcasts)");
   }
   return r;
 }
@@ -71,21 +76,24 @@ void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
     }
     case shape_rule::broadcast: {
       // Each dim is set by the children whose static dim there is not 1; a
-      // static 1 (or a missing dim) stretches, anything else must agree.
+      // static 1 (or a missing dim) stretches, anything else must agree (a
+      // dyn dim fed 1 too: it does not stretch).
       out = static_rt(d.dims);
-      for (std::size_t k = 0; k < out.rank; ++k) out.d[k] = 1;
+      bool set[max_rank]{};
       for (std::size_t c = 0; c < d.nchild; ++c) {
         const shape_value& cs = t.node[t.child(i, c)].dims;
         const rt_shape& cr = child(c);
         for (std::size_t k = 0; k < cs.rank; ++k) {
           if (cs.d[k] == 1) continue;
-          dim_t& o = out.d[out.rank - cs.rank + k];
-          if (o == 1) o = cr.d[k];
-          else if (o != cr.d[k])
+          const std::size_t at = out.rank - cs.rank + k;
+          if (!set[at]) out.d[at] = cr.d[k], set[at] = true;
+          else if (out.d[at] != cr.d[k])
             throw error("ctg: shape mismatch at run time in an elementwise op: dim " + std::to_string(cr.d[k]) +
-                        " vs " + std::to_string(o) + " (a ctg::dyn dim never broadcasts)");
+                        " vs " + std::to_string(out.d[at]) + " (a ctg::dyn dim never broadcasts)");
         }
       }
+      for (std::size_t k = 0; k < out.rank; ++k)
+        if (!set[k]) out.d[k] = 1;
       break;
     }
     case shape_rule::reshape: {
@@ -130,9 +138,13 @@ void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
                                                                 : "ctg: shape mismatch at run time in matmul: ") +
                     dims_text(a) + " @ " + dims_text(b));
       rt_shape ba = a, bb = b;
+      shape_value sa = t.node[t.child(i, 0)].dims, sb = t.node[t.child(i, 1)].dims;
       ba.rank -= 2;
       bb.rank -= 2;
-      out = broadcast_rt(ba, bb, d.kind == node_kind::fp8_matmul ? "fp8_matmul batch dims" : "matmul batch dims");
+      sa.rank -= 2;
+      sb.rank -= 2;
+      out = broadcast_rt(ba, sa, bb, sb,
+                         d.kind == node_kind::fp8_matmul ? "fp8_matmul batch dims" : "matmul batch dims");
       out.d[out.rank++] = a.d[a.rank - 2];
       out.d[out.rank++] = b.d[b.rank - 1];
       break;
