@@ -118,10 +118,13 @@ constexpr auto cast(X) {
   constexpr bool to_fp8 = is_fp8_v<T> && !std::is_same_v<T, typename X::dtype>;
   constexpr bool from_fp8 = is_fp8_v<typename X::dtype> && !std::is_same_v<T, typename X::dtype> &&
                             X::kind != node_kind::failed;  // (a failed cast<e4m3> was reported already)
+  // (An id is not a number: a cast would also go through f32, inexact past 2^24.)
+  constexpr bool from_index = index_type<typename X::dtype> && !std::is_same_v<T, typename X::dtype>;
   static_assert(!to_fp8, "ctg: fp8 needs a scale: cast<e4m3/e5m2> would drop it; use ctg::quantize<Fmt, Scaling>(x)");
   static_assert(!from_fp8, "ctg: fp8 needs a scale: cast from e4m3/e5m2 would ignore it; use ctg::dequantize<T>(q)");
+  static_assert(!from_index, "ctg: i32 index tensors do not enter arithmetic (use gather, one_hot or cross_entropy)");
   if constexpr (std::is_same_v<T, typename X::dtype>) return X{};
-  else if constexpr (to_fp8 || from_fp8) return node_t<failed_node<typename X::dims, T, node_t<X>>>{};
+  else if constexpr (to_fp8 || from_fp8 || from_index) return node_t<failed_node<typename X::dims, T, node_t<X>>>{};
   else return detail::make_ew<op::cast<T>, X>();
 }
 
