@@ -402,7 +402,7 @@ TEST_CASE("gemm: the vdpbf16ps reference chain reads transposed operands") {
 // the bits of its own gemm call: out-of-order and overlapping A offsets,
 // scattered C offsets, every kernel set and dtype combination, transposed
 // operands, one thread and three (tasks across products and within one).
-TEST_CASE("gemm_sharing_b: each product the bits of its own gemm") {
+TEST_CASE("gemm_sharing_b: each product the bits of its own gemm, at its offsets (one product too)") {
   ctg::cpu::thread_pool pool(3);
   auto check = [&]<class TA, class TB, class TC>(mnk s, gemm_isa isa, std::type_identity<TA>, std::type_identity<TB>,
                                                  std::type_identity<TC>) {
@@ -410,12 +410,15 @@ TEST_CASE("gemm_sharing_b: each product the bits of its own gemm") {
     const std::vector<dim_t> a_off = {3 * mk, 0, mk + 1, 3 * mk}, c_off = {2 * mn + 5, 0, 3 * mn + 7, mn + 2};
     const auto a = random_values<TA>(static_cast<std::size_t>(4 * mk + 1), 31);
     const auto b = random_values<TB>(static_cast<std::size_t>(s.k * s.n), 32);
-    const ctg::cpu::gemm_products ps{a_off.data(), c_off.data(), static_cast<dim_t>(a_off.size())};
+    // (One product alone, at offsets: the path of a batch's group of one, which
+    // may compute it transposed: gemm_computed_transposed.)
+    for (const dim_t count : {dim_t{4}, dim_t{1}})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
+        const ctg::cpu::gemm_products ps{a_off.data(), c_off.data(), count};
         std::vector<TC> want(static_cast<std::size_t>(4 * mn + 8), ctg::from_float<TC>(-7.0f));
         ctg::cpu::gemm_workspace ws;
-        for (std::size_t p = 0; p < a_off.size(); ++p)
+        for (std::size_t p = 0; p < static_cast<std::size_t>(count); ++p)
           ctg::detail::gemm_with(isa, s.m, s.n, s.k, a.data() + a_off[p], b.data(), want.data() + c_off[p], ws,
                                  nullptr, {ta, tb});
         for (ctg::cpu::thread_pool* pl : {static_cast<ctg::cpu::thread_pool*>(nullptr), &pool}) {
@@ -423,12 +426,14 @@ TEST_CASE("gemm_sharing_b: each product the bits of its own gemm") {
           ctg::detail::gemm_with(isa, s.m, s.n, s.k, a.data(), b.data(), got.data(), ws, pl, {ta, tb}, ps);
           std::size_t bad = 0;
           for (std::size_t e = 0; e < want.size(); ++e) bad += bits(got[e]) != bits(want[e]);
-          INFO(str(s), " isa ", static_cast<int>(isa), " transpose_a ", ta, " transpose_b ", tb, " pool ", pl != nullptr);
+          INFO(str(s), " isa ", static_cast<int>(isa), " products ", count, " transpose_a ", ta, " transpose_b ", tb,
+               " pool ", pl != nullptr);
           CHECK(bad == 0);
         }
       }
   };
-  for (mnk s : {mnk{1, 1, 1}, mnk{17, 33, 17}, mnk{128, 32, 256}, mnk{65, 172, 65}, mnk{3, 17, 0}, mnk{20, 40, 2100}}) {
+  for (mnk s : {mnk{1, 1, 1}, mnk{17, 33, 17}, mnk{128, 32, 256}, mnk{65, 172, 65}, mnk{3, 17, 0}, mnk{20, 40, 2100},
+                mnk{32, 300, 70}}) {
     check(s, gemm_isa::portable, std::type_identity<double>{}, std::type_identity<double>{}, std::type_identity<double>{});
     for (gemm_isa isa : available_isas()) {
       check(s, isa, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{}, std::type_identity<ctg::f32>{});

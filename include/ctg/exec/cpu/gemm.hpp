@@ -792,11 +792,11 @@ void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B
     static_assert(std::is_same_v<compute_t<TC>, f32>);
     if (M <= 0 || N <= 0 || ps.count <= 0) return;
     if constexpr (std::is_same_v<TA, TB>) {
-      if (gemm_computed_transposed(M, N, layout, ps)) {
+      if (gemm_computed_transposed(M, N, layout, ps)) {  // (the one product: A and C at its offsets)
         TC* ct = ws.transposed_c<TC>(static_cast<std::size_t>(N * M));
-        gemm_with(isa, N, M, K, B, A, ct, ws, pool, {.transpose_a = false, .transpose_b = true});
+        gemm_with(isa, N, M, K, B, A + ps.a_at(0), ct, ws, pool, {.transpose_a = false, .transpose_b = true});
         for (dim_t j0 = 0; j0 < N; j0 += cpu::transpose_tile)  // C^T's rows in tiles
-          cpu::transpose_rows(ct, N, M, C, j0, std::min(N, j0 + cpu::transpose_tile));
+          cpu::transpose_rows(ct, N, M, C + ps.c_at(0), j0, std::min(N, j0 + cpu::transpose_tile));
         return;
       }
     }
