@@ -140,8 +140,8 @@ TEST_CASE_TEMPLATE("causal_attention against the composed attention: value and g
   gc::set<Q>(ps, q), gc::set<K>(ps, k), gc::set<V>(ps, v), gc::set<R>(ps, r);
   fused(fs);
   plain(ps);
-  // f32: both sum in f32 in other orders. bf16: the composed rounds the probabilities to bf16 before the
-  // product with v (the fused one does not), and each rounds its gradients once to bf16.
+  // f32: both sum in f32 in other orders. bf16: both round the probabilities (and the fused one ds) to bf16
+  // before their products, the composed one its scores too; each rounds its gradients once to bf16.
   const double rtol = std::is_same_v<T_, float> ? 1e-5 : 2e-2, atol = std::is_same_v<T_, float> ? 1e-6 : 2e-2;
   gc::check_close({gc::last_loss(fs)}, {gc::last_loss(ps)}, rtol, atol, "loss");
   gc::check_close(gc::to_vec(fs.template grad<Q>()), gc::to_vec(ps.template grad<Q>()), rtol, atol, "dq");
@@ -188,4 +188,36 @@ TEST_CASE("causal_attention over a sequence known at run time; mismatched q, k, 
   const std::vector<double> x(2 * 3 * 6, 0.5), y(2 * 4 * 6, 0.5);
   CHECK_THROWS_WITH_AS(mixed(ms, ctg::feed<X>(x, 2, 3), ctg::feed<Y>(y, 2, 4)),
                        doctest::Contains("ctg: shape mismatch at run time in causal_attention"), ctg::error);
+}
+
+TEST_CASE("feature rows of 256 tokens and more, in f32: the fused and the composed attention agree") {
+  // Several blocks of 64 queries; the composed backward's products of 64
+  // rows against >= 256 transposed columns run transposed (cpu::gemm's
+  // gemm_computed_transposed; it once wrote every head's dq at the first
+  // head's place).
+  constexpr std::size_t b = 1, h = 2, d = 64, t = 260;
+  using Q = ctg::param<"q", float, b, h, d, t>;
+  using K = ctg::param<"k", float, b, h, d, t>;
+  using V = ctg::param<"v", float, b, h, d, t>;
+  using R = ctg::frozen<"r", float, b, h, d, t>;
+  gc::rng rng(75);
+  ctg::cpu::device dev;
+  constexpr auto rows = ctg::attention_layout::feature_rows;
+  auto fused = ctg::value_and_grad(ctg::sum(ctg::causal_attention<rows>(Q{}, K{}, V{}) * R{}), ctg::wrt<Q, K, V>);
+  auto scores = ctg::matmul(ctg::transpose(Q{}), K{}) * ctg::lit<0.125>;  // [.., t, t]
+  auto plain_out = ctg::matmul(V{}, ctg::transpose(ctg::softmax(ctg::causal_mask(scores))));  // [.., d, t]
+  auto plain = ctg::value_and_grad(ctg::sum(plain_out * R{}), ctg::wrt<Q, K, V>);
+  auto fs = ctg::make_store(dev, fused);
+  auto ps = ctg::make_store(dev, plain);
+  const std::size_t n = b * h * d * t;
+  const auto q = rng.vec(n, -1.0, 1.0), k = rng.vec(n, -1.0, 1.0), v = rng.vec(n, -1.0, 1.0), r = rng.vec(n, -1.0, 1.0);
+  gc::set<Q>(fs, q), gc::set<K>(fs, k), gc::set<V>(fs, v), gc::set<R>(fs, r);
+  gc::set<Q>(ps, q), gc::set<K>(ps, k), gc::set<V>(ps, v), gc::set<R>(ps, r);
+  fused(fs);
+  plain(ps);
+  // Both in f32, their sums in other orders (of up to 260 terms).
+  gc::check_close({gc::last_loss(fs)}, {gc::last_loss(ps)}, 1e-4, 1e-4, "loss");
+  gc::check_close(gc::to_vec(fs.template grad<Q>()), gc::to_vec(ps.template grad<Q>()), 1e-4, 1e-5, "dq");
+  gc::check_close(gc::to_vec(fs.template grad<K>()), gc::to_vec(ps.template grad<K>()), 1e-4, 1e-5, "dk");
+  gc::check_close(gc::to_vec(fs.template grad<V>()), gc::to_vec(ps.template grad<V>()), 1e-4, 1e-5, "dv");
 }
