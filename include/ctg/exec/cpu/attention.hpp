@@ -1,16 +1,23 @@
 #pragma once
 // Fused causal attention on the CPU (graph/attention.hpp), a head per thread
-// task. A head's operands are first widened to the compute type C as dense
-// [T, Dh] matrices; then its queries go in blocks of `block_rows`, each block
-// against the keys up to its last query, every product of a block through
-// cpu::gemm (the scores, the probabilities times v; in backward dp, dq and
-// the block's parts of dk and dv). The [block, T] scores and probabilities
-// are scratch for one block: nothing of [T, T] is stored.
+// task. A head's operands are first copied as dense [T, Dh] matrices, in the
+// type products take (P: 16-bit heads stay 16-bit, so bf16 products run on
+// the bf16 pair kernels; wider ones in their compute type C); then its
+// queries go in blocks of `block_rows`, each block against the keys up to
+// its last query, every product of a block through cpu::gemm (the scores,
+// the probabilities times v; in backward dp, dq and the block's parts of dk
+// and dv), each accumulating in C. Probabilities and ds are computed in C
+// and rounded to P before their products, as the GPU's tensor-core kernels
+// (exec/cuda/attention_mma.hpp) and the composed attention's bf16 product
+// with v round them. The [block, T] scores and probabilities are scratch
+// for one block: nothing of [T, T] is stored.
 //   run_attention_lse   lse_i = m + log(sum_j exp(s_ij - m)), m = max_j s_ij
 //   run_attention       o_i = sum_j exp(s_ij - lse_i) v_j
 //   run_attention_grad  dq, dk, dv (three values of q's shape in one buffer)
 // (call.child: the node's children in graph/attention.hpp's order.)
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <ctg/core/config.hpp>
@@ -33,20 +40,55 @@ using ctg::detail::attention_heads;
 // Queries a block takes (the scores' scratch: block_rows x T values).
 inline constexpr dim_t block_rows = 64;
 
-// A head's scratch in the compute type, from the worker's buffer.
-template <class C>
-C* scratch(workspace& ws, unsigned worker, std::size_t count) {
-  auto& v = ws.attention[worker];
-  const std::size_t doubles = (count * sizeof(C) + sizeof(double) - 1) / sizeof(double);
-  if (v.size() < doubles) v.resize(doubles);
-  return reinterpret_cast<C*>(v.data());
-}
-
-// Head h's values of x (at x) widened to C, dense [T, Dh].
+// The type a head's products take: its own when 16-bit, else C.
 template <class T, class C>
-void widen(const T* x, const attention_heads& a, C* out) {
+using operand_t = std::conditional_t<(sizeof(T) < sizeof(float)), T, C>;
+
+// A head's scratch, from the worker's buffer: parts of given types and
+// counts, each 64-byte aligned. Sized first (size_t{} + ... of bytes<X>),
+// then taken in the same order.
+class head_scratch {
+ public:
+  template <class X>
+  static constexpr std::size_t bytes(dim_t count) {
+    return (static_cast<std::size_t>(count) * sizeof(X) + 63) / 64 * 64;
+  }
+  head_scratch(workspace& ws, unsigned worker, std::size_t total) {
+    auto& v = ws.attention[worker];
+    const std::size_t doubles = (total + 64) / sizeof(double);
+    if (v.size() < doubles) v.resize(doubles);
+    const auto base = reinterpret_cast<std::uintptr_t>(v.data());
+    at_ = reinterpret_cast<std::byte*>((base + 63) / 64 * 64);
+  }
+  template <class X>
+  X* take(dim_t count) {
+    X* p = reinterpret_cast<X*>(at_);
+    at_ += bytes<X>(count);
+    return p;
+  }
+
+ private:
+  std::byte* at_ = nullptr;
+};
+
+// Head h's values of x (at x) as P, dense [T, Dh] (widened where P is wider).
+template <class T, class P>
+void gather(const T* x, const attention_heads& a, P* out) {
   for (dim_t t = 0; t < a.tokens; ++t)
-    for (dim_t d = 0; d < a.features; ++d) out[t * a.features + d] = load_as<T>(x[a.at(t, d)]);
+    for (dim_t d = 0; d < a.features; ++d) {
+      if constexpr (std::is_same_v<T, P>) out[t * a.features + d] = x[a.at(t, d)];
+      else out[t * a.features + d] = load_as<T>(x[a.at(t, d)]);
+    }
+}
+// v rounded to P (none where P is C).
+template <class P, class C>
+const P* rounded(const C* v, dim_t count, P* out) {
+  if constexpr (std::is_same_v<P, C>) {
+    return v;
+  } else {
+    each_in_blocks_of_16(0, count, [&](dim_t e) CTG_INLINE_LAMBDA { out[e] = store_as<P>(v[e]); });
+    return out;
+  }
 }
 // ... and back, rounded once to T, times `scale`.
 template <class T, class C>
@@ -76,6 +118,35 @@ void causal_probs(const C* s, dim_t n, dim_t i, C scale, C shift, C* p) {
   each_in_blocks_of_16(0, std::min(n, (i + 16) / 16 * 16),
                        [&](dim_t j) CTG_INLINE_LAMBDA { p[j] = math::exp(s[j] * scale - shift); });
   std::fill(p + i + 1, p + n, C(0));
+}
+
+// The max of x[0..n) and the sum of x[0..n) (in f64), each in 16 lanes: a
+// chain of n compares or adds, one after another, was most of the lse
+// pass's time. (The max is the same in any order but for NaN and signed
+// zeros, which only shift the exps: lse is the same value.)
+template <class C>
+C row_max(const C* x, dim_t n) {
+  max_lanes<C> lanes(x[0]);
+  dim_t j = 0;
+  for (; j + 16 <= n; j += 16) lanes.add(*reinterpret_cast<const C(*)[16]>(x + j));
+  C lane[16];
+  lanes.store(lane);
+  C m = x[0];
+  for (const C v : lane) m = std::max(m, v);
+  for (; j < n; ++j) m = std::max(m, x[j]);
+  return m;
+}
+template <class C>
+double row_sum(const C* x, dim_t n) {
+  f64_sum_lanes sums(0.0);
+  dim_t j = 0;
+  for (; j + 16 <= n; j += 16) sums.add(*reinterpret_cast<const C(*)[16]>(x + j));
+  double lane[16];
+  sums.store(lane);
+  double sum = 0;
+  for (const double v : lane) sum += v;
+  for (; j < n; ++j) sum += static_cast<double>(x[j]);
+  return sum;
 }
 
 // A node's operands, its children in graph/attention.hpp's order (q, k, v,
@@ -110,27 +181,28 @@ void each_head(workspace& ws, const attention_heads& a, F f) {
 template <class T, class C, attention_layout L>
 void run_attention_lse(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   namespace al = attention_loops;
+  using P = al::operand_t<T, C>;
+  using scratch = al::head_scratch;
   const al::operands<T, C> in(g, b, L, 2);
   const auto& a = in.a;
   C* lse = b.template as<C>(g.root);
-  const dim_t n = a.head_elements(), F = a.features;
+  const dim_t n = a.head_elements(), F = a.features, bt = al::block_rows * a.tokens;
   const C scale = a.template scale<C>();
+  const std::size_t bytes = 2 * scratch::bytes<P>(n) + 2 * scratch::bytes<C>(bt);
   al::each_head(ws, a, [&](dim_t h, unsigned worker, gemm_workspace& gw) {
-    C* q = al::scratch<C>(ws, worker, static_cast<std::size_t>(2 * n + 2 * al::block_rows * a.tokens));
-    C *k = q + n, *s = k + n, *p = s + al::block_rows * a.tokens;
-    al::widen(in.q + h * n, a, q);
-    al::widen(in.k + h * n, a, k);
+    scratch at(ws, worker, bytes);
+    P *q = at.take<P>(n), *k = at.take<P>(n);
+    C *s = at.take<C>(bt), *p = at.take<C>(bt);
+    al::gather(in.q + h * n, a, q);
+    al::gather(in.k + h * n, a, k);
     al::each_block(a, [&](al::query_block blk) {
       gemm(blk.rows, blk.keys, F, q + blk.first * F, k, s, gw, nullptr, {.transpose_b = true});
       for (dim_t r = 0; r < blk.rows; ++r) {
         const dim_t i = blk.first + r;
         const C* sr = s + r * blk.keys;
-        C m = sr[0];
-        for (dim_t j = 1; j <= i; ++j) m = std::max(m, sr[j]);
+        const C m = al::row_max(sr, i + 1);
         al::causal_probs(sr, blk.keys, i, scale, m * scale, p);
-        C sum = 0;
-        for (dim_t j = 0; j <= i; ++j) sum += p[j];
-        lse[h * a.tokens + i] = m * scale + math::log(sum);
+        lse[h * a.tokens + i] = m * scale + math::log(static_cast<C>(al::row_sum(p, i + 1)));
       }
     });
   });
@@ -140,24 +212,30 @@ void run_attention_lse(const group_call& g, const bindings_view& b, workspace& w
 template <class T, class C, attention_layout L>
 void run_attention(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   namespace al = attention_loops;
+  using P = al::operand_t<T, C>;
+  using scratch = al::head_scratch;
   const al::operands<T, C> in(g, b, L, 4);
   const auto& a = in.a;
   T* out = b.template as<T>(g.root);
-  const dim_t n = a.head_elements(), F = a.features;
+  const dim_t n = a.head_elements(), F = a.features, bt = al::block_rows * a.tokens;
   const C scale = a.template scale<C>();
+  const std::size_t bytes = 3 * scratch::bytes<P>(n) + scratch::bytes<C>(n) + scratch::bytes<C>(bt) +
+                            scratch::bytes<P>(bt);
   al::each_head(ws, a, [&](dim_t h, unsigned worker, gemm_workspace& gw) {
-    C* q = al::scratch<C>(ws, worker, static_cast<std::size_t>(4 * n + al::block_rows * a.tokens));
-    C *k = q + n, *v = k + n, *o = v + n, *s = o + n;
-    al::widen(in.q + h * n, a, q);
-    al::widen(in.k + h * n, a, k);
-    al::widen(in.v + h * n, a, v);
+    scratch at(ws, worker, bytes);
+    P *q = at.take<P>(n), *k = at.take<P>(n), *v = at.take<P>(n);
+    C *o = at.take<C>(n), *s = at.take<C>(bt);
+    P* pp = at.take<P>(bt);
+    al::gather(in.q + h * n, a, q);
+    al::gather(in.k + h * n, a, k);
+    al::gather(in.v + h * n, a, v);
     al::each_block(a, [&](al::query_block blk) {
       gemm(blk.rows, blk.keys, F, q + blk.first * F, k, s, gw, nullptr, {.transpose_b = true});
       for (dim_t r = 0; r < blk.rows; ++r) {
         C* sr = s + r * blk.keys;  // the scores, then in place their probabilities
         al::causal_probs(sr, blk.keys, blk.first + r, scale, in.lse[h * a.tokens + blk.first + r], sr);
       }
-      gemm(blk.rows, F, blk.keys, s, v, o + blk.first * F, gw);
+      gemm(blk.rows, F, blk.keys, al::rounded(s, blk.rows * blk.keys, pp), v, o + blk.first * F, gw);
     });
     al::narrow(o, C(1), a, out + h * n);
   });
@@ -169,26 +247,33 @@ void run_attention(const group_call& g, const bindings_view& b, workspace& ws, f
 template <class T, class C, attention_layout L>
 void run_attention_grad(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   namespace al = attention_loops;
+  using P = al::operand_t<T, C>;
+  using scratch = al::head_scratch;
   const al::operands<T, C> in(g, b, L, 6);
   const auto& a = in.a;
   T* out = b.template as<T>(g.root);
   const dim_t total = b.shape[g.child[0]].numel();  // (q's: each of dq, dk, dv)
   T *dq_out = out, *dk_out = out + total, *dv_out = out + 2 * total;
   const dim_t n = a.head_elements(), F = a.features, bt = al::block_rows * a.tokens;
+  const std::size_t bytes = 4 * scratch::bytes<P>(n) + 4 * scratch::bytes<C>(n) + 3 * scratch::bytes<C>(bt) +
+                            2 * scratch::bytes<P>(bt);
   al::each_head(ws, a, [&](dim_t h, unsigned worker, gemm_workspace& gw) {
-    C* q = al::scratch<C>(ws, worker, static_cast<std::size_t>(8 * n + 3 * bt));
-    C *k = q + n, *v = k + n, *go = v + n, *dq = go + n, *dk = dq + n, *dv = dk + n, *part = dv + n;
-    C *p = part + n, *dp = p + bt, *s = dp + bt;
-    al::widen(in.q + h * n, a, q);
-    al::widen(in.k + h * n, a, k);
-    al::widen(in.v + h * n, a, v);
-    al::widen(in.g + h * n, a, go);
-    std::fill(dk, dk + 2 * n, C(0));
+    scratch at(ws, worker, bytes);
+    P *q = at.take<P>(n), *k = at.take<P>(n), *v = at.take<P>(n), *go = at.take<P>(n);
+    C *dq = at.take<C>(n), *dk = at.take<C>(n), *dv = at.take<C>(n), *part = at.take<C>(n);
+    C *p = at.take<C>(bt), *dp = at.take<C>(bt), *s = at.take<C>(bt);
+    P *pp = at.take<P>(bt), *dsp = at.take<P>(bt);
+    al::gather(in.q + h * n, a, q);
+    al::gather(in.k + h * n, a, k);
+    al::gather(in.v + h * n, a, v);
+    al::gather(in.g + h * n, a, go);
+    std::fill(dk, dk + n, C(0));
+    std::fill(dv, dv + n, C(0));
     const C scale = a.template scale<C>();
     al::each_block(a, [&](al::query_block blk) {
       const dim_t rows = blk.rows, keys = blk.keys;
-      const C* qb = q + blk.first * F;
-      const C* gb = go + blk.first * F;
+      const P* qb = q + blk.first * F;
+      const P* gb = go + blk.first * F;
       gemm(rows, keys, F, qb, k, s, gw, nullptr, {.transpose_b = true});
       gemm(rows, keys, F, gb, v, dp, gw, nullptr, {.transpose_b = true});  // dp_ij = g_i . v_j
       for (dim_t r = 0; r < rows; ++r) {
@@ -199,10 +284,11 @@ void run_attention_grad(const group_call& g, const bindings_view& b, workspace& 
         const C di = in.delta[h * a.tokens + i];
         each_in_blocks_of_16(0, keys, [&](dim_t j) CTG_INLINE_LAMBDA { dsr[j] = pr[j] * (dsr[j] - di); });
       }
-      gemm(rows, F, keys, dp, k, dq + blk.first * F, gw);                     // ds k
-      gemm(keys, F, rows, dp, qb, part, gw, nullptr, {.transpose_a = true});  // ds^T q
+      const P* ds = al::rounded(dp, rows * keys, dsp);
+      gemm(rows, F, keys, ds, k, dq + blk.first * F, gw);                     // ds k
+      gemm(keys, F, rows, ds, qb, part, gw, nullptr, {.transpose_a = true});  // ds^T q
       each_in_blocks_of_16(0, keys * F, [&](dim_t e) CTG_INLINE_LAMBDA { dk[e] += part[e]; });
-      gemm(keys, F, rows, p, gb, part, gw, nullptr, {.transpose_a = true});  // p^T g
+      gemm(keys, F, rows, al::rounded(p, rows * keys, pp), gb, part, gw, nullptr, {.transpose_a = true});  // p^T g
       each_in_blocks_of_16(0, keys * F, [&](dim_t e) CTG_INLINE_LAMBDA { dv[e] += part[e]; });
     });
     al::narrow(dq, scale, a, dq_out + h * n);

@@ -21,7 +21,7 @@ struct workspace {
   std::vector<float> fp8_a, fp8_b, fp8_c;  // an fp8 matmul's widened operands and its f32 product
   gemm_workspace gemm;
   std::vector<gemm_workspace> batch_gemm;  // [worker]: a batched matmul's groups, one per thread at a time
-  std::vector<std::vector<double>> attention;  // [worker]: a head's operands in the compute type (cpu/attention.hpp)
+  std::vector<std::vector<double>> attention;  // [worker]: a head's operands and blocks (cpu/attention.hpp)
   detail::matmul_groups matmul_groups;     // a batched matmul's batches, grouped by the B they read
   cpu::threads threads;                    // (cpu::device{n}; default: the hardware's)
 
