@@ -72,7 +72,7 @@ bool has_scores_sized_node(const ctg::step_description& d) {
 }
 }  // namespace
 
-TEST_CASE("a transformer with fused attention trains as the composed one (f32, bf16: 4 AdamW steps; FP8: the first loss)") {
+TEST_CASE("a transformer with fused attention trains as the composed one (f32, bf16: 4 AdamW steps; FP8: 1)") {
   namespace pr = ctg::precision;
   // f32: the same model, its sums in other orders.
   const auto f32_fused = train<step_t<pr::full<ctg::f32>, C::none, K::fused, 0.0>>(4);

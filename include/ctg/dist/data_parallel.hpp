@@ -276,8 +276,9 @@ class data_parallel final : public replica_group {
                                        mine.dim_count != first_run_.dim_count)) {
         const int rank = runs_ % local_runs_;
         undo_round();
-        if (failure) throw error(*failure + " (emulated rank " + std::to_string(rank) + ": the step's runs of ranks 0 to " +
-                                 std::to_string(rank - 1) + " of this micro-batch were undone; run them again)");
+        if (failure)
+          throw error(*failure + " (emulated rank " + std::to_string(rank) + ": the step's runs of ranks 0 to " +
+                      std::to_string(rank - 1) + " of this micro-batch were undone; run them again)");
       }
     } else {
       comm_.all_gather(std::span<const detail::run_report>(&mine, 1), std::span(reports_));
