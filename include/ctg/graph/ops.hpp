@@ -9,7 +9,18 @@ namespace ctg {
 namespace detail {
 template <class Op, class... Xs>
 constexpr auto make_ew() {
-  return node_t<elementwise_node<Op, node_t<Xs>...>>{};
+  // An i32 operand: only ops that read ids (one_hot, index_valid: they name
+  // their result's dtype) take one. Reported here, once (a failed node stops
+  // the cascade), before a dtype rule or an element function meets it.
+  constexpr bool arithmetic_on_ids = (index_type<typename Xs::dtype> || ...) && !requires {
+    typename Op::result_dtype;
+  };
+  static_assert(!arithmetic_on_ids,
+                "ctg: i32 index tensors do not enter arithmetic (use gather, one_hot or cross_entropy)");
+  if constexpr (arithmetic_on_ids)
+    return node_t<failed_node<typename tl::at_t<0, tl::list<Xs...>>::dims, f32, node_t<Xs>...>>{};
+  else
+    return node_t<elementwise_node<Op, node_t<Xs>...>>{};
 }
 // The check behind a binary op, on the two shapes alone, so that the
 // compiler's note names them: "[with char Op = '+'; A = ctg::shape<-1, 16>;
@@ -177,14 +188,30 @@ constexpr auto broadcast_like(X) {
 // ------------------------------------------------------------ reductions ----
 
 // NAME<axis>(x) reduces one axis and keeps it as size 1; NAME(x) reduces everything to a scalar.
-#define CTG_REDUCTION(NAME, OP)                                                   \
-  template <int Axis, expr X>                                                     \
-  constexpr auto NAME(X) {                                                        \
-    return node_t<reduce_node<op::OP, detail::keep_axis_t<typename X::dims, Axis>, node_t<X>>>{}; \
-  }                                                                                               \
-  template <expr X>                                                                               \
-  constexpr auto NAME(X) {                                                                        \
-    return node_t<reduce_node<op::OP, shape<>, node_t<X>>>{};                                     \
+// (An axis out of range, or ids, are reported once: the failed node stops the cascade.)
+namespace detail {
+template <class X>
+consteval bool reducible() {
+  static_assert(!index_type<typename X::dtype>, "ctg: i32 index tensors cannot be reduced");
+  return !index_type<typename X::dtype>;
+}
+}  // namespace detail
+#define CTG_REDUCTION(NAME, OP)                                                                     \
+  template <int Axis, expr X>                                                                       \
+  constexpr auto NAME(X) {                                                                          \
+    constexpr int rank = static_cast<int>(X::dims::rank);                                           \
+    static_assert(Axis >= -rank && Axis < rank, "ctg: axis out of range for this tensor's rank");   \
+    if constexpr (Axis >= -rank && Axis < rank && detail::reducible<X>())                           \
+      return node_t<reduce_node<op::OP, detail::keep_axis_t<typename X::dims, Axis>, node_t<X>>>{}; \
+    else                                                                                            \
+      return node_t<failed_node<typename X::dims, f32, node_t<X>>>{};                               \
+  }                                                                                                 \
+  template <expr X>                                                                                 \
+  constexpr auto NAME(X) {                                                                          \
+    if constexpr (detail::reducible<X>())                                                           \
+      return node_t<reduce_node<op::OP, shape<>, node_t<X>>>{};                                     \
+    else                                                                                            \
+      return node_t<failed_node<shape<>, f32, node_t<X>>>{};                                        \
   }
 CTG_REDUCTION(sum, sum_r)
 CTG_REDUCTION(mean, mean_r)
