@@ -133,12 +133,14 @@ TEST_CASE("fsdp: the store keeps no copy of the stack's parameters; one layer is
   CHECK(keep.dp->gathered_bytes() < layers * per_layer * 2 + 9 * 64);
 }
 
-TEST_CASE("fsdp: a run fed another shape fails and counts for nothing; run again, the step is the default's") {
+TEST_CASE("fsdp: a run fed another shape fails and the step counts for nothing; run again, it is the default's") {
   trainer whole(2, std::nullopt), sharded(2, ctg::dist::fsdp{});
   run(sharded.step, sharded.store, 0, 0);
   CHECK_THROWS_WITH_AS(run(sharded.step, sharded.store, 0, 1, 3), doctest::Contains("different sizes"), ctg::error);
   CHECK_FALSE(sharded.dp->has_gradient());
-  run(sharded.step, sharded.store, 0, 1);  // (rank 1's run again, fed well: the step is complete)
+  CHECK(sharded.dp->runs_done() == 0);  // (as on real ranks, rank 0's run is undone too)
+  run(sharded.step, sharded.store, 0, 0);  // (the step again, fed well: complete)
+  run(sharded.step, sharded.store, 0, 1);
   REQUIRE(sharded.dp->has_gradient());
   const std::pair<float, float> b{sharded.dp->loss(), sharded.opt->step()};
   CHECK(whole.train(0) == b);
