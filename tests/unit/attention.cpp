@@ -62,6 +62,30 @@ auto composed(Q q, K k, V v) {
   auto scores = ctg::cast<C>(ctg::matmul(q, ctg::transpose(k))) * ctg::lit<0.5>;  // 1 / sqrt(4)
   return ctg::matmul(ctg::cast<typename Q::dtype>(ctg::softmax(ctg::causal_mask(scores))), v);
 }
+
+// Two steps of the loss sum(attention(q, k, v) * r), the fused and a
+// composed one, fed the same random q, k (in +-qk), v and r: the loss
+// within (rtol, loss_atol), each gradient within (rtol, grad_atol).
+struct tolerance {
+  double rtol, loss_atol, grad_atol;
+};
+template <class Q, class K, class V, class R, class Fused, class Plain>
+void check_fused_as_composed(Fused fused, Plain plain, std::uint64_t seed, double qk, tolerance tol) {
+  gc::rng rng(seed);
+  ctg::cpu::device dev;
+  auto fs = ctg::make_store(dev, fused);
+  auto ps = ctg::make_store(dev, plain);
+  const std::size_t n = Q::dims::static_numel;
+  const auto q = rng.vec(n, -qk, qk), k = rng.vec(n, -qk, qk), v = rng.vec(n, -1.0, 1.0), r = rng.vec(n, -1.0, 1.0);
+  gc::set<Q>(fs, q), gc::set<K>(fs, k), gc::set<V>(fs, v), gc::set<R>(fs, r);
+  gc::set<Q>(ps, q), gc::set<K>(ps, k), gc::set<V>(ps, v), gc::set<R>(ps, r);
+  fused(fs);
+  plain(ps);
+  gc::check_close({gc::last_loss(fs)}, {gc::last_loss(ps)}, tol.rtol, tol.loss_atol, "loss");
+  gc::check_close(gc::to_vec(fs.template grad<Q>()), gc::to_vec(ps.template grad<Q>()), tol.rtol, tol.grad_atol, "dq");
+  gc::check_close(gc::to_vec(fs.template grad<K>()), gc::to_vec(ps.template grad<K>()), tol.rtol, tol.grad_atol, "dk");
+  gc::check_close(gc::to_vec(fs.template grad<V>()), gc::to_vec(ps.template grad<V>()), tol.rtol, tol.grad_atol, "dv");
+}
 }  // namespace
 
 TEST_CASE("causal_attention: value against a reference in double, gradients against finite differences (f64)") {
@@ -127,26 +151,13 @@ TEST_CASE_TEMPLATE("causal_attention against the composed attention: value and g
   using K = leaf_k<T_>;
   using V = leaf_v<T_>;
   using R = leaf_r<T_>;
-  gc::rng rng(73);
-  ctg::cpu::device dev;
   auto fused = ctg::value_and_grad(ctg::sum(ctg::cast<float>(ctg::causal_attention(Q{}, K{}, V{}) * R{})),
                                    ctg::wrt<Q, K, V>);
   auto plain = ctg::value_and_grad(ctg::sum(ctg::cast<float>(composed(Q{}, K{}, V{}) * R{})), ctg::wrt<Q, K, V>);
-  auto fs = ctg::make_store(dev, fused);
-  auto ps = ctg::make_store(dev, plain);
-  const std::size_t n = B * H * T * D;
-  const auto q = rng.vec(n, -2.0, 2.0), k = rng.vec(n, -2.0, 2.0), v = rng.vec(n, -1.0, 1.0), r = rng.vec(n, -1.0, 1.0);
-  gc::set<Q>(fs, q), gc::set<K>(fs, k), gc::set<V>(fs, v), gc::set<R>(fs, r);
-  gc::set<Q>(ps, q), gc::set<K>(ps, k), gc::set<V>(ps, v), gc::set<R>(ps, r);
-  fused(fs);
-  plain(ps);
   // f32: both sum in f32 in other orders. bf16: both round the probabilities (and the fused one ds) to bf16
   // before their products, the composed one its scores too; each rounds its gradients once to bf16.
   const double rtol = std::is_same_v<T_, float> ? 1e-5 : 2e-2, atol = std::is_same_v<T_, float> ? 1e-6 : 2e-2;
-  gc::check_close({gc::last_loss(fs)}, {gc::last_loss(ps)}, rtol, atol, "loss");
-  gc::check_close(gc::to_vec(fs.template grad<Q>()), gc::to_vec(ps.template grad<Q>()), rtol, atol, "dq");
-  gc::check_close(gc::to_vec(fs.template grad<K>()), gc::to_vec(ps.template grad<K>()), rtol, atol, "dk");
-  gc::check_close(gc::to_vec(fs.template grad<V>()), gc::to_vec(ps.template grad<V>()), rtol, atol, "dv");
+  check_fused_as_composed<Q, K, V, R>(fused, plain, 73, 2.0, {rtol, atol, atol});
 }
 
 TEST_CASE("causal_attention over a sequence known at run time; mismatched q, k, v are an error") {
@@ -200,24 +211,11 @@ TEST_CASE("feature rows of 256 tokens and more, in f32: the fused and the compos
   using K = ctg::param<"k", float, b, h, d, t>;
   using V = ctg::param<"v", float, b, h, d, t>;
   using R = ctg::frozen<"r", float, b, h, d, t>;
-  gc::rng rng(75);
-  ctg::cpu::device dev;
   constexpr auto rows = ctg::attention_layout::feature_rows;
   auto fused = ctg::value_and_grad(ctg::sum(ctg::causal_attention<rows>(Q{}, K{}, V{}) * R{}), ctg::wrt<Q, K, V>);
   auto scores = ctg::matmul(ctg::transpose(Q{}), K{}) * ctg::lit<0.125>;  // [.., t, t]
   auto plain_out = ctg::matmul(V{}, ctg::transpose(ctg::softmax(ctg::causal_mask(scores))));  // [.., d, t]
   auto plain = ctg::value_and_grad(ctg::sum(plain_out * R{}), ctg::wrt<Q, K, V>);
-  auto fs = ctg::make_store(dev, fused);
-  auto ps = ctg::make_store(dev, plain);
-  const std::size_t n = b * h * d * t;
-  const auto q = rng.vec(n, -1.0, 1.0), k = rng.vec(n, -1.0, 1.0), v = rng.vec(n, -1.0, 1.0), r = rng.vec(n, -1.0, 1.0);
-  gc::set<Q>(fs, q), gc::set<K>(fs, k), gc::set<V>(fs, v), gc::set<R>(fs, r);
-  gc::set<Q>(ps, q), gc::set<K>(ps, k), gc::set<V>(ps, v), gc::set<R>(ps, r);
-  fused(fs);
-  plain(ps);
   // Both in f32, their sums in other orders (of up to 260 terms).
-  gc::check_close({gc::last_loss(fs)}, {gc::last_loss(ps)}, 1e-4, 1e-4, "loss");
-  gc::check_close(gc::to_vec(fs.template grad<Q>()), gc::to_vec(ps.template grad<Q>()), 1e-4, 1e-5, "dq");
-  gc::check_close(gc::to_vec(fs.template grad<K>()), gc::to_vec(ps.template grad<K>()), 1e-4, 1e-5, "dk");
-  gc::check_close(gc::to_vec(fs.template grad<V>()), gc::to_vec(ps.template grad<V>()), 1e-4, 1e-5, "dv");
+  check_fused_as_composed<Q, K, V, R>(fused, plain, 75, 1.0, {1e-4, 1e-4, 1e-5});
 }
