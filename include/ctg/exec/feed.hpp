@@ -3,6 +3,7 @@
 // one size per ctg::dyn dim of X, in order.
 #include <cstddef>
 #include <span>
+#include <type_traits>
 
 #include <ctg/graph/node.hpp>
 
@@ -41,6 +42,22 @@ feed_t<Leaf> feed(std::span<const typename Leaf::dtype> data, Sizes... sizes) {
 template <class Leaf, class... Sizes>
   requires is_leaf_v<Leaf>
 feed_t<Leaf> feed(Leaf, std::span<const typename Leaf::dtype> data, Sizes... sizes) {
+  return feed<Leaf>(data, sizes...);
+}
+
+// Data of another element type than the leaf's (a std::vector<float> fed to
+// an f64 input): one error that says so, not a list of overloads. ctg
+// converts nothing it is fed.
+template <class Leaf, class Data, class... Sizes>
+  requires(!std::is_convertible_v<const Data&, std::span<const typename Leaf::dtype>>)
+feed_t<Leaf> feed(const Data&, Sizes...) {
+  static_assert(sizeof(Data) == 0,
+                "ctg: feed<X> takes data of X's element type (a span or vector of X::dtype): convert the data first");
+  return {};
+}
+template <class Leaf, class Data, class... Sizes>
+  requires(is_leaf_v<Leaf> && !std::is_convertible_v<const Data&, std::span<const typename Leaf::dtype>>)
+feed_t<Leaf> feed(Leaf, const Data& data, Sizes... sizes) {
   return feed<Leaf>(data, sizes...);
 }
 
