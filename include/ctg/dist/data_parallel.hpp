@@ -276,9 +276,10 @@ class data_parallel final : public replica_group {
                                        mine.dim_count != first_run_.dim_count)) {
         const int rank = runs_ % local_runs_;
         undo_round();
+        const std::string undone = rank == 1 ? "rank 0's run" : "the runs of ranks 0 to " + std::to_string(rank - 1);
         if (failure)
-          throw error(*failure + " (emulated rank " + std::to_string(rank) + ": the step's runs of ranks 0 to " +
-                      std::to_string(rank - 1) + " of this micro-batch were undone; run them again)");
+          throw error(*failure + " (emulated rank " + std::to_string(rank) + ": " + undone +
+                      " of this micro-batch undone; run the micro-batch again from rank 0)");
       }
     } else {
       comm_.all_gather(std::span<const detail::run_report>(&mine, 1), std::span(reports_));
