@@ -267,19 +267,23 @@ class data_parallel final : public replica_group {
     // committed either: the round starts again from rank 0.
     std::span<const detail::run_report> all;
     detail::run_report this_and_first[2];
+    auto different_sizes = [](const detail::run_report& first, std::size_t rank, const detail::run_report& other) {
+      return error("ctg: data parallel: the ranks fed batches of different sizes (rank 0: " + detail::dims_text(first) +
+                   "; rank " + std::to_string(rank) + ": " + detail::dims_text(other) +
+                   "); every rank feeds the same shape, so no rank committed this step");
+    };
     if (emulating()) {
       if (runs_ == 0) first_run_ = mine;
       this_and_first[0] = first_run_;
       this_and_first[1] = mine;
       all = this_and_first;
-      if (runs_ % local_runs_ != 0 && (mine.failed || mine.dims_hash != first_run_.dims_hash ||
-                                       mine.dim_count != first_run_.dim_count)) {
-        const int rank = runs_ % local_runs_;
+      const bool same_sizes = mine.dims_hash == first_run_.dims_hash && mine.dim_count == first_run_.dim_count;
+      if (const int rank = runs_ % local_runs_; rank != 0 && (mine.failed || !same_sizes)) {
         undo_round();
+        if (!failure) throw different_sizes(first_run_, static_cast<std::size_t>(rank), mine);
         const std::string undone = rank == 1 ? "rank 0's run" : "the runs of ranks 0 to " + std::to_string(rank - 1);
-        if (failure)
-          throw error(*failure + " (emulated rank " + std::to_string(rank) + ": " + undone +
-                      " of this micro-batch undone; run the micro-batch again from rank 0)");
+        throw error(*failure + " (emulated rank " + std::to_string(rank) + ": " + undone +
+                    " of this micro-batch undone; run the micro-batch again from rank 0)");
       }
     } else {
       comm_.all_gather(std::span<const detail::run_report>(&mine, 1), std::span(reports_));
@@ -293,10 +297,7 @@ class data_parallel final : public replica_group {
     }
     for (std::size_t r = 1; r < all.size(); ++r) {
       if (all[r].dims_hash == all[0].dims_hash && all[r].dim_count == all[0].dim_count) continue;
-      const std::size_t other = emulating() ? static_cast<std::size_t>(rejected_rank_) : r;
-      throw error("ctg: data parallel: the ranks fed batches of different sizes (rank 0: " +
-                  detail::dims_text(all[0]) + "; rank " + std::to_string(other) + ": " + detail::dims_text(all[r]) +
-                  "); every rank feeds the same shape, so no rank committed this step");
+      throw different_sizes(all[0], emulating() ? static_cast<std::size_t>(runs_ % local_runs_) : r, all[r]);
     }
   }
 
@@ -384,7 +385,6 @@ class data_parallel final : public replica_group {
     round_.complete = complete_;
   }
   void undo_round() {
-    rejected_rank_ = runs_ % local_runs_;
     store_.return_to(round_.store);
     losses_ = round_.losses;
     if (runs_ >= local_runs_) contributions_ = round_.contributions;
@@ -499,7 +499,6 @@ class data_parallel final : public replica_group {
   std::vector<float> gathered_amax_;  // [rank][amax]
   detail::run_report first_run_{};    // (emulating: the step's first run, for the sizes check)
   round_start round_;                 // (emulating: the round under way, as it began)
-  int rejected_rank_ = 0;             // (emulating: the rank whose run undid its round)
   struct fp8_value {
     std::vector<std::byte> bytes;  // the whole payload
     quantized value;

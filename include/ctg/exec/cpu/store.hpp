@@ -127,7 +127,7 @@ struct backend {
   template <class Key, std::size_t R>
   static consteval scratch_sizer_t<workspace> scratch_for() {
     using node = tl::at_t<R, typename step_of<Key>::nodes>;
-    if constexpr (detail::kind_info_of(node::kind).runs_alone || node::kind == node_kind::stack) {
+    if constexpr (detail::kind_info_of(node::kind).runs_alone) {
       return nullptr;
     } else if constexpr (kernel::fused_plan_t<Key, R>::loop == loop_kind::axis_reduce) {
       return &reserve_axis_reduce;
