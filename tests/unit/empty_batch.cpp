@@ -96,6 +96,25 @@ TEST_CASE("empty batch, embedding and cross-entropy: NaN (0/0, as PyTorch), zero
   check_zero_grad<W>(s, gw);
 }
 
+// Not empty, but every target ignored (a micro-batch that is all padding):
+// PyTorch's loss is 0/0 (NaN) and its gradients are 0; ctg's were NaN, which
+// poisoned an accumulated gradient.
+TEST_CASE("every target ignored: NaN loss, zero gradients (as PyTorch)") {
+  auto logits = ctg::matmul(ctg::nn::embedding<"embed", 5, 8, ctg::precision::full<ctg::f32>>(Ids{}), W{});
+  auto step = ctg::value_and_grad(ctg::nn::cross_entropy(logits, T{}), ctg::wrt<E, W>);
+  ctg::cpu::device dev;
+  auto s = ctg::make_store(dev, step);
+  ctg::nn::init_params(s, 3, 0.5);
+  const std::vector<ctg::i32> one_ignored{0, -100, 3};
+  const float l = step(s, ctg::feed<Ids>(ids3, 3), ctg::feed<T>(one_ignored, 3));
+  CHECK(std::isfinite(l));
+  const auto ge = grad_of<E>(s), gw = grad_of<W>(s);
+  const std::vector<ctg::i32> all_ignored(3, -100);
+  CHECK(std::isnan(step(s, ctg::feed<Ids>(ids3, 3), ctg::feed<T>(all_ignored, 3))));
+  check_zero_grad<E>(s, ge);
+  check_zero_grad<W>(s, gw);
+}
+
 TEST_CASE("empty batch with check_finite: the NaN loss is rejected and nothing is written") {
   auto step = ctg::value_and_grad(ctg::mean(ctg::square(affine())), ctg::wrt<W, B>);
   ctg::cpu::device dev;

@@ -90,6 +90,17 @@ CTG_BINARY_OP(div, rule, a / b)
 CTG_BINARY_OP(equal, none, a == b ? C(1) : C(0))
 #undef CTG_BINARY_OP
 
+// div_by_count: a / max(b, 1), a sum over the kept elements divided by
+// their count b (a whole number, without gradient). Where none was kept
+// (b = 0, a = 0) it is 0, and so is its gradient, where a / b would give
+// every element's gradient 0 * (1/0), NaN (nn::cross_entropy).
+struct div_by_count {
+  static constexpr grad gradient = grad::rule;
+  static constexpr const char* name = "div_by_count";
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C a, C b) { return a / (b < C(1) ? C(1) : b); }
+};
+
 // log_softmax_sub<Axis>: log-softmax's last step, z - log(sum(exp(z))), given
 // z (x shifted by its row max) and log(sum(exp(z))) (built without gradient).
 // Its rule is log-softmax's whole gradient taken from its value y,

@@ -5,8 +5,9 @@
 // two values a row (the max, log(sum(exp))) and nothing of the logits' size;
 // backward is one pass over the logits, writing their gradient.
 // As PyTorch's F.cross_entropy(..., ignore_index=Ignore, reduction="mean"):
-// when every target is ignored the loss is 0/0 (NaN). A target outside
-// [0, classes) that is not Ignore is a run-time ctg::error.
+// when every target is ignored the loss is 0/0 (NaN) and the gradient is 0
+// (an all-padding micro-batch adds nothing to an accumulated gradient). A
+// target outside [0, classes) that is not Ignore is a run-time ctg::error.
 #include <ctg/precision/policy.hpp>
 
 namespace ctg::nn {
@@ -21,7 +22,13 @@ constexpr auto cross_entropy(Logits logits, Targets targets) {
   static_assert(classes != dyn, "ctg: cross_entropy needs a static number of classes");
   auto picked = sum<-1>(log_softmax(cast<S>(logits)) * cast<S>(one_hot<classes, Ignore>(targets)));
   auto valid = cast<S>(index_valid<Ignore>(unsqueeze<-1>(targets)));
-  return -sum(picked * valid) / sum(valid);
+  auto total = sum(picked * valid);
+  auto count = sum(valid);
+  // An all-ignored batch: its NaN comes from a term of the targets alone
+  // (0/count), which has no gradient; the mean is 0 there, and so are the
+  // gradients, where total/count would make them 0 * (1/0).
+  auto mean = detail::make_ew<op::div_by_count, decltype(total), decltype(count)>();
+  return -mean + lit<0.0> / count;
 }
 
 }  // namespace ctg::nn
