@@ -422,6 +422,47 @@ void fp8_all_gather(ctg::dist::communicator& comm) {
                 comm.size(), real.largest_gather, bf16.largest_gather, ratio);
 }
 
+// Between steps, a weight gathered as fp8 is whole only in this rank's
+// rows (the steps read the gathered bytes): reading it whole is an error
+// until gather_whole_parameters(), then every rank reads the same weight.
+// (An evaluation step sharing the store read the stale rows: each rank got
+// another value.) Once the data_parallel ends, the store alone is an error.
+void fp8_rows_only(ctg::dist::communicator& comm) {
+  const int r = comm.rank();
+  auto step = ctg::value_and_grad(fp8_loss<true>());
+  auto eval = ctg::forward(ctg::sum(ctg::matmul(Xq{}, ctg::cast<ctg::f32>(Wq{}))));
+  ctg::cpu::device dev{1};
+  auto s = ctg::make_store(dev, step, eval);
+  ctg::nn::init_params(s, 9, 0.5);
+  std::vector<float> x(3 * 32), t(3 * 16, 0.1f);
+  const std::string rows_only = "'wq' is whole only in this rank's rows";
+  {
+    ctg::dist::data_parallel dp(s, comm);
+    ctg::dist::sharded_adamw opt(dp, {.lr = 0.05f});
+    for (int k = 0; k < 2; ++k) {
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i + 7 * r + 3 * k));
+      step(s, ctg::feed<Xq>(x, 3), ctg::feed<Tq>(t, 3));
+      opt.step();
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.5f * static_cast<float>(i));
+    const std::string evaluated = message_of([&] { eval(s, ctg::feed<Xq>(x, 3)); });
+    check(evaluated.find(rows_only) != std::string::npos, "fp8 rows only: an evaluation step: " + evaluated);
+    const std::string read = message_of([&] { (void)s.param<Wq>(); });
+    check(read.find(rows_only) != std::string::npos, "fp8 rows only: param<W>(): " + read);
+    opt.gather_whole_parameters();
+    eval(s, ctg::feed<Xq>(x, 3));
+    const float mine = s.value(eval)[0];
+    std::vector<float> every(static_cast<std::size_t>(comm.size()));
+    comm.all_gather(std::span<const float>(&mine, 1), std::span(every));
+    for (float v : every) check(std::bit_cast<std::uint32_t>(v) == std::bit_cast<std::uint32_t>(every[0]),
+                                "fp8 rows only: every rank evaluates the same weight once it is whole");
+    step(s, ctg::feed<Xq>(x, 3), ctg::feed<Tq>(t, 3));  // (the training step goes on after the gather)
+    opt.step();
+  }
+  const std::string alone = message_of([&] { step(s, ctg::feed<Xq>(x, 3), ctg::feed<Tq>(t, 3)); });
+  check(alone.find(rows_only) != std::string::npos, "fp8 rows only: the store alone after its data_parallel: " + alone);
+}
+
 // Resume at the same world: bit for bit the run that never stopped (dropout
 // on). With `fsdp`, both runs hold the stack's parameters in shards. Returns
 // the losses of the steps after the save.
@@ -530,6 +571,7 @@ int main(int argc, char** argv) {
     bytes_moved(comm);
     against_one_process(comm);
     if (comm.size() >= 2) fp8_all_gather(comm);
+    if (comm.size() >= 2) fp8_rows_only(comm);
     if (comm.size() >= 2) mistakes(comm);
     // One file name on every rank (rank 0 writes it; all read it).
     const std::string file = "ctg_mpi_ckpt_np" + std::to_string(comm.size()) + ".ctg";

@@ -213,7 +213,7 @@ class sharded_adamw {
   template <std::size_t K, class L, class Run>
   typename L::dtype* params_of(int h, const Run& r) {
     if (this->template held_in_shards<K>()) return dp_.template resident_rows<K, L>(h) + r.packed;
-    return dp_.store().template param<L>().data() + r.whole;
+    return dp_.store().template own_rows<L>().data() + r.whole;
   }
 
   // f.template operator()<K>(whole's span, which) for every piece of state
@@ -365,7 +365,7 @@ class sharded_adamw {
           std::memcpy(&a, recv.data() + from + this->template part_bytes<K, L>(whole) - sizeof(float), sizeof(float));
           amax[K] = fp8_scaling::amax_combine(amax[K], a);
         } else if (r != dp_.first_shard()) {
-          T* values = dp_.store().template param<L>().data();
+          T* values = dp_.store().template own_rows<L>().data();
           leaf.for_each_run(r, [&](const auto& run) {
             if (run.n) std::memcpy(values + run.whole, recv.data() + from + run.packed * sizeof(T), run.n * sizeof(T));
           });
@@ -373,10 +373,12 @@ class sharded_adamw {
         from += this->template part_bytes<K, L>(whole);
       });
     }
-    if (whole) return;
     for_each_trainable([&]<std::size_t K, class L>() {
-      if constexpr (as_fp8<K>)
-        dp_.fp8_gathered(K, amax[K], dp_.store().template param<typename quantizer_of<K>::scaling::scale_leaf>()[0]);
+      if constexpr (as_fp8<K>) {
+        dp_.store().template hold_rows_only<L>(!whole);
+        if (!whole)
+          dp_.fp8_gathered(K, amax[K], dp_.store().template param<typename quantizer_of<K>::scaling::scale_leaf>()[0]);
+      }
     });
   }
 

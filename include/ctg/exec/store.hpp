@@ -146,7 +146,8 @@ class basic_store {
     requires is_leaf_v<L>
   void upload(L, std::span<const typename L::dtype> host) {
     check_host_size<L>(host.size());
-    Backend::upload(ws_, leaf_bytes<L>(), host.data(), host.size_bytes());
+    Backend::upload(ws_, reinterpret_cast<std::byte*>(own_rows<L>().data()), host.data(), host.size_bytes());
+    rows_only_[tl::index_of<L, nodes>::value] = false;  // (whole again)
   }
   template <class L>
     requires is_leaf_v<L>
@@ -167,12 +168,29 @@ class basic_store {
   // backend's memory (a device optimizer's kernels read them).
   template <class L>
   std::byte* leaf_bytes() {
+    if (rows_only_[tl::index_of<L, nodes>::value]) throw_rows_only(L::name.c_str());
+    return reinterpret_cast<std::byte*>(own_rows<L>().data());
+  }
+
+  // A weight dist::data_parallel gathers as fp8 bytes on real ranks
+  // (shard(quantize(w))): the steps read the gathered bytes, and the
+  // optimizer updates this rank's rows of the weight only. Between steps
+  // the store holds it whole in those rows only (dist/sharded_adamw.hpp
+  // marks it), and reading it whole (param, download, another step or a
+  // run of this store alone) is a ctg::error until it is whole again.
+  template <class L>
+  void hold_rows_only(bool rows_only) {
+    rows_only_[tl::index_of<L, nodes>::value] = rows_only;
+  }
+  // L's values, whole or not: the optimizer's access to its own rows.
+  template <class L>
+  std::span<typename L::dtype> own_rows() {
     static_assert(tl::contains<L, nodes>::value, "ctg: this leaf is not part of the step's graph");
     static_assert(!tl::contains<L, nodes>::value || detail::stored_leaf<L>(),
                   "ctg: inputs are fed, not stored: use ctg::feed<X>");
     std::byte* at = mem_.param_bytes(tl::index_of<L, nodes>::value);
     if (!at) throw_held_in_shards(L::name.c_str());
-    return at;
+    return {reinterpret_cast<typename L::dtype*>(at), L::dims::static_numel};
   }
   template <class L>
   std::byte* grad_bytes() {
@@ -314,6 +332,8 @@ class basic_store {
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     if (group_) return run_as_replica(feeds...);
     if (!mem_.holds_stacked_params()) throw_held_in_shards(first_stacked_param_name());
+    for (std::size_t i = 0; i < N; ++i)
+      if (rows_only_[i]) throw_rows_only(table.node[i].name);
     if (profile_) profile_->start_run();
     detail::check_ids<Key>(host_ids(), feeds...);
     prepare(nullptr, feeds...);
@@ -479,6 +499,13 @@ class basic_store {
                 "' is held in shards by dist::data_parallel with dist::fsdp (this rank has its own rows only): "
                 "make every parameter whole with sharded_adamw's gather_whole_parameters() while the "
                 "data_parallel lasts, or save a checkpoint (dist::save)");
+  }
+  [[noreturn]] static void throw_rows_only(const char* name) {
+    throw error(std::string("ctg: parameter '") + name +
+                "' is whole only in this rank's rows: dist::data_parallel gathers it as fp8 (shard(quantize(w))) "
+                "and the optimizer updates this rank's rows of it: make it whole with sharded_adamw's "
+                "gather_whole_parameters() (every rank) while the data_parallel lasts, or save a checkpoint "
+                "(dist::save)");
   }
   static const char* first_stacked_param_name() {
     for (std::size_t i = 0; i < N; ++i)
@@ -789,6 +816,7 @@ class basic_store {
   bool recomputing_ = false;  // running a forward part again: record no state
   bool on_shared_leaves_ = false;  // runs on another store's leaves (exec/shared_store.hpp)
   bool check_finite_ = false;
+  std::array<bool, N> rows_only_{};  // (hold_rows_only)
   replica_group* group_ = nullptr;  // data-parallel replicas (null: this store alone)
   // A stack's block store: the parent's group when it gathers the layers
   // (their quantize values may come from it), and the parent's stack node.
