@@ -261,7 +261,9 @@ class data_parallel final : public replica_group {
     if (failure) std::strncpy(mine.message, failure->c_str(), sizeof(mine.message) - 1);
 
     // Every rank's report; emulating, the ranks are this process's runs:
-    // this one against the step's first (every run of a step feeds one shape).
+    // this one against its round's first (rank 0's run of this micro-batch:
+    // the ranks feed one shape a micro-batch, as real ranks check; the
+    // micro-batches may differ).
     // A run that fails there undoes the earlier runs of its round (the
     // ranks' runs of one micro-batch), which W real ranks would not have
     // committed either: the round starts again from rank 0.
@@ -273,7 +275,7 @@ class data_parallel final : public replica_group {
                    "); every rank feeds the same shape, so no rank committed this step");
     };
     if (emulating()) {
-      if (runs_ == 0) first_run_ = mine;
+      if (runs_ % local_runs_ == 0) first_run_ = mine;
       this_and_first[0] = first_run_;
       this_and_first[1] = mine;
       all = this_and_first;
@@ -497,7 +499,7 @@ class data_parallel final : public replica_group {
   std::vector<double> rank_losses_;   // [rank]: every rank's, gathered
   std::vector<detail::run_report> reports_;  // [rank]: every rank's report of the last run
   std::vector<float> gathered_amax_;  // [rank][amax]
-  detail::run_report first_run_{};    // (emulating: the step's first run, for the sizes check)
+  detail::run_report first_run_{};    // (emulating: the round's first run, for the sizes check)
   round_start round_;                 // (emulating: the round under way, as it began)
   struct fp8_value {
     std::vector<std::byte> bytes;  // the whole payload
