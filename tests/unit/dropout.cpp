@@ -49,6 +49,23 @@ TEST_CASE("dropout keeps each element with probability 1-p, scaled by 1/(1-p), k
   CHECK(values(step, other_seed, xs, rows) != v);
 }
 
+// In f64 the kept elements are scaled by 1/(1-p) in f64 (the README's
+// promise), not by its f32 rounding (1.1111111640930176 for p = 0.1).
+TEST_CASE("dropout in f64 scales by 1/(1-p) in f64") {
+  using Xd = ctg::input<"x", ctg::f64, dyn, 8>;
+  auto step = ctg::forward(ctg::dropout<"d">(Xd{}, ctg::lit<0.1>));
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, step);
+  const std::vector<double> ones(64, 1.0);
+  step(st, ctg::feed<Xd>(ones, 8));
+  std::size_t kept = 0;
+  for (double v : st.value()) {
+    CHECK((v == 0.0 || v == 1.0 / 0.9));
+    kept += v != 0.0;
+  }
+  CHECK(kept > 0);
+}
+
 TEST_CASE("two dropouts with different names draw different masks; p = 0 is the identity") {
   X x;
   auto step = ctg::forward(ctg::dropout<"a">(x, ctg::lit<0.5>) - ctg::dropout<"b">(x, ctg::lit<0.5>));

@@ -5,6 +5,8 @@
 // ops_grad_reduce.cpp, ops_grad_softmax.cpp, ops_grad_dtype.cpp and ops_grad_narrow.cpp.
 #include "unary_cases.hpp"
 
+#include <limits>
+
 namespace {
 
 // Forward values of C on a [3,5] leaf of dtype T, then d/dW sum(C(W) * R).
@@ -63,6 +65,21 @@ TEST_CASE("relu and abs gradients on negative inputs are exact: 0 and -R") {
   relu_step(rs);
   CHECK(gc::last_loss(rs) == 0.0);
   gc::check_close(gc::to_vec(rs.grad<W>()), std::vector<double>(6, 0.0), 0, 0, "relu grad");
+
+  // A NaN passes relu, as in PyTorch (torch.relu(nan) is nan, and its
+  // backward passes the gradient there): the loss shows it, so check_finite
+  // rejects the step. (relu gave 0, hiding it; the gradient at NaN was 0.)
+  std::vector<double> with_nan = w0;
+  with_nan[2] = std::numeric_limits<double>::quiet_NaN();
+  with_nan[4] = -0.0;
+  gc::set<W>(rs, with_nan);
+  relu_step(rs);
+  CHECK(std::isnan(gc::last_loss(rs)));
+  const auto g = gc::to_vec(rs.grad<W>());
+  CHECK(g[2] == r0[2]);
+  CHECK(g[4] == 0.0);
+  rs.check_finite(true);
+  CHECK_THROWS_AS(relu_step(rs), ctg::error);
 
   auto abs_step = ctg::value_and_grad(ctg::sum(ctg::abs(W{}) * R{}), ctg::wrt<W>);
   auto as = ctg::make_store(dev, abs_step);

@@ -58,6 +58,26 @@ void second_derivative_case(std::uint64_t seed) {
 TEST_CASE("silu_grad's rule (silu'') matches finite differences") { second_derivative_case<ctg::op::silu_grad>(11); }
 TEST_CASE("gelu_grad's rule (gelu'') matches finite differences") { second_derivative_case<ctg::op::gelu_grad>(12); }
 
+// div_by_count (a / max(b, 1)) on both children, b on both sides of 1
+// (away from the kink, where the finite difference straddles it).
+TEST_CASE("div_by_count's rule matches finite differences in a and b") {
+  using A = ctg::param<"a", ctg::f64, 4, 6>;
+  using B = ctg::param<"b", ctg::f64, 4, 6>;
+  using R = ctg::frozen<"r", ctg::f64, 4, 6>;
+  gc::rng rng(13);
+  ctg::cpu::device dev;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::detail::make_ew<ctg::op::div_by_count, A, B>() * R{}),
+                                  ctg::wrt<A, B>);
+  auto s = ctg::make_store(dev, step);
+  std::vector<double> b = rng.vec(24, 0.0, 3.0);
+  for (double& v : b) v = std::abs(v - 1.0) < 0.1 ? v + 0.3 : v;
+  gc::set<A>(s, rng.vec(24, -3.0, 3.0));
+  gc::set<B>(s, b);
+  gc::set<R>(s, rng.vec(24, -1.0, 1.0));
+  gc::check_grad<A>(step, s, gc::f64_tol);
+  gc::check_grad<B>(step, s, gc::f64_tol);
+}
+
 TEST_CASE("sum(w^3) through a product rule: the gradient is 3 w^2") {
   // The appendix case of the architecture review, through public ops.
   using X = ctg::param<"x", ctg::f32, 3>;

@@ -37,12 +37,12 @@ struct random_key {
 };
 
 // Dropout's mask value of element `index` on random stream `stream` (a name's
-// hash; each stacked layer gets its own stream): 1/(1-P) where kept, 0 where
-// dropped (probability P).
-template <double P>
-CTG_HD CTG_FORCEINLINE float dropout_value(const random_key& k, std::uint32_t stream, std::uint64_t index) {
+// hash; each stacked layer gets its own stream): 1/(1-P) in C (f32, or f64
+// for f64 values) where kept, 0 where dropped (probability P).
+template <double P, class C = float>
+CTG_HD CTG_FORCEINLINE C dropout_value(const random_key& k, std::uint32_t stream, std::uint64_t index) {
   const float u = philox_uniform(k.seed, k.step, stream + 0x9E3779B9u * k.layer, index);
-  return u >= static_cast<float>(P) ? static_cast<float>(1.0 / (1.0 - P)) : 0.0f;
+  return u >= static_cast<float>(P) ? static_cast<C>(1.0 / (1.0 - P)) : C(0);
 }
 
 // Element functors: `apply` over compute values (float or double).
@@ -61,15 +61,18 @@ CTG_UNARY_OP(sqrt, rule, math::sqrt(x))
 CTG_UNARY_OP(rsqrt, rule, C(1) / math::sqrt(x))
 CTG_UNARY_OP(square, rule, x* x)
 CTG_UNARY_OP(abs, rule, math::abs(x))
-CTG_UNARY_OP(relu, rule, x > C(0) ? x : C(0))
+// relu passes a NaN on (!(x <= 0)), as PyTorch: a NaN before it reaches the loss.
+CTG_UNARY_OP(relu, rule, !(x <= C(0)) ? x : C(0))
 CTG_UNARY_OP(sigmoid, rule, math::sigmoid(x))
 CTG_UNARY_OP(tanh, rule, math::tanh(x))
 CTG_UNARY_OP(silu, rule, x* math::sigmoid(x))
 // gelu with the exact erf form (PyTorch's default).
 CTG_UNARY_OP(gelu, rule, C(0.5) * x * (C(1) + math::erf(x * C(0.70710678118654752440))))
-// Derivatives that backward rules use. sign and step are zero almost everywhere.
+// Derivatives that backward rules use. sign and step are zero almost
+// everywhere; step is relu's, 1 at NaN (PyTorch's relu passes the gradient
+// there).
 CTG_UNARY_OP(sign, none, x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0)))
-CTG_UNARY_OP(step, none, x > C(0) ? C(1) : C(0))
+CTG_UNARY_OP(step, none, !(x <= C(0)) ? C(1) : C(0))
 CTG_UNARY_OP(silu_grad, rule, math::sigmoid(x) * (C(1) + x * (C(1) - math::sigmoid(x))))
 CTG_UNARY_OP(gelu_grad, rule,
              C(0.5) * (C(1) + math::erf(x * C(0.70710678118654752440))) +
@@ -91,9 +94,9 @@ CTG_BINARY_OP(equal, none, a == b ? C(1) : C(0))
 #undef CTG_BINARY_OP
 
 // div_by_count: a / max(b, 1), a sum over the kept elements divided by
-// their count b (a whole number, without gradient). Where none was kept
-// (b = 0, a = 0) it is 0, and so is its gradient, where a / b would give
-// every element's gradient 0 * (1/0), NaN (nn::cross_entropy).
+// their count b (nn::cross_entropy's: a whole number, without gradient).
+// Where none was kept (b = 0, a = 0) it is 0, and so is the gradient of a,
+// where a / b would give every element's gradient 0 * (1/0), NaN.
 struct div_by_count {
   static constexpr grad gradient = grad::rule;
   static constexpr const char* name = "div_by_count";
@@ -220,7 +223,7 @@ template <class... Ops>
 struct functor_list {};
 using all_functors =
     functor_list<neg, exp, log, sqrt, rsqrt, square, abs, relu, sigmoid, tanh, silu, gelu, sign, step, silu_grad,
-                 gelu_grad, add, sub, mul, div, equal, log_softmax_sub<-1>, softmax_div<-1>, cast<f32>, no_grad, checkpoint,
+                 gelu_grad, add, sub, mul, div, equal, div_by_count, log_softmax_sub<-1>, softmax_div<-1>, cast<f32>, no_grad, checkpoint,
                  broadcast<shape<2, 3>>, one_hot<shape<2, 3>>, index_valid<-1>, causal_mask<true>, causal_mask<false>>;
 
 // ------------------------------------------------------------ reductions ----

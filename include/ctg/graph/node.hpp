@@ -282,12 +282,13 @@ struct loss_seed_node {
 // is dropped (probability P). Element i of step s is decided by
 // philox_uniform(seed, s, stream, i) >= P, the stream being the hash of Name
 // and the layer. No buffer: every loop that reads it computes it again, so a
-// recompute sees exactly the forward's mask. Like gives the shape only.
-template <fixed_string Name, double P, class Like>
+// recompute sees exactly the forward's mask. Like gives the shape only; T
+// is the type the mask multiplies in (f32, or f64 for f64 values).
+template <fixed_string Name, double P, class Like, class T = f32>
 struct dropout_mask_node {
   static_assert(P >= 0.0 && P < 1.0, "ctg: dropout probability must be in [0, 1)");
   using ctg_node = void;
-  using dtype = f32;
+  using dtype = T;
   using dims = typename Like::dims;
   using children = tl::list<Like>;
   static constexpr node_kind kind = node_kind::random;
@@ -295,8 +296,8 @@ struct dropout_mask_node {
   static constexpr fixed_string name = Name;
   static constexpr std::uint32_t stream = name_hash(Name.chars, Name.size());
   static constexpr double probability = P;
-  CTG_HD static CTG_FORCEINLINE float value(const random_key& k, std::uint64_t index) {
-    return dropout_value<P>(k, stream, index);
+  CTG_HD static CTG_FORCEINLINE T value(const random_key& k, std::uint64_t index) {
+    return dropout_value<P, T>(k, stream, index);
   }
 };
 

@@ -166,7 +166,10 @@ constexpr auto checkpoint(X) {
 template <fixed_string Name, expr X, double P>
 constexpr auto dropout(X x, literal<P>) {
   if constexpr (P == 0.0) return x;
-  else return cast<typename X::dtype>(cast<compute_t<typename X::dtype>>(x) * node_t<dropout_mask_node<Name, P, node_t<X>>>{});
+  else {
+    using C = compute_t<typename X::dtype>;
+    return cast<typename X::dtype>(cast<C>(x) * node_t<dropout_mask_node<Name, P, node_t<X>, C>>{});
+  }
 }
 
 // broadcast_to<S>(x): x stretched to shape S.

@@ -77,8 +77,8 @@ constexpr auto elementwise_rule(Self self, G g, X x, Rest...) {
     else return -(g * self) / B{};  // d(a/b)/db = -(a/b)/b
   } else if constexpr (std::is_same_v<Op, op::div_by_count>) {
     using B = tl::at_t<0, tl::list<Rest...>>;
-    static_assert(K == 0, "ctg: internal: div_by_count's count takes no gradient");
-    return make_ew<op::div_by_count, G, B>();
+    if constexpr (K == 0) return make_ew<op::div_by_count, G, B>();
+    else return -make_ew<op::div_by_count, decltype(g * self), B>() * make_ew<op::step, decltype(B{} - lit<1.0>)>();
   } else if constexpr (is_log_softmax_sub<Op>) {
     // y = z - log(sum(exp(z))): dz = g - softmax * sum(g), softmax = exp(y).
     // (Child 1 is built without gradient; were it to need one, it is -g.)

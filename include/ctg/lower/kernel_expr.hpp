@@ -76,14 +76,14 @@ struct constant {
 // Dropout's mask on random stream Stream, dropping with probability
 // bit_cast<double>(PBits); its element index is where a buffer in slot Slot
 // would be read.
-template <std::uint32_t Stream, std::uint64_t PBits, std::size_t Slot, bool Advances>
+template <std::uint32_t Stream, std::uint64_t PBits, std::size_t Slot, bool Advances, class T>
 struct dropout {
-  using dtype = f32;
+  using dtype = T;
   static constexpr double p = std::bit_cast<double>(PBits);
   template <class Ctx>
-  CTG_HD static CTG_FORCEINLINE float value(const Ctx& c, dim_t j) {
+  CTG_HD static CTG_FORCEINLINE T value(const Ctx& c, dim_t j) {
     const dim_t at = Advances ? c.base[Slot] + j : c.base[Slot];
-    return dropout_value<p>(c.key, Stream, static_cast<std::uint64_t>(at));
+    return dropout_value<p, T>(c.key, Stream, static_cast<std::uint64_t>(at));
   }
 };
 
@@ -284,8 +284,7 @@ consteval auto kernel_expr_of() {
     return std::type_identity<kernel::constant<T, std::bit_cast<std::uint64_t>(node::value)>>{};
   } else if constexpr (node::kind == node_kind::random) {
     return std::type_identity<kernel::dropout<node::stream, std::bit_cast<std::uint64_t>(node::probability),
-                                                    info::info.input_slot(I),
-                                      advances_inner<node>>>{};
+                                              info::info.input_slot(I), advances_inner<node>, T>>{};
   } else if constexpr (I != R && t.materialized[I]) {
     return std::type_identity<kernel::load<info::info.input_slot(I), T, advances_inner<node>>>{};
   } else if constexpr (node::kind == node_kind::reduce) {
