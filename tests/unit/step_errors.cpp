@@ -143,3 +143,37 @@ TEST_CASE("a cross-entropy target outside the classes names the input, position 
     CHECK(store.value()[0] == good);
   }
 }
+
+// A table of ctg::dyn rows (fed, or computed from a fed input) has its
+// count at run time: an id outside it is the same error (it was not
+// checked at all, and gather read outside the table).
+TEST_CASE("gather from a table of dyn rows checks its ids against the rows fed") {
+  using Tab = ctg::input<"tab", ctg::f32, ctg::dyn, 4>;
+  using Ids = ctg::input<"ids", ctg::i32, ctg::dyn>;
+  using Wg = ctg::param<"w", ctg::f32, 4>;
+  auto fed = ctg::value_and_grad(ctg::sum(ctg::gather(Tab{}, Ids{}) * Wg{}), ctg::wrt<Wg>);
+  auto computed = ctg::value_and_grad(ctg::sum(ctg::gather(ctg::exp(Tab{}), Ids{}) * Wg{}), ctg::wrt<Wg>);
+  ctg::cpu::device dev;
+  auto a = ctg::make_store(dev, fed);
+  auto b = ctg::make_store(dev, computed);
+  for (auto& v : a.param<Wg>()) v = 1.0f;
+  for (auto& v : b.param<Wg>()) v = 1.0f;
+  const std::vector<float> table{1, 1, 1, 1, 2, 2, 2, 2};  // 2 rows
+  std::vector<ctg::i32> ids{0, 1};
+  const float good_a = fed(a, ctg::feed<Tab>(table, 2), ctg::feed<Ids>(ids, 2));
+  const float good_b = computed(b, ctg::feed<Tab>(table, 2), ctg::feed<Ids>(ids, 2));
+  for (ctg::i32 bad : {2, -1, 1000}) {
+    ids[1] = bad;
+    const std::string expected = "index " + std::to_string(bad) + " at position 1 of input 'ids' is outside the 2 rows";
+    const auto ma = message_of([&] { fed(a, ctg::feed<Tab>(table, 2), ctg::feed<Ids>(ids, 2)); });
+    CHECK(ma.find(expected + " of 'tab'") != std::string::npos);
+    const auto mb = message_of([&] { computed(b, ctg::feed<Tab>(table, 2), ctg::feed<Ids>(ids, 2)); });
+    CHECK(mb.find(expected + " of a table") != std::string::npos);
+    CHECK(a.value()[0] == good_a);
+    CHECK(b.value()[0] == good_b);
+  }
+  // Fed 3 rows, id 2 is in range.
+  const std::vector<float> three{1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+  ids[1] = 2;
+  CHECK_NOTHROW(fed(a, ctg::feed<Tab>(three, 3), ctg::feed<Ids>(ids, 2)));
+}

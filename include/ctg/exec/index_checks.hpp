@@ -2,10 +2,12 @@
 // Index tensors (token ids, targets) are fed inputs, read by gather and
 // one_hot, so their values are checked here, on the host, from the feeds (ids
 // fed in a GPU's memory are copied to the host for it),
-// before a step runs anything, for every backend: an id outside an
-// embedding's rows, or a target outside the classes that is not the ignored
-// index, is a ctg::error naming the input, the position and the value, and the
-// step changes nothing. The runners read ids unchecked.
+// once the feeds are bound and the run-time shapes resolved (a table of
+// ctg::dyn rows has its count then), before a step runs anything, for every
+// backend: an id outside an embedding's rows, or a target outside the
+// classes that is not the ignored index, is a ctg::error naming the input,
+// the position and the value, and the step changes nothing. The runners
+// read ids unchecked.
 #include <array>
 #include <span>
 #include <string>
@@ -28,7 +30,7 @@ consteval auto id_source() {
 struct id_rule {
   bool reads_ids = false;
   std::size_t child = 0;  // which child holds the ids
-  dim_t count = 0;        // ids must be in [0, count) ...
+  dim_t count = 0;        // ids must be in [0, count) (ctg::dyn: a table's rows, known at run time) ...
   bool has_ignore = false;
   int ignore = 0;         // ... or equal this
 };
@@ -49,13 +51,14 @@ struct id_check {
   id_rule rule{};
   bool gather = false;          // ids of a gather's table (else one_hot's classes)
   const char* table = nullptr;  // a gather's table leaf name (null: a computed table)
+  std::size_t table_node = 0;   // a gather's table (node index): its run-time rows, for a count of ctg::dyn
 };
 
-// Does node N read ids whose count is known (a rule to check)?
+// Does node N read ids (a rule to check)? (one_hot's classes are static.)
 template <class N>
 consteval bool checks_ids() {
   constexpr id_rule r = id_rule_of<N>();
-  return r.reads_ids && r.count != dyn;
+  return r.reads_ids && (r.count != dyn || N::kind == node_kind::gather);
 }
 // Node N's rule, appended at out when it has one (Key: the step's key; per
 // node, nothing is instantiated on the step's node list, core/type_list.hpp).
@@ -65,9 +68,13 @@ constexpr void append_id_check(id_check*& out) {
     constexpr id_rule r = id_rule_of<N>();
     using ids = tl::at_t<r.child, typename N::children>;
     using source = typename decltype(id_source<ids>())::type;
-    id_check c{tl::index_of<source, typename step_of<Key>::nodes>::value, r, N::kind == node_kind::gather};
-    if constexpr (N::kind == node_kind::gather && is_leaf_v<tl::at_t<0, typename N::children>>)
-      c.table = tl::at_t<0, typename N::children>::name.c_str();
+    using nodes = typename step_of<Key>::nodes;
+    id_check c{tl::index_of<source, nodes>::value, r, N::kind == node_kind::gather};
+    if constexpr (N::kind == node_kind::gather) {
+      using table = tl::at_t<0, typename N::children>;
+      c.table_node = tl::index_of<table, nodes>::value;
+      if constexpr (is_leaf_v<table>) c.table = table::name.c_str();
+    }
     *out++ = c;
   }
 }
@@ -83,18 +90,19 @@ consteval auto make_id_checks(tl::list<Ns...>) {
 template <class Key>
 inline constexpr auto id_checks_of = make_id_checks<Key>(typename step_of<Key>::nodes{});
 
-// The ids of input `input` against one rule: the first one outside it is a ctg::error.
-inline void check_ids_against(const id_check& c, const char* input, const i32* ids, std::size_t n) {
+// The ids of input `input` against one rule, whose table has `count` rows
+// (or classes): the first one outside it is a ctg::error.
+inline void check_ids_against(const id_check& c, dim_t count, const char* input, const i32* ids, std::size_t n) {
   const id_rule& r = c.rule;
   for (std::size_t i = 0; i < n; ++i) {
     const i32 id = ids[i];
-    if ((id >= 0 && id < r.count) || (r.has_ignore && id == r.ignore)) continue;
+    if ((id >= 0 && id < count) || (r.has_ignore && id == r.ignore)) continue;
     std::string range;
     if (c.gather) {
-      range = std::to_string(r.count) + " rows of ";
+      range = std::to_string(count) + " rows of ";
       range += c.table ? std::string("'") + c.table + "'" : std::string("a table");
     } else {
-      range = std::to_string(r.count) + " classes";
+      range = std::to_string(count) + " classes";
       if (r.has_ignore) range += " and is not the ignored index " + std::to_string(r.ignore);
     }
     throw error("ctg: index " + std::to_string(id) + " at position " + std::to_string(i) + " of input '" + input +
@@ -103,9 +111,10 @@ inline void check_ids_against(const id_check& c, const char* input, const i32* i
 }
 
 // Every id every node of step Key reads, checked in the feeds. host_ids(span)
-// gives the fed ids readable on the host (a copy, for ids fed in device memory).
+// gives the fed ids readable on the host (a copy, for ids fed in device
+// memory); shapes: every node's run-time shape (resolved for these feeds).
 template <class Key, class HostIds, class... Feeds>
-void check_ids(const HostIds& host_ids, const Feeds&... feeds) {
+void check_ids(const HostIds& host_ids, const rt_shape* shapes, const Feeds&... feeds) {
   auto feed = [&]<class L>(const feed_t<L>& f) {
     if constexpr (index_type<typename L::dtype>) {
       constexpr std::size_t source = tl::index_of<L, typename step_of<Key>::nodes>::value;
@@ -114,7 +123,10 @@ void check_ids(const HostIds& host_ids, const Feeds&... feeds) {
       if (!any) return;
       const std::span<const i32> ids = host_ids(f.data);
       for (const id_check& c : id_checks_of<Key>)
-        if (c.source == source) check_ids_against(c, L::name.c_str(), ids.data(), ids.size());
+        if (c.source == source) {
+          const dim_t count = c.rule.count != dyn ? c.rule.count : shapes[c.table_node].d[0];
+          check_ids_against(c, count, L::name.c_str(), ids.data(), ids.size());
+        }
     }
   };
   (feed(feeds), ...);

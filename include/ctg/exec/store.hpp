@@ -335,8 +335,8 @@ class basic_store {
     for (std::size_t i = 0; i < N; ++i)
       if (rows_only_[i]) throw_rows_only(table.node[i].name);
     if (profile_) profile_->start_run();
-    detail::check_ids<Key>(host_ids(), feeds...);
     prepare(nullptr, feeds...);
+    detail::check_ids<Key>(host_ids(), mem_.bound().shape.data(), feeds...);
     reserve_scratch();
     run_launches();
     return commit(checked_loss());
@@ -431,8 +431,8 @@ class basic_store {
       }
     };
     attempt([&] {
-      detail::check_ids<Key>(host_ids(), feeds...);
       prepare(nullptr, feeds...);
+      detail::check_ids<Key>(host_ids(), mem_.bound().shape.data(), feeds...);
       reserve_scratch();
     });
     // The fed dyn sizes, in feed order (how many is known at compile time).
