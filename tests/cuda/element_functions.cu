@@ -172,6 +172,7 @@ int main() {
     check_binary<op::mul>(dev, "mul", x, b, dx, db, t);
     check_binary<op::div>(dev, "div", x, b, dx, db, t);
     check_binary<op::div_by_count>(dev, "div_by_count", x, b, dx, db, t);
+    check_binary<op::keep_where>(dev, "keep_where", x, b, dx, db, t);
 
     // Dropout's stream: the same uniforms for 2^22 element indices.
     {

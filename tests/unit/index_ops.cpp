@@ -4,6 +4,8 @@
 // differences.
 #include "grad_check.hpp"
 
+#include <limits>
+
 namespace {
 using ctg::dyn;
 using ctg::i32;
@@ -150,6 +152,39 @@ TEST_CASE("one_hot and index_valid give the picked log-probability of a target (
   auto ss = ctg::make_store(dev, strict);
   CHECK_THROWS_WITH_AS(gc::run_forward(strict, ss, ctg::feed<T>(t)),
                        doctest::Contains("index -1 at position 2 of input 't'"), ctg::error);
+}
+
+// A -inf logit (a masked class) that is not the target, and a -inf in an
+// ignored row: PyTorch's loss is finite (the target's log-probability is
+// picked, never multiplied by the one-hot's 0); ctg's was NaN (-inf * 0).
+TEST_CASE("cross_entropy with -inf logits outside the targets: a finite loss, as PyTorch") {
+  using L = ctg::param<"logits", ctg::f64, 3, 4>;
+  using T = ctg::input<"t", i32, 3>;
+  auto step = ctg::value_and_grad(ctg::nn::cross_entropy(L{}, T{}), ctg::wrt<L>);
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, step);
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> z{1, 2, -inf, 0.5, 0.1, 0.2, 0.3, 0.4, -inf, 1, 2, 3};
+  gc::set<L>(st, z);
+  const std::vector<i32> t{1, 3, -100};  // row 2 ignored
+  step(st, ctg::feed<T>(t));
+  auto nll = [&](std::size_t r) {
+    double s = 0;
+    for (std::size_t j = 0; j < 4; ++j) s += std::exp(z[r * 4 + j]);
+    return std::log(s) - z[r * 4 + static_cast<std::size_t>(t[r])];
+  };
+  CHECK(gc::last_loss(st) == doctest::Approx((nll(0) + nll(1)) / 2).epsilon(1e-14));
+  // d/dz = (softmax - one_hot) / 2 on the kept rows, 0 on the ignored one and at -inf.
+  const auto g = gc::to_vec(st.grad<L>());
+  for (std::size_t r = 0; r < 3; ++r) {
+    double s = 0;
+    for (std::size_t j = 0; j < 4; ++j) s += std::exp(z[r * 4 + j]);
+    for (std::size_t j = 0; j < 4; ++j) {
+      const double want =
+          r == 2 ? 0.0 : (std::exp(z[r * 4 + j]) / s - (static_cast<i32>(j) == t[r] ? 1.0 : 0.0)) / 2;
+      CHECK(g[r * 4 + j] == doctest::Approx(want).epsilon(1e-14).scale(1e-300));
+    }
+  }
 }
 
 TEST_CASE("causal_mask: -inf above the diagonal; softmax attends to the past only; gradient") {

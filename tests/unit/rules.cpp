@@ -78,6 +78,25 @@ TEST_CASE("div_by_count's rule matches finite differences in a and b") {
   gc::check_grad<B>(step, s, gc::f64_tol);
 }
 
+// keep_where (a where m is not 0, else 0): a's gradient passes where m is
+// not 0 (finite differences), and none reaches m.
+TEST_CASE("keep_where's rule matches finite differences in a") {
+  using A = ctg::param<"a", ctg::f64, 4, 6>;
+  using M = ctg::frozen<"m", ctg::f64, 4, 6>;
+  using R = ctg::frozen<"r", ctg::f64, 4, 6>;
+  gc::rng rng(14);
+  ctg::cpu::device dev;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::detail::make_ew<ctg::op::keep_where, A, M>() * R{}), ctg::wrt<A>);
+  auto s = ctg::make_store(dev, step);
+  std::vector<double> m = rng.vec(24, -1.0, 1.0);
+  for (std::size_t i = 0; i < m.size(); i += 3) m[i] = 0.0;
+  gc::set<A>(s, rng.vec(24, -3.0, 3.0));
+  gc::set<M>(s, m);
+  gc::set<R>(s, rng.vec(24, -1.0, 1.0));
+  const auto g = gc::check_grad<A>(step, s, gc::f64_tol);
+  for (std::size_t i = 0; i < m.size(); i += 3) CHECK(g[i] == 0.0);
+}
+
 TEST_CASE("sum(w^3) through a product rule: the gradient is 3 w^2") {
   // The appendix case of the architecture review, through public ops.
   using X = ctg::param<"x", ctg::f32, 3>;

@@ -93,6 +93,16 @@ CTG_BINARY_OP(div, rule, a / b)
 CTG_BINARY_OP(equal, none, a == b ? C(1) : C(0))
 #undef CTG_BINARY_OP
 
+// keep_where: a where m is not 0, else 0 (a select, not a product: a one-hot
+// row picks a -inf log-probability's neighbours as 0, where -inf * 0 is
+// NaN; nn::cross_entropy).
+struct keep_where {
+  static constexpr grad gradient = grad::rule;
+  static constexpr const char* name = "keep_where";
+  template <class C>
+  CTG_HD static CTG_FORCEINLINE C apply(C a, C m) { return m != C(0) ? a : C(0); }
+};
+
 // div_by_count: a / max(b, 1), a sum over the kept elements divided by
 // their count b (nn::cross_entropy's: a whole number, without gradient).
 // Where none was kept (b = 0, a = 0) it is 0, and so is the gradient of a,
@@ -223,7 +233,7 @@ template <class... Ops>
 struct functor_list {};
 using all_functors =
     functor_list<neg, exp, log, sqrt, rsqrt, square, abs, relu, sigmoid, tanh, silu, gelu, sign, step, silu_grad,
-                 gelu_grad, add, sub, mul, div, equal, div_by_count, log_softmax_sub<-1>, softmax_div<-1>, cast<f32>, no_grad, checkpoint,
+                 gelu_grad, add, sub, mul, div, equal, keep_where, div_by_count, log_softmax_sub<-1>, softmax_div<-1>, cast<f32>, no_grad, checkpoint,
                  broadcast<shape<2, 3>>, one_hot<shape<2, 3>>, index_valid<-1>, causal_mask<true>, causal_mask<false>>;
 
 // ------------------------------------------------------------ reductions ----

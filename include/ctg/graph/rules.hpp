@@ -75,6 +75,11 @@ constexpr auto elementwise_rule(Self self, G g, X x, Rest...) {
     using B = tl::at_t<0, tl::list<Rest...>>;
     if constexpr (K == 0) return g / B{};
     else return -(g * self) / B{};  // d(a/b)/db = -(a/b)/b
+  } else if constexpr (std::is_same_v<Op, op::keep_where>) {
+    // a's gradient where m is not 0; m's is 0 (almost everywhere): g kept where 0 is not 0.
+    using M = tl::at_t<0, tl::list<Rest...>>;
+    if constexpr (K == 0) return make_ew<op::keep_where, G, M>();
+    else return make_ew<op::keep_where, G, constant_node<0.0, typename G::dtype>>();
   } else if constexpr (std::is_same_v<Op, op::div_by_count>) {
     using B = tl::at_t<0, tl::list<Rest...>>;
     if constexpr (K == 0) return make_ew<op::div_by_count, G, B>();

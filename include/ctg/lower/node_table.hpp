@@ -159,7 +159,7 @@ struct plan_table {
 template <class Op>
 inline constexpr bool a_few_adds =
     tl::contains<Op, tl::list<op::no_grad, op::neg, op::square, op::abs, op::relu, op::sign, op::step, op::add,
-                              op::sub, op::mul, op::equal>>::value;
+                              op::sub, op::mul, op::equal, op::keep_where>>::value;
 template <class T>
 inline constexpr bool a_few_adds<op::cast<T>> = true;
 template <class S, class Like>

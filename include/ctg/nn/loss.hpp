@@ -20,7 +20,11 @@ constexpr auto cross_entropy(Logits logits, Targets targets) {
   using S = std::conditional_t<std::is_same_v<typename Logits::dtype, f64>, f64, f32>;
   constexpr dim_t classes = Logits::dims::dims[Logits::dims::rank - 1];
   static_assert(classes != dyn, "ctg: cross_entropy needs a static number of classes");
-  auto picked = sum<-1>(log_softmax(cast<S>(logits)) * cast<S>(one_hot<classes, Ignore>(targets)));
+  // (The target's log-probability selected, not multiplied by the one-hot:
+  // a -inf logit elsewhere in the row, a masked class, gives 0 there, not NaN.)
+  auto log_p = log_softmax(cast<S>(logits));
+  auto hot = cast<S>(one_hot<classes, Ignore>(targets));
+  auto picked = sum<-1>(detail::make_ew<op::keep_where, decltype(log_p), decltype(hot)>());
   auto valid = cast<S>(index_valid<Ignore>(unsqueeze<-1>(targets)));
   auto total = sum(picked * valid);
   auto count = sum(valid);
