@@ -64,6 +64,7 @@ struct graph_step {
   template <class L>
   static constexpr std::size_t grad_output = 1 + tl::index_of<L, Wrt>::value;
   static_assert(detail::check_leaf_names<nodes>());  // (reports a clash itself, naming both leaves)
+  static_assert(detail::check_dropout_names<nodes>());
 
   // A store runs the steps it was made for and no other: another step on it
   // (an evaluation step, unfused(step), a step of another model) would run

@@ -166,6 +166,28 @@ consteval bool check_leaf_names() {
     report_name_clash<tl::at_t<p.a, leaves_t<Nodes>>, tl::at_t<p.b, leaves_t<Nodes>>>();
   return true;
 }
+
+// A dropout's name keys its random stream: two dropouts of one graph with one
+// name would draw one mask (their drops the same elements).
+template <class Nodes>
+struct dropouts_of;
+template <class... Ns>
+struct dropouts_of<tl::list<Ns...>> {
+  using type = tl::concat_t<std::conditional_t<Ns::kind == node_kind::random, tl::list<Ns>, tl::list<>>...>;
+};
+template <class A, class B>
+consteval void report_dropout_name_clash() {
+  static_assert(CTG_SAME(A, B),
+                "ctg: two dropouts share one name, so they would draw one mask: give each dropout its own name (the "
+                "note above names both masks: [with A = ...; B = ...])");
+}
+template <class Nodes>
+consteval bool check_dropout_names() {
+  using dropouts = typename dropouts_of<Nodes>::type;
+  constexpr leaf_pair p = first_name_clash(dropouts{});
+  if constexpr (p.a < dropouts::size) report_dropout_name_clash<tl::at_t<p.a, dropouts>, tl::at_t<p.b, dropouts>>();
+  return true;
+}
 }  // namespace detail
 
 }  // namespace ctg
