@@ -240,21 +240,34 @@ constexpr auto sum_to(X) {
 // else and stays in the sum's loop.
 // (Their last node names the axis counted from the front, so softmax<-1>
 // and softmax<rank - 1> are the same type, as sum<-1> and sum<rank - 1> are.)
+// Of a 16-bit x they compute in f32 and round once, as PyTorch does:
+// rounding x - max to bf16 first lost most of a small probability's bits.
 namespace detail {
 template <class X, int Axis>
 inline constexpr int axis_from_front = static_cast<int>(normalize_axis<typename X::dims, Axis>());
+template <class X>
+inline constexpr bool narrow_v = std::is_same_v<typename X::dtype, bf16> || std::is_same_v<typename X::dtype, f16>;
 }
 template <int Axis = -1, expr X>
 constexpr auto softmax(X x) {
-  auto z = x - no_grad(max<Axis>(x));
-  auto sum_exp = no_grad(sum<Axis>(exp(z)));
-  return detail::make_ew<op::softmax_div<detail::axis_from_front<X, Axis>>, decltype(z), decltype(sum_exp)>();
+  if constexpr (detail::narrow_v<X>) {
+    return cast<typename X::dtype>(softmax<Axis>(cast<f32>(x)));
+  } else {
+    auto z = x - no_grad(max<Axis>(x));
+    auto sum_exp = no_grad(sum<Axis>(exp(z)));
+    return detail::make_ew<op::softmax_div<detail::axis_from_front<X, Axis>>, decltype(z), decltype(sum_exp)>();
+  }
 }
 template <int Axis = -1, expr X>
 constexpr auto log_softmax(X x) {
-  auto z = x - no_grad(max<Axis>(x));
-  auto log_sum_exp = no_grad(log(sum<Axis>(exp(z))));
-  return detail::make_ew<op::log_softmax_sub<detail::axis_from_front<X, Axis>>, decltype(z), decltype(log_sum_exp)>();
+  if constexpr (detail::narrow_v<X>) {
+    return cast<typename X::dtype>(log_softmax<Axis>(cast<f32>(x)));
+  } else {
+    auto z = x - no_grad(max<Axis>(x));
+    auto log_sum_exp = no_grad(log(sum<Axis>(exp(z))));
+    return detail::make_ew<op::log_softmax_sub<detail::axis_from_front<X, Axis>>, decltype(z),
+                           decltype(log_sum_exp)>();
+  }
 }
 
 // ---------------------------------------------------------------- matmul ----
