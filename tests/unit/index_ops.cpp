@@ -48,6 +48,27 @@ TEST_CASE("views: unsqueeze / squeeze / reshape keep the elements and pass the g
                        doctest::Contains("expects 24 elements"), ctg::error);
 }
 
+// A reshape that merges dyn dims ([dyn, dyn, 4] to [dyn, 4]) on a path that
+// needs a gradient: its rule splits the rows again at the sizes fed (it did
+// not compile: reshape<[dyn, dyn, 4]> of [dyn, 4] cannot know the split).
+TEST_CASE("the gradient of a reshape that merges dyn dims splits them at the fed sizes") {
+  using X = ctg::input<"x", ctg::f64, dyn, dyn, 4>;
+  using P = ctg::param<"p", ctg::f64, 4>;
+  using R = ctg::frozen<"r", ctg::f64, 4>;
+  auto rows = ctg::reshape<ctg::shape<dyn, 4>>(X{} * P{});
+  auto step = ctg::value_and_grad(ctg::sum(ctg::square(rows) * R{}), ctg::wrt<P>);
+  gc::rng rng(8);
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, step);
+  const auto p = gc::set<P>(st, rng.vec(4, -2, 2));
+  const auto r = gc::set<R>(st, rng.vec(4, -2, 2));
+  const auto x = gc::data_of<double>(rng.vec(2 * 3 * 4, -1, 1));
+  const auto g = gc::check_grad<P>(step, st, gc::f64_tol, ctg::feed<X>(x, 2, 3));
+  std::vector<double> want(4, 0.0);
+  for (std::size_t i = 0; i < x.size(); ++i) want[i % 4] += 2 * x[i] * x[i] * p[i % 4] * r[i % 4];
+  gc::check_close(g, want, 1e-13, 0, "grad through the merging reshape");
+}
+
 TEST_CASE("gather: rows of a table by id; the gradient adds every use of a row (repeated ids)") {
   using E = ctg::param<"embed", ctg::f64, 5, 3>;
   using Ids = ctg::input<"ids", i32, dyn, 4>;

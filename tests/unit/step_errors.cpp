@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <ctg/ctg.hpp>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -176,4 +177,73 @@ TEST_CASE("gather from a table of dyn rows checks its ids against the rows fed")
   const std::vector<float> three{1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
   ids[1] = 2;
   CHECK_NOTHROW(fed(a, ctg::feed<Tab>(three, 3), ctg::feed<Ids>(ids, 2)));
+}
+
+// A ctg::dyn dim against a static one in broadcast_to<S> and sum_to<S> is
+// checked at run time, as in an elementwise op: fed 5 rows against 3, the
+// first 3 were used (broadcast_to) or a buffer overrun (sum_to); fed 1, it
+// stretched. In a step without gradient, where no backward caught it.
+TEST_CASE("broadcast_to and sum_to of a dyn dim to a static one: the sizes must agree at run time") {
+  using Xd = ctg::input<"x", ctg::f32, ctg::dyn, 4>;
+  auto stretch = ctg::forward(ctg::sum(ctg::broadcast_to<ctg::shape<3, 4>>(Xd{})));
+  auto reduce = ctg::forward(ctg::sum(ctg::sum_to<ctg::shape<3, 4>>(Xd{})));
+  ctg::cpu::device dev;
+  auto s = ctg::make_store(dev, stretch);
+  auto r = ctg::make_store(dev, reduce);
+  std::vector<float> x(20);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+  auto rows = [&](int n) { return ctg::feed<Xd>(std::span<const float>(x.data(), 4 * static_cast<std::size_t>(n)), n); };
+  CHECK(stretch(s, rows(3)) == 78.0f);
+  CHECK(reduce(r, rows(3)) == 78.0f);
+  for (int n : {1, 5}) {
+    CAPTURE(n);
+    const std::string dims = "[" + std::to_string(n) + ", 4] to [3, 4]";
+    CHECK(message_of([&] { stretch(s, rows(n)); }).find("ctg: shape mismatch at run time in broadcast_to: " + dims) !=
+          std::string::npos);
+    CHECK(message_of([&] { reduce(r, rows(n)); }).find("ctg: shape mismatch at run time in a reduction: " + dims) !=
+          std::string::npos);
+    CHECK(s.value()[0] == 78.0f);
+    CHECK(r.value()[0] == 78.0f);
+  }
+}
+
+// A max over no element is an error, as PyTorch's ("Expected reduction dim
+// to have non-zero size"); it gave -inf. An empty result (no rows) is not.
+TEST_CASE("max over an empty axis is a ctg::error; over the rows of an empty batch it is empty") {
+  using Xe = ctg::input<"x", ctg::f32, 3, ctg::dyn>;
+  using Xr = ctg::input<"x", ctg::f32, ctg::dyn, 4>;
+  auto row_max = ctg::forward(ctg::max<1>(Xe{}));
+  auto all_max = ctg::forward(ctg::max(Xr{}));
+  auto rows_max = ctg::forward(ctg::max<1>(Xr{}));
+  ctg::cpu::device dev;
+  auto a = ctg::make_store(dev, row_max);
+  auto b = ctg::make_store(dev, all_max);
+  auto c = ctg::make_store(dev, rows_max);
+  const std::vector<float> none;
+  CHECK(message_of([&] { row_max(a, ctg::feed<Xe>(none, 0)); }).find("ctg: max over an empty axis: [3, 0] to [3, 1]") !=
+        std::string::npos);
+  CHECK(message_of([&] { all_max(b, ctg::feed<Xr>(none, 0)); }).find("ctg: max over an empty axis") !=
+        std::string::npos);
+  rows_max(c, ctg::feed<Xr>(none, 0));
+  CHECK(c.value_count() == 0);
+}
+
+// init_params with a standard deviation that is not a finite number >= 0 is
+// an error that changes nothing (NaN filled every parameter with NaN).
+TEST_CASE("init_params rejects a NaN, infinite or negative standard deviation") {
+  using Wi = ctg::param<"w", ctg::f32, 4, 3>;
+  using Xi = ctg::input<"x", ctg::f32, ctg::dyn, 4>;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::matmul(Xi{}, Wi{})));
+  ctg::cpu::device dev;
+  auto s = ctg::make_store(dev, step);
+  ctg::nn::init_params(s, 1);
+  const std::vector<float> before(s.param<Wi>().begin(), s.param<Wi>().end());
+  for (double bad : {std::nan(""), HUGE_VAL, -1.0}) {
+    CAPTURE(bad);
+    CHECK(message_of([&] { ctg::nn::init_params(s, 2, bad); }).find("ctg: init_params: the standard deviation") !=
+          std::string::npos);
+    CHECK(std::vector<float>(s.param<Wi>().begin(), s.param<Wi>().end()) == before);
+  }
+  ctg::nn::init_params(s, 2, 0.0);  // zero is a valid deviation: every weight 0
+  for (float v : s.param<Wi>()) CHECK(v == 0.0f);
 }

@@ -74,6 +74,36 @@ void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
         if (out.d[k] == dyn) out.d[k] = from.d[from.rank - out.rank + k];
       break;
     }
+    case shape_rule::reduce: {
+      // The dyn dims from the child, right-aligned; a kept static dim (not
+      // 1) must be the child's there (sum_to<S> of a dyn dim). A max over
+      // no element is an error, as PyTorch's (a sum is 0, a mean NaN).
+      const rt_shape& x = shapes[d.shape_from];
+      out = static_rt(d.dims);
+      for (std::size_t k = 0; k < out.rank; ++k) {
+        const dim_t from = x.d[x.rank - out.rank + k];
+        if (out.d[k] == dyn) out.d[k] = from;
+        else if (out.d[k] != 1 && from != out.d[k])
+          throw error("ctg: shape mismatch at run time in a reduction: " + dims_text(x) + " to " +
+                      dims_text(out) + " (a ctg::dyn dim is summed to a static one only when they agree)");
+      }
+      if (d.max_reduce && x.numel() == 0 && out.numel() > 0)
+        throw error("ctg: max over an empty axis: " + dims_text(x) + " to " + dims_text(out) +
+                    " (the max of no element is undefined; a sum is 0, a mean NaN)");
+      break;
+    }
+    case shape_rule::stretch: {
+      // broadcast_to<S>: each of the child's dims that is not a static 1
+      // must be S's there at run time (a dyn dim fed 1 does not stretch).
+      out = static_rt(d.dims);
+      const shape_value& cs = t.node[t.child(i, 0)].dims;
+      const rt_shape& cr = child(0);
+      for (std::size_t k = 0; k < cs.rank; ++k)
+        if (cs.d[k] != 1 && cr.d[k] != out.d[out.rank - cs.rank + k])
+          throw error("ctg: shape mismatch at run time in broadcast_to: " + dims_text(cr) + " to " + dims_text(out) +
+                      " (a ctg::dyn dim never broadcasts)");
+      break;
+    }
     case shape_rule::broadcast: {
       // Each dim is set by the children whose static dim there is not 1; a
       // static 1 (or a missing dim) stretches, anything else must agree (a

@@ -435,13 +435,15 @@ struct transpose_node {
 // X's elements under shape S (same count, same order): unsqueeze, squeeze,
 // reshape. It shares X's buffer, so X is materialized. S has as many ctg::dyn
 // dims as X, the k-th dyn dim of S taking the run-time size of X's k-th; or
-// one, the product of X's.
-template <class S, class X>
+// one, the product of X's. With a Like (S its dims), the run-time dims are
+// Like's: the gradient of a reshape that merged dyn dims splits them again.
+template <class S, class X, class Like = void>
 struct reshape_node {
   using ctg_node = void;
   using dtype = typename X::dtype;
   using dims = S;
   using children = tl::list<X>;
+  using like = Like;
   static constexpr node_kind kind = node_kind::view;
   static constexpr bool requires_grad = X::requires_grad;
 };

@@ -161,9 +161,12 @@ constexpr auto rule(transpose_node<X>, G g) {
   return transpose(g);
 }
 
-template <std::size_t K, class S, class X, class G>
-constexpr auto rule(reshape_node<S, X>, G g) {
-  return reshape<typename X::dims>(g);
+// (A merge of dyn dims, [dyn, dyn, K] to [dyn, K], splits again at the
+// sizes x had: a reshape that takes its run-time dims from x.)
+template <std::size_t K, class S, class X, class Like, class G>
+constexpr auto rule(reshape_node<S, X, Like>, G g) {
+  if constexpr (detail::reshapable<typename G::dims, typename X::dims>()) return reshape<typename X::dims>(g);
+  else return node_t<reshape_node<typename X::dims, node_t<G>, X>>{};
 }
 
 // Only the table gets a gradient (ids are i32 inputs): each row's gradient is

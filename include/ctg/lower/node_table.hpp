@@ -62,7 +62,9 @@ enum class shape_rule : unsigned char {
   fed,          // set by its feed
   scalar,       // rank 0 (constants, run-time scalars)
   same_as,      // that of node `shape_from` (a random mask's Like, quantize, a stack, ...)
-  fill_dyn,     // its static dims, the dyn ones from node `shape_from` (reductions, one_hot)
+  fill_dyn,     // its static dims, the dyn ones from node `shape_from` (one_hot, attention's lse)
+  reduce,       // fill_dyn, and each kept static dim must be the child's at run time (sum_to<S>)
+  stretch,      // its static dims, which its child's must stretch to at run time (broadcast_to<S>)
   broadcast,    // the numpy broadcast of its children's (elementwise)
   reshape,      // its child's elements under its static dims
   gather,       // the ids' shape, then the table's row
@@ -81,6 +83,7 @@ struct node_desc {
   bool cast = false;         // an op::cast: its child's value in another dtype
   bool region_end = false;   // a checkpoint: always a buffer of its own, kept for backward
   bool output = false;       // an output of the step (or the forward part's root): a buffer to the end
+  bool max_reduce = false;   // a max reduction (over no element: a run-time error)
   shape_value dims{};
   shape_value child_dims{};  // of child 0
 
@@ -243,18 +246,23 @@ consteval node_desc node_facts() {
   else if constexpr (N::kind == node_kind::elementwise) {
     using Op = typename N::op;
     if constexpr (requires { typename Op::like; }) {
-      d.shape = std::is_void_v<typename Op::like> ? shape_rule::static_dims : shape_rule::same_as;
+      d.shape = std::is_void_v<typename Op::like> ? shape_rule::stretch : shape_rule::same_as;
     } else if constexpr (requires { typename Op::result_shape; }) {
       d.shape = shape_rule::fill_dyn;  // e.g. one_hot: the op's own shape, its dyn dims its child's
     } else {
       d.shape = shape_rule::broadcast;
     }
-  } else if constexpr (N::kind == node_kind::reduce) d.shape = shape_rule::fill_dyn;
+  } else if constexpr (N::kind == node_kind::reduce) {
+    d.shape = shape_rule::reduce;
+    d.max_reduce = std::is_same_v<typename N::op, op::max_r>;
+  }
   else if constexpr (N::kind == node_kind::view && requires { N::part; }) {
     // a part of a stack's gradient: the stack input's shape, or a stacked leaf's
     d.shape = N::part == 0 ? shape_rule::same_as : shape_rule::static_dims;
   } else if constexpr (N::kind == node_kind::view && requires { N::value_index; }) {
     d.shape = shape_rule::same_as;  // one of attention's gradients: q's shape
+  } else if constexpr (N::kind == node_kind::view && requires { typename N::like; }) {
+    d.shape = std::is_void_v<typename N::like> ? shape_rule::reshape : shape_rule::same_as;  // (like's: its dims)
   } else if constexpr (N::kind == node_kind::view) d.shape = shape_rule::reshape;
   else if constexpr (N::kind == node_kind::gather) d.shape = shape_rule::gather;
   else if constexpr (N::kind == node_kind::scatter_add) d.shape = shape_rule::static_dims;
@@ -295,6 +303,9 @@ consteval auto shape_sources() {
     } else {
       return tl::list<>{};
     }
+  } else if constexpr (N::kind == node_kind::view && requires { typename N::like; }) {
+    if constexpr (std::is_void_v<typename N::like>) return tl::list<tl::at_t<0, typename N::children>>{};
+    else return tl::list<typename N::like>{};
   } else if constexpr (N::children::size > 0 && (N::kind == node_kind::random || N::kind == node_kind::quantize ||
                                                  N::kind == node_kind::dequantize || N::kind == node_kind::stack ||
                                                  N::kind == node_kind::stack_grad || N::kind == node_kind::reduce ||

@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include <ctg/core/error.hpp>
 #include <ctg/core/hash.hpp>
 #include <ctg/graph/step.hpp>
 
@@ -47,8 +49,14 @@ namespace ctg::nn {
 // The values are made on the host and uploaded, so any backend's store works.
 // (One leaf per call of init_leaf, not a lambda inside the loop over the
 // step's leaves, whose name would spell them all: core/type_list.hpp.)
+inline void check_init_std(double std_dev) {
+  if (!std::isfinite(std_dev) || std_dev < 0.0)
+    throw error("ctg: init_params: the standard deviation " + std::to_string(std_dev) +
+                " is not a finite number >= 0; nothing was initialised");
+}
 template <class L, class Store>
 void init_leaf(Store& store, std::uint64_t seed, double std_dev) {
+  check_init_std(std_dev);
   if constexpr (!L::fed && L::role != leaf_role::state) {  // state starts as the store made it
     std::vector<typename L::dtype> p(L::dims::static_numel);
     const char* name = L::name.c_str();
@@ -63,6 +71,7 @@ void init_leaf(Store& store, std::uint64_t seed, double std_dev) {
 }
 template <step_store Store>
 void init_params(Store& store, std::uint64_t seed, double std_dev = 0.02) {
+  check_init_std(std_dev);
   using nodes = typename Store::step_type::nodes;
   [&]<class... Ls>(tl::list<Ls...>) {
     (init_leaf<Ls>(store, seed, std_dev), ...);
