@@ -82,7 +82,7 @@ TEST_CASE("dropout's mask is computed in the body from its name's stream; each n
   // x is slot 0; the mask has no buffer, but its element index is taken like
   // a buffer's, in slot 1.
   using tanh_x = k::apply<op::tanh, ctg::bf16, k::load<0, ctg::bf16, true>>;
-  using mask = k::dropout<ctg::name_hash("drop", 4), std::bit_cast<std::uint64_t>(0.25), 1, true>;
+  using mask = k::dropout<ctg::name_hash("drop", 4), std::bit_cast<std::uint64_t>(0.25), 1, true, f32>;
   using expected = k::apply<op::cast<ctg::bf16>, ctg::bf16,
                             k::apply<op::mul, f32, k::apply<op::cast<f32>, f32, tanh_x>, mask>>;
   static_assert(std::is_same_v<body, expected>);
