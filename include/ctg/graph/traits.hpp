@@ -168,16 +168,27 @@ consteval bool check_leaf_names() {
 }
 
 // A dropout's name keys its random stream: two dropouts of one graph with one
-// name would draw one mask (their drops the same elements).
+// name would draw one mask (their drops the same elements). The graph's
+// own, and each stack's block's (one name for all its layers, each layer
+// drawing its own stream): two stacks of one block ("layers.{i}" both)
+// would give their layers k one mask, though the block's is one node type.
 template <class Nodes>
 struct dropouts_of;
+template <class N, bool = N::kind == node_kind::stack>
+struct dropouts_in {
+  using type = std::conditional_t<N::kind == node_kind::random, tl::list<N>, tl::list<>>;
+};
+template <class N>
+struct dropouts_in<N, true> {
+  using type = typename dropouts_of<typename N::forward_step::nodes>::type;
+};
 template <class... Ns>
 struct dropouts_of<tl::list<Ns...>> {
-  using type = tl::concat_t<std::conditional_t<Ns::kind == node_kind::random, tl::list<Ns>, tl::list<>>...>;
+  using type = tl::concat_t<typename dropouts_in<Ns>::type...>;
 };
 template <class A, class B>
 consteval void report_dropout_name_clash() {
-  static_assert(CTG_SAME(A, B),
+  static_assert(!same_chars(A::name.c_str(), B::name.c_str()),
                 "ctg: two dropouts share one name, so they would draw one mask: give each dropout its own name (the "
                 "note above names both masks: [with A = ...; B = ...])");
 }
