@@ -14,6 +14,7 @@
 // rank sent per step. With --save FILE the run ends with a checkpoint in
 // the single-process format (loadable at any number of ranks).
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <ctg/ctg.hpp>
@@ -47,6 +49,16 @@ struct options {
   float lr = 3e-3f;
   std::string save;
 };
+// A flag's value as a number of T: all of it, or an error naming the flag.
+template <class T>
+T number(const std::string& flag, const std::string& text) {
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc{} || at != end || text.empty())
+    throw ctg::error("data_parallel: " + flag + " takes a number, not '" + text + "'");
+  return v;
+}
 options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
@@ -55,12 +67,12 @@ options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw ctg::error("data_parallel: " + a + " needs a value");
       return argv[++i];
     };
-    if (a == "--steps") o.steps = std::stol(value());
-    else if (a == "--batch") o.batch = std::stol(value());
-    else if (a == "--seq") o.seq = std::stol(value());
-    else if (a == "--emulate") o.emulate = std::stol(value());
-    else if (a == "--seed") o.seed = std::stoull(value());
-    else if (a == "--lr") o.lr = std::stof(value());
+    if (a == "--steps") o.steps = number<long>(a, value());
+    else if (a == "--batch") o.batch = number<long>(a, value());
+    else if (a == "--seq") o.seq = number<long>(a, value());
+    else if (a == "--emulate") o.emulate = number<long>(a, value());
+    else if (a == "--seed") o.seed = number<std::uint64_t>(a, value());
+    else if (a == "--lr") o.lr = number<float>(a, value());
     else if (a == "--save") o.save = value();
     else if (a == "--fsdp") o.fsdp = 1;
     else if (a == "--fsdp-keep") o.fsdp = 2;

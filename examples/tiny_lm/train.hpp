@@ -73,6 +73,16 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text,
   if (data.size() < T + 2)
     throw usage_error("the text has " + std::to_string(data.size()) + " bytes; --seq " + std::to_string(T) +
                       " needs at least " + std::to_string(T + 2));
+  // The prompt's ids, before training: a byte the text lacks has none.
+  std::string prompt = o.prompt;
+  if (prompt.empty()) prompt = o.data.empty() ? "template <" : c.text.substr(0, 16);
+  std::vector<i32> context;
+  for (unsigned char ch : prompt) {
+    if (voc.id_of[ch] < 0)
+      throw usage_error("--prompt: the byte '" + printable(std::string(1, static_cast<char>(ch))) +
+                        "' does not occur in the text, so the model has no id for it");
+    context.push_back(voc.id_of[ch]);
+  }
 
   std::printf("data: %s, %zu bytes\n", c.source.c_str(), data.size());
   std::printf("vocabulary: %zu distinct byte ids of the model's %lld", voc.size(), static_cast<long long>(Cfg::vocab));
@@ -192,10 +202,6 @@ int train_and_sample(const options& o, const corpus& c, const char* policy_text,
 
   // Sampling: the logits graph, on the trained parameters.
   if (o.sample > 0) {
-    std::string prompt = o.prompt;
-    if (prompt.empty()) prompt = o.data.empty() ? "template <" : c.text.substr(0, 16);
-    std::vector<i32> context;
-    for (unsigned char ch : prompt) context.push_back(voc.id_of[ch]);
     std::string out;
     std::vector<double> p(voc.size());
     std::vector<ctg::dtype_t<decltype(M::evaluation::logits(Ids{}, Pos{}))>> logits;

@@ -58,6 +58,9 @@ static_assert(same<dtype_t<decltype(W64{} + W32{})>, f64>);  // f64 is the wides
 static_assert(same<dtype_t<decltype(Wb{} * W64{})>, f64>);
 static_assert(same<dtype_t<decltype(Wb{} * ctg::lit<2.0>)>, bf16>);  // a literal takes the other side's dtype
 static_assert(same<dtype_t<decltype(ctg::lit<0.5> - Wh{})>, f16>);
+// An integer literal is the same literal (lit<2> did not compile: int to double
+// is no converted constant expression).
+static_assert(same<decltype(Wb{} * ctg::lit<2>), decltype(Wb{} * ctg::lit<2.0>)>);
 static_assert(same<dtype_t<decltype(X{} + Bias{})>, f32>);  // bf16 input + f32 bias
 // unary ops keep the dtype
 static_assert(same<dtype_t<decltype(ctg::exp(Wb{}))>, bf16> && same<dtype_t<decltype(ctg::gelu(Wh{}))>, f16>);

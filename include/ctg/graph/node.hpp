@@ -246,11 +246,12 @@ struct constant_node {
   static constexpr double value = V;
 };
 
-// A literal: `x * ctg::lit<2.0>` takes x's dtype.
+// A literal: `x * ctg::lit<2.0>` takes x's dtype (`lit<2>` is lit<2.0>).
 template <double V>
 struct literal {};
-template <double V>
-inline constexpr literal<V> lit{};
+template <auto V>
+  requires std::is_arithmetic_v<decltype(V)>
+inline constexpr literal<static_cast<double>(V)> lit{};
 
 // 1 / (numel(Big) / numel(Small)): the scale of a mean, known once shapes are.
 template <class Big, class Small, class T>
