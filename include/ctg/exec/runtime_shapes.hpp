@@ -66,24 +66,18 @@ void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
     case shape_rule::static_dims: out = static_rt(d.dims); break;
     case shape_rule::scalar: out = rt_shape{}; break;
     case shape_rule::same_as: out = shapes[d.shape_from]; break;
-    case shape_rule::fill_dyn: {
-      // the dyn dims from the source, right-aligned
-      const rt_shape& from = shapes[d.shape_from];
-      out = static_rt(d.dims);
-      for (std::size_t k = 0; k < out.rank; ++k)
-        if (out.d[k] == dyn) out.d[k] = from.d[from.rank - out.rank + k];
-      break;
-    }
+    case shape_rule::fill_dyn:
     case shape_rule::reduce: {
-      // The dyn dims from the child, right-aligned; a kept static dim (not
-      // 1) must be the child's there (sum_to<S> of a dyn dim). A max over
-      // no element is an error, as PyTorch's (a sum is 0, a mean NaN).
+      // The dyn dims from the source, right-aligned. A reduction's kept
+      // static dim (not 1) must be the child's there (sum_to<S> of a dyn
+      // dim); a max over no element is an error, as PyTorch's (a sum is 0,
+      // a mean NaN).
       const rt_shape& x = shapes[d.shape_from];
       out = static_rt(d.dims);
       for (std::size_t k = 0; k < out.rank; ++k) {
         const dim_t from = x.d[x.rank - out.rank + k];
         if (out.d[k] == dyn) out.d[k] = from;
-        else if (out.d[k] != 1 && from != out.d[k])
+        else if (d.shape == shape_rule::reduce && out.d[k] != 1 && from != out.d[k])
           throw error("ctg: shape mismatch at run time in a reduction: " + dims_text(x) + " to " +
                       dims_text(out) + " (a ctg::dyn dim is summed to a static one only when they agree)");
       }

@@ -146,7 +146,7 @@ class basic_store {
     requires is_leaf_v<L>
   void upload(L, std::span<const typename L::dtype> host) {
     check_host_size<L>(host.size());
-    Backend::upload(ws_, reinterpret_cast<std::byte*>(own_rows<L>().data()), host.data(), host.size_bytes());
+    Backend::upload(ws_, stored_bytes<L>(), host.data(), host.size_bytes());
     rows_only_[tl::index_of<L, nodes>::value] = false;  // (whole again)
   }
   template <class L>
@@ -169,7 +169,7 @@ class basic_store {
   template <class L>
   std::byte* leaf_bytes() {
     if (rows_only_[tl::index_of<L, nodes>::value]) throw_rows_only(L::name.c_str());
-    return reinterpret_cast<std::byte*>(own_rows<L>().data());
+    return stored_bytes<L>();
   }
 
   // A weight dist::data_parallel gathers as fp8 bytes on real ranks
@@ -185,12 +185,7 @@ class basic_store {
   // L's values, whole or not: the optimizer's access to its own rows.
   template <class L>
   std::span<typename L::dtype> own_rows() {
-    static_assert(tl::contains<L, nodes>::value, "ctg: this leaf is not part of the step's graph");
-    static_assert(!tl::contains<L, nodes>::value || detail::stored_leaf<L>(),
-                  "ctg: inputs are fed, not stored: use ctg::feed<X>");
-    std::byte* at = mem_.param_bytes(tl::index_of<L, nodes>::value);
-    if (!at) throw_held_in_shards(L::name.c_str());
-    return {reinterpret_cast<typename L::dtype*>(at), L::dims::static_numel};
+    return {reinterpret_cast<typename L::dtype*>(stored_bytes<L>()), L::dims::static_numel};
   }
   template <class L>
   std::byte* grad_bytes() {
@@ -499,6 +494,16 @@ class basic_store {
                 "' is held in shards by dist::data_parallel with dist::fsdp (this rank has its own rows only): "
                 "make every parameter whole with sharded_adamw's gather_whole_parameters() while the "
                 "data_parallel lasts, or save a checkpoint (dist::save)");
+  }
+  // Stored leaf L's bytes, whole or held in rows only (leaf_bytes checks that).
+  template <class L>
+  std::byte* stored_bytes() {
+    static_assert(tl::contains<L, nodes>::value, "ctg: this leaf is not part of the step's graph");
+    static_assert(!tl::contains<L, nodes>::value || detail::stored_leaf<L>(),
+                  "ctg: inputs are fed, not stored: use ctg::feed<X>");
+    std::byte* at = mem_.param_bytes(tl::index_of<L, nodes>::value);
+    if (!at) throw_held_in_shards(L::name.c_str());
+    return at;
   }
   [[noreturn]] static void throw_rows_only(const char* name) {
     throw error(std::string("ctg: parameter '") + name +

@@ -21,13 +21,13 @@ constexpr auto cross_entropy(Logits logits, Targets targets) {
   constexpr dim_t classes = Logits::dims::dims[Logits::dims::rank - 1];
   static_assert(classes != dyn, "ctg: cross_entropy needs a static number of classes");
   // (The target's log-probability selected, not multiplied by the one-hot:
-  // a -inf logit elsewhere in the row, a masked class, gives 0 there, not NaN.)
+  // a -inf logit elsewhere in the row, a masked class, gives 0 there, not
+  // NaN. An ignored target's one-hot row is 0, so its row picks 0.)
   auto log_p = log_softmax(cast<S>(logits));
   auto hot = cast<S>(one_hot<classes, Ignore>(targets));
   auto picked = sum<-1>(detail::make_ew<op::keep_where, decltype(log_p), decltype(hot)>());
-  auto valid = cast<S>(index_valid<Ignore>(unsqueeze<-1>(targets)));
-  auto total = sum(picked * valid);
-  auto count = sum(valid);
+  auto total = sum(picked);
+  auto count = sum(cast<S>(index_valid<Ignore>(unsqueeze<-1>(targets))));
   // An all-ignored batch: its NaN comes from a term of the targets alone
   // (0/count), which has no gradient; the mean is 0 there, and so are the
   // gradients, where total/count would make them 0 * (1/0).
