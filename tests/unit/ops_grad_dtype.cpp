@@ -208,6 +208,25 @@ TEST_CASE("cast f32 -> f64 -> f32 round trip is exact and differentiable") {
   gc::check_close(g, want, 0, 0, "grad = f32(exp(w) r)");
 }
 
+TEST_CASE("an f64 loss is returned as a double, with every digit; an f32 loss as a float") {
+  using X = ctg::frozen<"x", ctg::f64, 2>;
+  using W = ctg::param<"w", ctg::f64, 2>;
+  ctg::cpu::device dev;
+  auto step = ctg::value_and_grad(ctg::sum(X{} * W{}), ctg::wrt<W>);
+  auto st = ctg::make_store(dev, step);
+  st.param<X>()[0] = 1.0;
+  st.param<X>()[1] = 1e-12;  // (below a float's resolution of 1)
+  st.param<W>()[0] = 1.0;
+  st.param<W>()[1] = 1.0;
+  const auto loss = step(st);
+  static_assert(std::is_same_v<decltype(loss), const double>);
+  CHECK(loss == 1.0 + 1e-12);
+  using V = ctg::param<"v", ctg::f32, 2>;
+  auto f32_step = ctg::value_and_grad(ctg::sum(V{}), ctg::wrt<V>);
+  auto fs = ctg::make_store(dev, f32_step);
+  static_assert(std::is_same_v<decltype(f32_step(fs)), float>);
+}
+
 TEST_CASE("no_grad: the value passes, the gradient does not") {
   using W = ctg::param<"w", ctg::f64, 3, 4>;
   using R = ctg::frozen<"r", ctg::f64, 3, 4>;

@@ -77,6 +77,7 @@ class basic_store {
  public:
   using Step = step_of<Key>;
   using step_type = Step;
+  using result = step_result_t<typename Step::root>;  // what run returns: the loss (graph/step.hpp)
   using backend_type = Backend;
   using nodes = typename Step::nodes;
   static constexpr std::size_t N = nodes::size;
@@ -322,7 +323,7 @@ class basic_store {
   // Run one step: check the feeds (which at compile time; their sizes and
   // index values at run time), resolve shapes, run every group, then commit.
   template <class... Feeds>
-  CTG_NOINLINE float run(const Feeds&... feeds) {
+  CTG_NOINLINE result run(const Feeds&... feeds) {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     if (group_) return run_as_replica(feeds...);
@@ -412,7 +413,7 @@ class basic_store {
   // A run in a replica group: every replica learns whether every run
   // succeeded, with the same sizes, before any commits.
   template <class... Feeds>
-  float run_as_replica(const Feeds&... feeds) {
+  result run_as_replica(const Feeds&... feeds) {
     if (profile_) profile_->start_run();
     group_->before_run();
     std::string failure;
@@ -694,7 +695,7 @@ class basic_store {
   // finite (every element) when asked; throws, having changed nothing.
   struct loss_read {
     std::size_t count = 0;
-    float first = 0.0f;
+    result first = 0;
   };
   loss_read checked_loss() {
     using T = typename tl::at_t<0, typename Step::outputs>::dtype;
@@ -706,10 +707,10 @@ class basic_store {
       if (check_finite_ && !std::isfinite(static_cast<double>(load_as(v))))
         throw error("ctg: the loss is not finite (" + std::to_string(static_cast<double>(load_as(v))) +
                     "); nothing was written");
-    return {count, count ? static_cast<float>(load_as(host[0])) : 0.0f};
+    return {count, count ? static_cast<result>(load_as(host[0])) : result(0)};
   }
   // Nothing visible changed before this point.
-  float commit(loss_read loss) {
+  result commit(loss_read loss) {
     if (profile_) profile_->settle();
     mem_.publish(ws_, loss.count);
     if (!on_shared_leaves_) {  // (a step on another store's leaves writes none of its state)

@@ -34,6 +34,11 @@ auto& runner_of(Store& store) {
 }
 }  // namespace detail
 
+// What running a step returns: its root's first element, as a double when
+// the root is f64 (a float would drop half its digits), else as a float.
+template <class Root>
+using step_result_t = std::conditional_t<std::is_same_v<typename Root::dtype, f64>, double, float>;
+
 namespace detail {
 // A step's outputs: its root, then the gradient of the root with respect to
 // each wrt leaf (graph/autodiff.hpp defines it).
@@ -70,14 +75,14 @@ struct graph_step {
   // (an evaluation step, unfused(step), a step of another model) would run
   // the store's own step, or read buffers laid out for another graph.
   template <class Store, class... Feeds>
-  float operator()(Store& store, const Feeds&... feeds) const {
+  step_result_t<Root> operator()(Store& store, const Feeds&... feeds) const {
     constexpr bool own = detail::store_runs<Store, graph_step>();
     static_assert(own,
                   "ctg: this step does not run on this store: a store runs only the steps it was made for "
                   "(ctg::make_store(dev, step), or ctg::make_store(dev, train, eval...) for a training step and "
                   "the forward steps over its parameters; unfused(step) is another step)");
     if constexpr (own) return detail::runner_of<graph_step>(store).run(feeds...);
-    else return 0.0f;
+    else return 0;
   }
 };
 
