@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>  // WIFEXITED: how dot exited
+
 #include "common.hpp"
 
 #ifndef CTG_SOURCE_DIR
@@ -132,6 +134,7 @@ bool parse_flags(int argc, char** argv, options& o) {
     if (eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag.resize(eq);
+      if (flag == "--help" || flag == "-h") throw usage_error(flag + " takes no value");
     } else {
       static const char* const known[] = {"--steps", "--batch",  "--seq",    "--width",       "--policy", "--seed",
                                           "--lr",    "--data",   "--log-every", "--prompt", "--temperature",
@@ -244,10 +247,15 @@ void write_graph(const std::string& path, const std::string& dot_text) {
   const bool sent = pipe && std::fwrite(dot_text.data(), 1, dot_text.size(), pipe) == dot_text.size();
   const int status = pipe ? pclose(pipe) : -1;
   std::signal(SIGPIPE, previous);
-  if (!sent || status != 0)
+  if (sent && status == 0) return;
+  const std::string dot_file = std::filesystem::path(path).replace_extension(".dot").string();
+  // (the shell exits 127 when it finds no dot; dot itself exits 1 on a format it lacks or a path it cannot write)
+  if (!pipe || (WIFEXITED(status) && WEXITSTATUS(status) == 127))
     throw std::runtime_error("--graph: '" + command + "' failed: is Graphviz installed (Debian package graphviz; "
-                             "scripts/demo installs it)? --graph " +
-                             std::filesystem::path(path).replace_extension(".dot").string() + " writes the DOT text");
+                             "scripts/demo installs it)? --graph " + dot_file + " writes the DOT text");
+  throw std::runtime_error("--graph: '" + command + "' failed (see dot's message above: a format '" + ext.substr(1) +
+                           "' that dot does not render, or a path it cannot write); --graph " + dot_file +
+                           " writes the DOT text");
 }
 
 }  // namespace tiny_lm
