@@ -47,6 +47,23 @@ static_assert(ctg::is_sharded_v<decltype(ctg::dist::shard(F{}))>);  // a frozen 
 // A stacked sharded leaf (nn::stack re-dims its leaves) is still sharded.
 static_assert(ctg::is_sharded_v<SW1::with_dims<3, 8, 8>>);
 static_assert(ctg::sharded_leaf<W1>::with_dims<3, 8, 8>::dims::rank == 3);
+// What a quantizer of these would see: one rank's slice (B3: quantize before
+// shard), through a transpose, a view, a scale, a sum with another tensor or
+// gathered rows; whole values through a product or a reduction.
+namespace sees {
+using ctg::node_t;
+using ctg::detail::sees_a_shard;
+static_assert(sees_a_shard<node_t<decltype(ctg::transpose(ctg::dist::shard(W1{})))>>());
+static_assert(sees_a_shard<node_t<decltype(ctg::reshape<ctg::shape<64>>(ctg::dist::shard(W1{})))>>());
+static_assert(sees_a_shard<node_t<decltype(ctg::dist::shard(W1{}) * ctg::lit<0.5>)>>());
+static_assert(sees_a_shard<node_t<decltype(W1{} + ctg::cast<ctg::f32>(ctg::dist::shard(W1{})))>>());
+using Ids = ctg::input<"ids", ctg::i32, ctg::dyn>;
+static_assert(sees_a_shard<node_t<decltype(ctg::gather(ctg::dist::shard(W1{}), Ids{}))>>());
+static_assert(!sees_a_shard<node_t<decltype(ctg::matmul(ctg::dist::shard(W1{}), W1{}))>>());
+static_assert(!sees_a_shard<node_t<decltype(ctg::sum<0>(ctg::dist::shard(W1{})))>>());
+static_assert(!sees_a_shard<node_t<decltype(W1{} * ctg::lit<0.5>)>>());
+}  // namespace sees
+
 // value_and_grad(loss) differentiates the sharded leaf.
 using sharded_wrt = decltype(ctg::value_and_grad(loss<true>()))::wrt;
 static_assert(ctg::tl::contains<SW1, sharded_wrt>::value && ctg::tl::contains<W2, sharded_wrt>::value &&

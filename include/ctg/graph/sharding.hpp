@@ -30,13 +30,17 @@ template <class N>
 inline constexpr bool is_sharded_v = requires { requires N::sharded; };
 
 namespace detail {
-// Does a quantizer of X see a sharded leaf's values: X is one, or an
-// elementwise function of one element (a cast, a scale) of one?
+// Does a quantizer of X see a sharded leaf's values: X is one, or is made
+// element by element (of any arity: a cast, a scale, a sum with another
+// tensor), or by moving elements (a transpose, a view, rows gathered) from
+// a value that does? A product or a reduction mixes every element of its
+// operands: the quantizer then sees whole values.
 template <class X>
 consteval bool sees_a_shard() {
   if constexpr (X::kind == node_kind::leaf) return is_sharded_v<X>;
-  else if constexpr (X::kind == node_kind::elementwise && X::children::size == 1)
-    return sees_a_shard<tl::at_t<0, typename X::children>>();
+  else if constexpr (X::kind == node_kind::elementwise || X::kind == node_kind::transpose ||
+                     X::kind == node_kind::view || X::kind == node_kind::gather)
+    return []<class... C>(tl::list<C...>) { return (false || ... || sees_a_shard<C>()); }(typename X::children{});
   else return false;
 }
 }  // namespace detail
