@@ -129,15 +129,19 @@ void world_equals_emulation(ctg::dist::communicator& comm, const char* name, int
       for (int v = 0; v < W; ++v) run(step, solo, batch_of(k * s + m, v), batch - m % 2);
     const std::string at = std::string(name) + " step " + std::to_string(s);
     check(std::bit_cast<std::uint32_t>(dp.loss()) == std::bit_cast<std::uint32_t>(em.loss()), at + ": loss");
+    losses.push_back(dp.loss());
     const auto g = dp.grad_shard(0), e = em.grad_shard(r);
     check(std::memcmp(g.data(), e.data(), g.size_bytes()) == 0, at + ": this rank's gradient shard");
     const float n1 = opt.step(), n2 = eopt.step();
     check(n1 == n2, at + ": gradient norm");
-    if (s > 0 && fp8_gathered) check(dp.provided(dp_t::fp8_quantizer[first_fp8]) != nullptr, at + ": fp8 gather used");
+    // Every other step the weights are read whole, so the steps between take
+    // the fp8 payloads gathered by the update (a weight made whole is
+    // quantized by the store itself, the same bits).
+    if (s % 2 == 1 && fp8_gathered) check(dp.provided(dp_t::fp8_quantizer[first_fp8]) != nullptr, at + ": fp8 gather used");
+    if (s % 2 == 0 && s != 4) continue;
     opt.gather_whole_parameters();  // (a weight gathered as fp8 is whole only in its own rows; fsdp: every stack's)
     eopt.gather_whole_parameters();
     check(all_values(real) == all_values(solo), at + ": parameters and FP8 state after the update");
-    losses.push_back(dp.loss());
   }
   check(losses.back() < losses.front(), std::string(name) + ": the loss falls");
   if (r == 0)
@@ -360,11 +364,14 @@ using Tq = ctg::input<"tq", ctg::f32, dyn, 16>;
 using Wq = ctg::param<"wq", ctg::bf16, 32, 16>;
 template <ctg::fixed_string Name>
 using Sq = ctg::scaling::delayed<Name, pr::delayed<4>>;
+// The weight's scale from its latest amax alone: every update changes it,
+// so a payload cast before a committed step is stale (fp8_detour).
+using Sw = ctg::scaling::delayed<"wq", pr::delayed<1>>;
 template <bool Shard>
 auto fp8_loss() {
   auto wq = [] {
-    if constexpr (Shard) return ctg::dist::shard(ctg::quantize<ctg::e4m3, Sq<"wq">>(Wq{}));
-    else return ctg::quantize<ctg::e4m3, Sq<"wq">>(Wq{});
+    if constexpr (Shard) return ctg::dist::shard(ctg::quantize<ctg::e4m3, Sw>(Wq{}));
+    else return ctg::quantize<ctg::e4m3, Sw>(Wq{});
   }();
   auto y = ctg::fp8_matmul<ctg::f32, Sq<"g">>(ctg::quantize<ctg::e4m3, Sq<"x">>(Xq{}), wq);
   return ctg::mean(ctg::square(y - Tq{}));
@@ -376,8 +383,14 @@ struct fp8_run {
   std::size_t largest_gather = 0;  // bytes of the parameters' all-gather, per step
   bool provided = false;           // the store took the payload from the gather
 };
+// How train_fp8 departs from step, update, step, update...
+enum class fp8_detour {
+  none,
+  unapplied,   // at step 1: the update fails (a bad lr), then a second step replaces the first's gradient
+  whole_write  // after the first update: the weight made whole, then halved on every rank
+};
 template <bool Shard>
-fp8_run<Shard> train_fp8(ctg::dist::communicator& comm, bool emulated) {
+fp8_run<Shard> train_fp8(ctg::dist::communicator& comm, bool emulated, fp8_detour detour = fp8_detour::none) {
   const int W = comm.size(), r = comm.rank();
   auto step = ctg::value_and_grad(fp8_loss<Shard>());
   ctg::cpu::device dev{1};
@@ -390,17 +403,35 @@ fp8_run<Shard> train_fp8(ctg::dist::communicator& comm, bool emulated) {
   ctg::dist::sharded_adamw opt(dp, {.lr = 0.05f});
   fp8_run<Shard> out;
   std::vector<float> x(3 * 32), t(3 * 16);
-  for (int k = 0; k < 5; ++k) {
+  auto run_step = [&](int k, float amplitude) {
     for (int v = emulated ? 0 : r; v < (emulated ? W : r + 1); ++v) {
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i + 7 * v + 3 * k));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = amplitude * std::sin(0.37f * static_cast<float>(i + 7 * v + 3 * k));
       for (std::size_t i = 0; i < t.size(); ++i) t[i] = 0.2f * std::cos(0.11f * static_cast<float>(i + v));
       step(s, ctg::feed<Xq>(x, 3), ctg::feed<Tq>(t, 3));
     }
+  };
+  for (int k = 0; k < 5; ++k) {
+    if (detour == fp8_detour::unapplied && k == 1) {
+      // (larger inputs: the committed step changes the scales the next one casts with)
+      run_step(k, 8.0f);
+      check(!message_of([&] { opt.step(std::nanf("")); }).empty(), "fp8 gather: an update with a NaN lr fails");
+    }
+    run_step(k, 1.0f);
     if (k > 0) out.provided = out.provided || dp.provided(dp_t::fp8_quantizer[0]) != nullptr;
     rec.reset();
+    out.losses.push_back(dp.loss());
+    if (detour == fp8_detour::whole_write && k == 1) {
+      // (a bf16 weight written since its update: the update refuses, on every rank alike)
+      check(message_of([&] { opt.step(); }).find("was written after the optimizer last set it") != std::string::npos,
+            "fp8 gather: the update after a write refuses");
+      break;
+    }
     out.norms.push_back(opt.step());
     out.largest_gather = rec.of(ctg::dist::collective::all_gather).largest;
-    out.losses.push_back(dp.loss());
+    if (detour == fp8_detour::whole_write && k == 0) {
+      opt.gather_whole_parameters();
+      for (auto& w : s.template param<Wq>()) w = ctg::bf16(0.5f * ctg::load_as(w));
+    }
   }
   opt.gather_whole_parameters();
   out.values = all_values(s);
@@ -417,6 +448,19 @@ void fp8_all_gather(ctg::dist::communicator& comm) {
   for (const auto* o : {&solo.norms, &bf16.norms}) check(real.norms == *o, "fp8 gather: gradient norms");
   check(real.values == solo.values && real.values == bf16.values, "fp8 gather: weights, scales, histories");
   check(real.losses.back() < real.losses.front(), "fp8 gather: the loss falls");
+  // A committed step whose gradient no update applied changed the scales
+  // the gathered payload was cast with, and a weight made whole was then
+  // written: the next steps quantize with the current scale and the
+  // written weight, as one process does. (The payload of the last gather,
+  // and its scale, were used: other losses on real ranks.)
+  for (const fp8_detour d : {fp8_detour::unapplied, fp8_detour::whole_write}) {
+    const char* what = d == fp8_detour::unapplied ? "fp8 gather, an update skipped" : "fp8 gather, a write";
+    const auto real_d = train_fp8<true>(comm, false, d), solo_d = train_fp8<true>(comm, true, d);
+    check(real_d.losses == solo_d.losses, std::string(what) + ": losses");
+    check(real_d.norms == solo_d.norms, std::string(what) + ": gradient norms");
+    check(real_d.values == solo_d.values, std::string(what) + ": weights, scales, histories");
+    check(real_d.losses != real.losses, std::string(what) + ": the detour changed the run");
+  }
   const double ratio = static_cast<double>(real.largest_gather) / static_cast<double>(bf16.largest_gather);
   check(ratio <= 0.52, "fp8 gather moves " + std::to_string(ratio) + " of the bf16 gather's bytes");
   if (comm.rank() == 0)

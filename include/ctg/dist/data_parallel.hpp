@@ -67,6 +67,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -215,6 +216,10 @@ class data_parallel final : public replica_group {
     payloads_[k].value = {payloads_[k].bytes.data(), amax, scale};
     payloads_[k].valid = true;
   }
+  // What casts and gathers the payloads again (sharded_adamw's gather,
+  // every rank at once; null: none), for a run whose scales changed since
+  // the last gather (refresh_fp8_payloads).
+  void cast_payloads_with(std::function<void()> gather) { cast_again_ = std::move(gather); }
   // The weights are whole again (loaded): the store quantizes them itself.
   void forget_fp8_payloads() {
     for (auto& p : payloads_) p.valid = false;
@@ -318,6 +323,7 @@ class data_parallel final : public replica_group {
   void before_run() override {
     reshard();
     if (emulating() && local_runs_ > 1 && runs_ % local_runs_ == 0) take_round_start();
+    refresh_fp8_payloads();
   }
 
   void gather_layer(std::size_t stack, std::size_t layer, bool backward) override {
@@ -330,7 +336,7 @@ class data_parallel final : public replica_group {
 
   const quantized* provided(std::size_t node) const override {
     for (std::size_t k = 0; k < trainable::size; ++k)
-      if (fp8_quantizer[k] == node && payloads_[k].valid) return &payloads_[k].value;
+      if (fp8_quantizer[k] == node && payloads_[k].serves) return &payloads_[k].value;
     return nullptr;
   }
 
@@ -396,6 +402,36 @@ class data_parallel final : public replica_group {
   void key_runs_from(std::uint64_t steps) {
     const std::uint64_t runs = steps * static_cast<std::uint64_t>(micro_) * static_cast<std::uint64_t>(world_);
     store_.set_steps_run(static_cast<std::uint32_t>(runs + static_cast<std::uint64_t>(first_shard())));
+  }
+  // Which payloads this run's quantize nodes take: those of weights whole
+  // only in this rank's rows (after an update's gather, on real ranks);
+  // where a weight is whole (made whole, loaded or written since), the
+  // store quantizes it itself, the same bits. A step committed since the
+  // gather may have changed a scale the payload was cast with (a step
+  // whose gradient no update applied: the update failed, or a second step
+  // replaced the first's gradient): then every rank casts and gathers
+  // again. Every rank decides alike: the scales are the same everywhere.
+  void refresh_fp8_payloads() {
+    bool stale = false;
+    auto serve = [&] {
+      for_each_trainable([&]<std::size_t K, class L>() {
+        if constexpr (fp8_quantizer[K] != detail::none) {
+          using scale_leaf = typename tl::at_t<fp8_quantizer[K], typename step_type::nodes>::scaling::scale_leaf;
+          fp8_value& p = payloads_[K];
+          p.serves = p.valid && store_.template holds_rows_only<L>();
+          stale = stale || (p.serves && p.value.scale != store_.template param<scale_leaf>()[0]);
+        }
+      });
+    };
+    serve();
+    if (!stale) return;
+    if (!cast_again_)
+      throw error("ctg: data parallel: a weight gathered as fp8 is whole only in this rank's rows, and its scale "
+                  "changed since its payload was cast; its optimizer (dist::sharded_adamw) no longer exists to "
+                  "cast it again");
+    cast_again_();
+    stale = false;
+    serve();
   }
   // Does this process hold every rank's shards (emulating, or a world of one)?
   bool every_shard_here() const { return local_runs_ == world_; }
@@ -504,8 +540,10 @@ class data_parallel final : public replica_group {
   struct fp8_value {
     std::vector<std::byte> bytes;  // the whole payload
     quantized value;
-    bool valid = false;  // false: the weight is whole, the store quantizes it
+    bool valid = false;   // holds the weight's value as gathered last
+    bool serves = false;  // this run's quantize node takes it (refresh_fp8_payloads)
   };
+  std::function<void()> cast_again_;  // (cast_payloads_with)
   std::array<fp8_value, trainable::size + 1> payloads_{};  // by trainable leaf (those gathered as fp8)
   std::optional<stack_shards<Store>> shards_;  // dist::fsdp (none: every parameter whole between steps)
   std::optional<std::uint64_t> resumed_at_;  // the steps of a checkpoint loaded since the last run (resume_at)

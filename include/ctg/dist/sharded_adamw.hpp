@@ -84,7 +84,11 @@ class sharded_adamw {
     });
     state_.assign(at, 0.0f);
     take_masters();
+    dp_.cast_payloads_with([this] { gather_parameters(false); });
   }
+  ~sharded_adamw() { dp_.cast_payloads_with(nullptr); }
+  sharded_adamw(const sharded_adamw&) = delete;  // (dp_ calls back into this one)
+  sharded_adamw& operator=(const sharded_adamw&) = delete;
 
   // One update with the configured lr, or this lr. Returns the global
   // gradient norm before clipping.

@@ -183,6 +183,10 @@ class basic_store {
   void hold_rows_only(bool rows_only) {
     rows_only_[tl::index_of<L, nodes>::value] = rows_only;
   }
+  template <class L>
+  bool holds_rows_only() const {
+    return rows_only_[tl::index_of<L, nodes>::value];
+  }
   // L's values, whole or not: the optimizer's access to its own rows.
   template <class L>
   std::span<typename L::dtype> own_rows() {
