@@ -227,6 +227,47 @@ TEST_CASE("mistakes: every run of a step feeds one shape; an update needs a whol
                        ctg::error);
 }
 
+TEST_CASE("a data_parallel that ends mid-step drops its runs' FP8 amaxes with the set") {
+  // (They stayed, and the store's next update took their max: a scale 100x too small here.)
+  using D = ctg::precision::delayed<4>;
+  using Scale = ctg::scaling::delayed<"l.weight.fp8_input", D>::scale_leaf;
+  using WL = ctg::param<"l.weight", ctg::f32, 4, 3>;
+  auto step = ctg::value_and_grad(ctg::mean(ctg::square(ctg::nn::linear<ctg::precision::fp8<D>>(X{}, WL{}) - Y{})));
+  ctg::cpu::device dev;
+  auto dropped = ctg::make_store(dev, step), alone = ctg::make_store(dev, step);
+  for (auto* s : {&dropped, &alone}) ctg::nn::init_params(*s, 5, 0.5);
+  const V big(8, 100.0f), small(8, 1.0f), y(6, 0.0f);
+  {
+    ctg::dist::data_parallel dp(dropped, ctg::dist::emulate{1});
+    dp.accumulate(2);
+    step(dropped, ctg::feed<X>(big, 2), ctg::feed<Y>(y, 2));  // (1 of 2 runs; then the data_parallel ends)
+  }
+  for (auto* s : {&dropped, &alone}) step(*s, ctg::feed<X>(small, 2), ctg::feed<Y>(y, 2));
+  CHECK(alone.param<Scale>()[0] == 448.0f);
+  CHECK(dropped.param<Scale>()[0] == alone.param<Scale>()[0]);
+}
+
+TEST_CASE("a plain optim::adamw on a data-parallel store is an error: its gradient is one rank's share") {
+  // (It applied each rank's own gradient, scaled by 1/W, unreduced: the ranks' weights drifted apart.)
+  auto step = ctg::value_and_grad(loss());
+  ctg::cpu::device dev;
+  auto s = ctg::make_store(dev, step);
+  init(s);
+  ctg::optim::adamw plain(s);
+  const batch a = rows(0, 2);
+  {
+    ctg::dist::data_parallel dp(s, ctg::dist::emulate{1});
+    step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));
+    const V before = values<W2>(s);
+    CHECK_THROWS_WITH_AS(plain.step(s), doctest::Contains("use dist::sharded_adamw(dp)"), ctg::error);
+    CHECK(values<W2>(s) == before);
+  }
+  step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));  // (alone again: the plain optimizer updates it)
+  const V before = values<W2>(s);
+  plain.step(s);
+  CHECK(values<W2>(s) != before);
+}
+
 TEST_CASE("a checkpoint of W ranks is the single-process file: it loads at any world size") {
   auto step = ctg::value_and_grad(loss());
   ctg::cpu::device dev;

@@ -119,6 +119,31 @@ TEST_CASE("train 3 steps, save, load into a fresh store and optimizer, train 3 m
   }
 }
 
+TEST_CASE("a load drops a gradient no update applied: rolling back past a step, the update needs a new one") {
+  // (The gradient of the values the load replaced stayed, and the next update applied it to the loaded ones.)
+  temp_dir dir;
+  const fs::path path = dir.path / "ckpt.ctg";
+  run a;
+  ctg::nn::init_params(a.store, 11, 0.4);
+  opt_t opt_a(a.store, config);
+  a.go(0);
+  opt_a.step(a.store);
+  ctg::optim::save(path, a.store, opt_a);
+  a.go(1);  // (a step to roll back: its gradient is not applied)
+  ctg::optim::load(path, a.store, opt_a);
+  CHECK(a.store.accumulated() == 0);
+  CHECK_THROWS_WITH_AS(opt_a.step(a.store), doctest::Contains("no gradients since the last update"), ctg::error);
+  // The run goes on as one resumed from the file.
+  run b;
+  opt_t opt_b(b.store);
+  ctg::optim::load(path, b.store, opt_b);
+  const float la = a.go(1), lb = b.go(1);
+  CHECK(std::memcmp(&la, &lb, sizeof la) == 0);
+  const float na = opt_a.step(a.store), nb = opt_b.step(b.store);
+  CHECK(std::memcmp(&na, &nb, sizeof na) == 0);
+  check_same_state(a.store, b.store);
+}
+
 TEST_CASE("a store-only save and load keeps the seed and the step count too") {
   temp_dir dir;
   const fs::path path = dir.path / "store.ctg";

@@ -312,10 +312,16 @@ class basic_store {
   // dist::data_parallel calls this): throws ctg::error, changing nothing,
   // while a set of micro-batches is under way. join(nullptr) leaves the
   // group: the store runs alone again, in sets of 1, and a set under way is
-  // dropped (a group's runs are not added up in the store).
+  // dropped (a group's runs are not added up in the store), with the FP8
+  // amaxes its runs recorded.
   void join(replica_group* group) {
     if (!group) {
       group_ = nullptr;
+      if (acc_.under_way())
+        each_amax_record([&](auto& r) {
+          const std::vector<float> zeros(r.combined_count(), 0.0f);
+          Backend::upload(ws_, reinterpret_cast<std::byte*>(r.combined()), zeros.data(), zeros.size() * sizeof(float));
+        });
       acc_ = micro_batch_set{};
       return;
     }
@@ -323,6 +329,7 @@ class basic_store {
       throw error("ctg: join: " + acc_.progress() + " are accumulated; run the rest before joining a group");
     group_ = group;
   }
+  bool in_replica_group() const { return group_ != nullptr; }
 
   // Run one step: check the feeds (which at compile time; their sizes and
   // index values at run time), resolve shapes, run every group, then commit.

@@ -345,6 +345,10 @@ void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&
   });
   recs.finish_load();
   key.commit(store);
+  // A complete set no optimizer applied holds the gradients of the values
+  // just replaced: no update may apply them to the loaded ones.
+  if constexpr (requires { store.consume_grads(); })
+    if (store.accumulated() != 0) store.consume_grads();
 }
 }  // namespace detail
 

@@ -333,6 +333,11 @@ class adamw_counters {
 // Throws unless the store holds a complete set of gradients not applied yet.
 template <class Store>
 void check_adamw_grads_complete(const Store& s) {
+  if constexpr (requires { s.in_replica_group(); })
+    if (s.in_replica_group())
+      throw error("ctg: adamw: this store runs as a data-parallel replica (dist::data_parallel): its gradients are "
+                  "its share of the global batch's, not yet summed over the ranks; use dist::sharded_adamw(dp); "
+                  "nothing was updated");
   const std::uint32_t have = s.accumulated(), want = s.micro_batches();
   if (have == 0)
     throw error("ctg: adamw: no gradients since the last update (each set is applied once): run a step first; "
