@@ -3,6 +3,7 @@
 // against hand-computed values, and exact replay under checkpoint.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "grad_check.hpp"
 
@@ -36,6 +37,29 @@ TEST_CASE("quantize -> dequantize (current scaling) stays within half an fp8 ulp
   for (std::size_t i = 0; i < xs.size(); ++i)
     CHECK(std::abs(st.value()[i] - xs[i]) <= q_err(xs[i], scale, 3, std::ldexp(1.0, -9)));
   CHECK(std::abs(st.value()[0]) > 0);  // the amax maps to 448: the largest value round-trips
+}
+
+TEST_CASE("current scaling of a tensor holding an inf or a NaN: every value NaN (torchao), and a checked loss fails") {
+  // (The scale fell back to 1: an inf saturated to 448 and the rest was cast
+  // unscaled, into e4m3's subnormals: a finite loss, trained on.)
+  for (const float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    X x;
+    auto fwd = ctg::forward(ctg::dequantize<ctg::f32>(ctg::quantize<ctg::e4m3, Cur>(x)));
+    ctg::cpu::device dev;
+    auto fs = ctg::make_store(dev, fwd);
+    std::vector<float> xs(16, 1e-3f);
+    xs[7] = bad;
+    fwd(fs, ctg::feed<X>(xs, 2));
+    for (float v : fs.value()) CHECK(std::isnan(v));
+
+    using W = ctg::param<"w", ctg::f32, 8, 4>;
+    auto step = ctg::value_and_grad(
+        ctg::sum(ctg::fp8_matmul<ctg::f32, Cur>(ctg::quantize<ctg::e4m3, Cur>(x), ctg::quantize<ctg::e4m3, Cur>(W{}))));
+    auto st = ctg::make_store(dev, step);
+    ctg::nn::init_params(st, 3, 0.5);
+    st.check_finite(true);
+    CHECK_THROWS_WITH_AS(step(st, ctg::feed<X>(xs, 2)), doctest::Contains("the loss is not finite"), ctg::error);
+  }
 }
 
 TEST_CASE("an fp8 linear forward and backward agree with f32 within the quantization bound") {

@@ -166,6 +166,7 @@ TEST_CASE("current_scale: torchao tensorwise, fp8_max / max(amax, 1e-12)") {
   // amax 0 is clamped to 1e-12: 448e12, rounded once to f32.
   CHECK(prec::current_scale(0.0f, 448.0f, 0) == static_cast<float>(448.0 / 1e-12));
   CHECK(std::isnan(prec::current_scale(qnan, 448.0f, 0)));
+  CHECK(prec::current_scale(std::numeric_limits<float>::infinity(), 448.0f, 0) == 0.0f);
 }
 
 // ---- quantize -> dequantize ------------------------------------------------

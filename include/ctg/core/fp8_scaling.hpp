@@ -93,7 +93,9 @@ CTG_HD constexpr void delayed_update(float* history, std::size_t length, float& 
 
 // Current scaling, torchao tensorwise: fp8_max / clamp(amax, min=1e-12) in f64,
 // then rounded to f32; divided by 2^margin. A NaN amax gives a NaN scale (as
-// torch.clamp propagates NaN); the caller checks amax before using it.
+// torch.clamp propagates NaN), an infinite one 0: either way every value of
+// the tensor dequantizes to NaN, so a non-finite input is never trained on
+// as a saturated finite one.
 CTG_HD constexpr float current_scale(float amax, float fp8_max, int margin) noexcept {
   const double a = static_cast<double>(amax) < 1e-12 ? 1e-12 : static_cast<double>(amax);
   return static_cast<float>(static_cast<double>(fp8_max) / a) * pow2(-margin);

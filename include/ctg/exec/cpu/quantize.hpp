@@ -29,7 +29,9 @@ void run_quantize(const group_call& g, const bindings_view& b, workspace&, float
   const TX* x = b.template as<const TX>(ix);
   Fmt* q = b.template as<Fmt>(R);
   float amax = 0.0f;
-  // (a NaN stays: the scale is then kept (delayed) or 1 (current))
+  // (a NaN amax stays: delayed scaling keeps its scale; under current
+  // scaling a NaN or an inf amax gives a NaN or 0 scale, as torchao's: every
+  // value then dequantizes to NaN, and a checked loss fails)
   auto take = [&](float v) { amax = fp8_scaling::amax_combine(amax, std::fabs(v)); };
   float scale = 1.0f;
   if constexpr (Delayed) {
@@ -42,7 +44,7 @@ void run_quantize(const group_call& g, const bindings_view& b, workspace&, float
     if (amax_out) *amax_out = amax;
   } else {
     for (std::size_t i = 0; i < n; ++i) take(static_cast<float>(load_as<TX>(x[i])));
-    if (std::isfinite(amax)) scale = fp8_scaling::current_scale(amax, dtype_traits<Fmt>::max, Margin);
+    scale = fp8_scaling::current_scale(amax, dtype_traits<Fmt>::max, Margin);
     for (std::size_t i = 0; i < n; ++i) q[i] = fp8_scaling::quantize<Fmt>(static_cast<float>(load_as<TX>(x[i])), scale);
   }
   fp8_side_data* side = fp8_side(b, R);

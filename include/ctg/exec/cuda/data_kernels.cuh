@@ -137,8 +137,7 @@ __global__ void quantize(const type_at<Ts, 0>* x, type_at<Ts, 1>* q, dim_t n, co
   if constexpr (Delayed) {
     scale = *scale_leaf;
   } else {
-    const float a = side->amax;
-    if (fp8_scaling::is_finite(a)) scale = fp8_scaling::current_scale(a, dtype_traits<Fmt>::max, Margin);
+    scale = fp8_scaling::current_scale(side->amax, dtype_traits<Fmt>::max, Margin);  // (as the CPU's: exec/cpu/quantize.hpp)
   }
   float m = 0.0f;
   map_flat(x, q, n, width, [&](TX e) {
