@@ -311,6 +311,11 @@ void mistakes(ctg::dist::communicator& comm) {
             std::string::npos,
         "different parameters: an error on every rank");
   ctg::nn::init_params(s, 4, 0.3);
+  s.seed(r == 1 ? 7 : 8);  // rank 1's dropout seed another
+  check(message_of([&] { ctg::dist::data_parallel dp(s, comm); }).find("rank 1's dropout seed differs from rank 0's") !=
+            std::string::npos,
+        "different seeds: an error on every rank");
+  s.seed(8);
   ctg::dist::data_parallel dp(s, comm);
   ctg::dist::sharded_adamw opt(dp);
   const auto before = all_values(s);
@@ -326,6 +331,13 @@ void mistakes(ctg::dist::communicator& comm) {
   check(r == 1 ? ids.find("targets") != std::string::npos
                : ids.find("rank 1 failed this step, so no rank committed it") != std::string::npos,
         "a bad id on rank 1: " + ids);
+  // Rank 1 makes steps of 2 micro-batches, the others of 1: an error at the
+  // first run (their collectives paired up wrongly: a hang).
+  if (r == 1) dp.accumulate(2);
+  const std::string micro = message_of([&] { run(step, s, batch_of(0, r)); });
+  check(micro.find("rank 1 makes steps of 2 micro-batches, rank 0 of 1") != std::string::npos,
+        "different micro-batch counts: " + micro);
+  if (r == 1) dp.accumulate(1);
   check(message_of([&] { opt.step(); }).find("no gradient since the last update") != std::string::npos,
         "no update after failed steps");
   check(all_values(s) == before, "failed steps changed nothing");

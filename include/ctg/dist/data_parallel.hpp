@@ -92,6 +92,7 @@ namespace detail {
 // What each rank says of its run, gathered by every rank.
 struct run_report {
   std::int32_t failed = 0;
+  std::int32_t micro_batches = 0;  // (accumulate(k): the ranks' collectives pair up only when every k is the same)
   std::int32_t dim_count = 0;
   std::int64_t dim[8]{};
   std::uint64_t dims_hash = 0;
@@ -101,6 +102,7 @@ struct run_report {
 struct join_report {
   std::uint64_t model_a = 0, model_b = 0;
   std::uint64_t values_hash = 0;
+  std::uint64_t seed = 0;
   std::int32_t world = 0;
   std::uint32_t steps_run = 0;
 };
@@ -260,6 +262,7 @@ class data_parallel final : public replica_group {
   void agree(const std::string* failure, std::span<const dim_t> fed_dims) override {
     detail::run_report mine;
     mine.failed = failure != nullptr;
+    mine.micro_batches = micro_;
     mine.dim_count = static_cast<std::int32_t>(fed_dims.size());
     for (std::size_t i = 0; i < fed_dims.size() && i < 8; ++i) mine.dim[i] = fed_dims[i];
     mine.dims_hash = fnv1a64(reinterpret_cast<const unsigned char*>(fed_dims.data()), fed_dims.size_bytes());
@@ -302,6 +305,12 @@ class data_parallel final : public replica_group {
       throw error("ctg: data parallel: rank " + std::to_string(r) + " failed this step, so no rank committed it (" +
                   all[r].message + ")");
     }
+    for (std::size_t r = 1; r < all.size(); ++r)
+      if (all[r].micro_batches != all[0].micro_batches)
+        throw error("ctg: data parallel: rank " + std::to_string(r) + " makes steps of " +
+                    std::to_string(all[r].micro_batches) + " micro-batches, rank 0 of " +
+                    std::to_string(all[0].micro_batches) + "; every rank calls dp.accumulate(k) with the same k, "
+                    "so no rank committed this run");
     for (std::size_t r = 1; r < all.size(); ++r) {
       if (all[r].dims_hash == all[0].dims_hash && all[r].dim_count == all[0].dim_count) continue;
       throw different_sizes(all[0], emulating() ? static_cast<std::size_t>(runs_ % local_runs_) : r, all[r]);
@@ -494,7 +503,7 @@ class data_parallel final : public replica_group {
   // Every rank runs the same step, from the same values, at the same count.
   void check_ranks_agree() {
     constexpr auto key = ctg::detail::key_of_step<step_type>::key;
-    detail::join_report mine{key.a, key.b, values_hash(), world_, store_.steps_run()};
+    detail::join_report mine{key.a, key.b, values_hash(), store_.seed(), world_, store_.steps_run()};
     std::vector<detail::join_report> all(static_cast<std::size_t>(comm_.size()));
     comm_.all_gather(std::span<const detail::join_report>(&mine, 1), std::span(all));
     for (std::size_t r = 1; r < all.size(); ++r) {
@@ -507,6 +516,9 @@ class data_parallel final : public replica_group {
       if (all[r].values_hash != all[0].values_hash)
         throw error(who + "'s parameters or FP8 state differ from rank 0's; initialise every rank the same way "
                           "(nn::init_params(store, seed) with one seed, or one checkpoint)");
+      if (all[r].seed != all[0].seed)
+        throw error(who + "'s dropout seed differs from rank 0's; every rank sets the same store.seed(s) (dropout "
+                          "masks are keyed by the seed and the global run, so each rank's differ already)");
       if (all[r].steps_run != all[0].steps_run)
         throw error(who + " has run " + std::to_string(all[r].steps_run) + " steps, rank 0 " +
                     std::to_string(all[0].steps_run) + " (dropout masks are keyed by the count)");
