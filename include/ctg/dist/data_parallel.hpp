@@ -16,7 +16,9 @@
 //
 // What a step does (exec/replica_group.hpp for the store's side):
 //   * backward starts from 1/W: each rank's gradient is its share of the
-//     global mean's;
+//     global mean's, where each rank's loss is a mean over the same count
+//     (as PyTorch DDP: a count that varies by rank, such as cross_entropy's
+//     targets not ignored, is weighted by rank, not by element);
 //   * every rank learns whether every rank's run succeeded, with the same
 //     fed sizes, before any commits: a mistake on one rank is a ctg::error
 //     on all of them, never a hang;
