@@ -8,9 +8,15 @@
 // pool itself: every task runs once, on any number of threads.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 #include <ctg/ctg.hpp>
 #include <ctg/optim/optim.hpp>
@@ -73,6 +79,41 @@ TEST_CASE("threads: a training step gives the same bits on 1, 2 and 3 threads, f
 TEST_CASE("threads: a training step gives the same bits on 1, 2 and 3 threads, autocast<bf16>") {
   same_bits_on_any_thread_count<ctg::precision::autocast<ctg::bf16>>();
 }
+
+#if defined(__SSE2__)
+TEST_CASE("thread_pool: workers run with the caller's flush-to-zero mode, set after the pool was made") {
+  // (A worker kept the mode it started with: only the caller's tasks flushed, so the bits followed the thread count.)
+  ctg::cpu::thread_pool pool(3);
+  std::vector<float> products(64);
+  std::vector<unsigned> ran_on(64);
+  volatile float tiny = 1e-20f;  // (1e-40: a subnormal, or 0 when flushed)
+  std::atomic<bool> a_worker_ran{false};
+  auto multiply = [&](std::size_t t, unsigned worker) {
+    if (worker != 0) a_worker_ran = true;
+    // The caller's tasks wait (up to 10 s) until a worker has taken one, so workers run some.
+    for (int spin = 0; worker == 0 && !a_worker_ran && spin < 10'000'000; ++spin) std::this_thread::yield();
+    products[t] = tiny * tiny;
+    ran_on[t] = worker;
+  };
+  auto workers_took_some = [&] { return std::any_of(ran_on.begin(), ran_on.end(), [](unsigned w) { return w != 0; }); };
+  pool.for_each(products.size(), multiply);
+  for (float p : products) CHECK(p != 0.0f);
+  const unsigned before = _mm_getcsr();
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  a_worker_ran = false;
+  pool.for_each(products.size(), multiply);
+  _mm_setcsr(before);
+  REQUIRE(workers_took_some());
+  for (std::size_t t = 0; t < products.size(); ++t) {
+    INFO("task " << t << " on thread " << ran_on[t]);
+    CHECK(products[t] == 0.0f);
+  }
+  a_worker_ran = false;
+  pool.for_each(products.size(), multiply);  // (and off again)
+  REQUIRE(workers_took_some());
+  for (float p : products) CHECK(p != 0.0f);
+}
+#endif
 
 TEST_CASE("threads: the default device uses the hardware's threads") {
   CHECK(ctg::cpu::device{}.thread_count() == ctg::cpu::hardware_threads());

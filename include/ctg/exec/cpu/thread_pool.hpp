@@ -13,6 +13,7 @@
 // briefly after a run (groups follow each other within microseconds), then
 // sleep on a futex (std::atomic::wait).
 #include <atomic>
+#include <cfenv>
 #include <cstddef>
 #include <memory>
 #include <thread>
@@ -20,11 +21,46 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define CTG_POOL_PAUSE() __builtin_ia32_pause()
+#define CTG_POOL_MXCSR 1
 #else
 #define CTG_POOL_PAUSE() ((void)0)
+#define CTG_POOL_MXCSR 0
 #endif
 
 namespace ctg::cpu {
+
+// A thread's floating-point mode: rounding, flush-to-zero and
+// denormals-are-zero. A run's workers take on the caller's before its
+// tasks: a thread keeps the mode it started with, so a mode the caller set
+// after the pool was made (another library's flush-to-zero, say) flushed the
+// caller's rows only, and the bits followed the thread count.
+class float_mode {
+ public:
+  static float_mode of_this_thread() {
+    float_mode m;
+#if CTG_POOL_MXCSR
+    m.control_ = __builtin_ia32_stmxcsr() & ~status_flags;
+#else
+    std::fegetenv(&m.env_);
+#endif
+    return m;
+  }
+  void set_on_this_thread() const {
+#if CTG_POOL_MXCSR
+    if ((__builtin_ia32_stmxcsr() & ~status_flags) != control_) __builtin_ia32_ldmxcsr(control_);
+#else
+    std::fesetenv(&env_);
+#endif
+  }
+
+ private:
+#if CTG_POOL_MXCSR
+  static constexpr unsigned status_flags = 0x3F;  // (MXCSR's sticky exception flags: not a mode)
+  unsigned control_ = 0;
+#else
+  std::fenv_t env_{};
+#endif
+};
 
 // The hardware's thread count (1 when it cannot tell).
 inline unsigned hardware_threads() {
@@ -65,6 +101,7 @@ class thread_pool {
       return;
     }
     ++shared_runs_;
+    mode_ = float_mode::of_this_thread();
     fn_ = fn;
     ctx_ = ctx;
     tasks_ = tasks;
@@ -129,7 +166,10 @@ class thread_pool {
       // Join the job that is open now, if any (the caller does not rewrite
       // a job while a worker is inside).
       inside_.fetch_add(1);
-      if (open_.load()) take_tasks(worker);
+      if (open_.load()) {
+        mode_.set_on_this_thread();
+        take_tasks(worker);
+      }
       inside_.fetch_sub(1);
     }
   }
@@ -141,6 +181,7 @@ class thread_pool {
   std::atomic<bool> open_{false}, stop_{false};
   task_fn fn_ = nullptr;
   void* ctx_ = nullptr;
+  float_mode mode_;
   std::size_t tasks_ = 0;
   std::size_t shared_runs_ = 0;
 };
@@ -193,3 +234,4 @@ class threads {
 }  // namespace ctg::cpu
 
 #undef CTG_POOL_PAUSE
+#undef CTG_POOL_MXCSR
