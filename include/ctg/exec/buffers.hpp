@@ -191,7 +191,7 @@ class step_buffers {
   void prepare(typename Backend::workspace& ws, std::byte* kept_area, const Feeds&... feeds) {
     kept_area_ = kept_area;
     (bind_input(ws, feeds), ...);
-    for (std::size_t i = 0; i < N; ++i) detail::resolve_shape(table, i, b_.shape.data());
+    detail::resolve_shapes(table, b_.shape.data());
     place();
   }
 

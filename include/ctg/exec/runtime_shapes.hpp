@@ -1,7 +1,9 @@
 #pragma once
 // Run-time shapes: every node's static dims with the fed sizes filled in,
 // checked as they are computed. Shared by every backend.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include <ctg/core/dims_text.hpp>
 #include <ctg/core/error.hpp>
@@ -179,6 +181,40 @@ void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
       if (!(child(c) == child(0)))
         throw error("ctg: shape mismatch at run time in causal_attention: q " + dims_text(child(0)) + ", " +
                     (c == 1 ? "k " : "v ") + dims_text(child(c)));
+}
+
+// The fed inputs node i reads, at any depth, with the sizes they were fed:
+// what a shape error at node i names ("; it reads 'x' fed 2 x 4, 'y' fed 3 x 4").
+template <class Table>
+std::string fed_inputs_read_by(const Table& t, std::size_t i, const rt_shape* shapes) {
+  std::vector<bool> seen(t.size, false);
+  std::vector<std::size_t> todo{i};
+  std::vector<std::size_t> fed;
+  seen[i] = true;
+  while (!todo.empty()) {
+    const std::size_t j = todo.back();
+    todo.pop_back();
+    if (t.node[j].fed && t.node[j].name) fed.push_back(j);
+    for (std::size_t c = 0; c < t.node[j].nchild; ++c)
+      if (!seen[t.child(j, c)]) seen[t.child(j, c)] = true, todo.push_back(t.child(j, c));
+  }
+  std::sort(fed.begin(), fed.end());  // (in graph order)
+  std::string s;
+  for (std::size_t j : fed) s += std::string(s.empty() ? "; it reads " : ", ") + "'" + t.node[j].name + "' fed " + dims_text(shapes[j]);
+  return s;
+}
+
+// Every node's run-time shape, in order; an error names the fed inputs the
+// node reads (a shape alone does not say which feed is wrong).
+template <class Table>
+void resolve_shapes(const Table& t, rt_shape* shapes) {
+  for (std::size_t i = 0; i < t.size; ++i) {
+    try {
+      resolve_shape(t, i, shapes);
+    } catch (const error& e) {
+      throw error(e.what() + fed_inputs_read_by(t, i, shapes));
+    }
+  }
 }
 
 }  // namespace ctg::detail

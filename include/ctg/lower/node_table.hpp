@@ -129,6 +129,7 @@ class ct_buffer {
 // N nodes with E child edges in all.
 template <std::size_t N, std::size_t E>
 struct plan_table {
+  static constexpr std::size_t size = N;
   node_desc node[N]{};
   std::size_t first_child[N + 1]{};
   std::size_t children[E + 1]{};
