@@ -321,7 +321,7 @@ void mistakes(ctg::dist::communicator& comm) {
   const auto before = all_values(s);
   // Rank 1 feeds one sequence, the others two.
   const std::string sizes = message_of([&] { run(step, s, batch_of(0, r), r == 1 ? 1 : batch); });
-  check(sizes.find("batches of different sizes (rank 0: 2 x 5 x 5 x 2 x 5; rank 1: 1 x 5 x 5 x 1 x 5)") !=
+  check(sizes.find("batches of different sizes (rank 0: dyn sizes 2, 5, 5, 2, 5; rank 1: dyn sizes 1, 5, 5, 1, 5)") !=
             std::string::npos,
         "different sizes: " + sizes);
   // Rank 1 feeds a target outside [0, 11).

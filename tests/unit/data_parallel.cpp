@@ -212,7 +212,7 @@ TEST_CASE("mistakes: every run of a step feeds one shape; an update needs a whol
   CHECK(dp.runs_done() == 1);
   // Rank 1 feeds another size: as on real ranks, no rank commits the step (rank 0's run is undone).
   CHECK_THROWS_WITH_AS(step(s, ctg::feed<X>(b.x, 3), ctg::feed<Y>(b.y, 3)),
-                       doctest::Contains("rank 1: 3"), ctg::error);
+                       doctest::Contains("rank 1: dyn sizes 3, 3"), ctg::error);
   CHECK(dp.runs_done() == 0);
   CHECK(s.steps_run() == steps_run);
   CHECK(s.accumulated() == 0);

@@ -120,10 +120,11 @@ void for_each_stored_leaf(F&& f) {
     (void)one;
   }(leaves_t<typename Step::nodes>{});
 }
+// The fed dyn sizes, in feed order ("dyn sizes 2, 5, 5").
 inline std::string dims_text(const run_report& r) {
   std::string s;
-  for (std::int32_t i = 0; i < r.dim_count && i < 8; ++i) s += (i ? " x " : "") + std::to_string(r.dim[i]);
-  if (r.dim_count > 8) s += " x ...";
+  for (std::int32_t i = 0; i < r.dim_count && i < 8; ++i) s += (i ? ", " : "dyn sizes ") + std::to_string(r.dim[i]);
+  if (r.dim_count > 8) s += ", ...";
   return s.empty() ? "no dyn dims" : s;
 }
 }  // namespace detail
@@ -282,7 +283,7 @@ class data_parallel final : public replica_group {
     auto different_sizes = [](const detail::run_report& first, std::size_t rank, const detail::run_report& other) {
       return error("ctg: data parallel: the ranks fed batches of different sizes (rank 0: " + detail::dims_text(first) +
                    "; rank " + std::to_string(rank) + ": " + detail::dims_text(other) +
-                   "); every rank feeds the same shape, so no rank committed this step");
+                   "); every rank feeds the same shape, so no rank committed this run");
     };
     if (emulating()) {
       if (runs_ % local_runs_ == 0) first_run_ = mine;
