@@ -179,14 +179,19 @@ constexpr auto broadcast_to(X) {
   if constexpr (std::is_same_v<S, typename X::dims>) return X{};
   else return detail::make_ew<op::broadcast<S>, X>();
 }
-// broadcast_like<L>(x): x stretched to L's shape (run-time dims taken from L).
+namespace detail {
+// broadcast_like<L>(x): x stretched to L's shape, its run-time dims taken
+// from L unchecked. Internal: a reduction's gradient, where L is the
+// reduction's input, in the graph and of the shape x was reduced from by
+// construction. (Public, it took L's sizes on trust, L outside the graph.)
 template <class L, expr X>
 constexpr auto broadcast_like(X) {
   using S = typename L::dims;
   static_assert(stretches_to<typename X::dims, S>(), "ctg: shape mismatch: cannot broadcast to this shape");
   if constexpr (std::is_same_v<S, typename X::dims>) return X{};
-  else return detail::make_ew<op::broadcast<S, L>, X>();
+  else return make_ew<op::broadcast<S, L>, X>();
 }
+}  // namespace detail
 
 // ------------------------------------------------------------ reductions ----
 

@@ -114,10 +114,10 @@ constexpr auto rule(elementwise_node<Op, Xs...>, G g) {
 template <std::size_t K, class Op, class Out, class X, class G>
 constexpr auto rule(reduce_node<Op, Out, X>, G g) {
   if constexpr (std::is_same_v<Op, op::sum_r>) {
-    return broadcast_like<X>(g);
+    return detail::broadcast_like<X>(g);
   } else if constexpr (std::is_same_v<Op, op::mean_r>) {
     // 1/count in the compute type: a narrow 1/count would underflow (f16) or round twice.
-    return broadcast_like<X>(g) *
+    return detail::broadcast_like<X>(g) *
            node_t<recip_count_node<X, node_t<reduce_node<Op, Out, X>>, compute_t<typename G::dtype>>>{};
   } else {
     static_assert(std::is_same_v<Op, op::max_r>, "ctg: no backward rule for this reduction");

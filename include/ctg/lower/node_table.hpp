@@ -338,6 +338,7 @@ constexpr void describe(plan_table<Size, E>& t, std::size_t i, std::size_t& edge
       std::size_t k = 0;
       ((d.count_of[k++] = tl::index_of<S, Nodes>::value), ...);
     } else {
+      static_assert((tl::contains<S, Nodes>::value && ...), "ctg: internal: a node's shape comes from outside the graph");
       ((d.shape_from = tl::index_of<S, Nodes>::value), ...);
     }
   }(decltype(shape_sources<N>()){});
