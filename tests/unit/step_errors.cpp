@@ -227,6 +227,18 @@ TEST_CASE("max over an empty axis is a ctg::error; over the rows of an empty bat
         std::string::npos);
   rows_max(c, ctg::feed<Xr>(none, 0));
   CHECK(c.value_count() == 0);
+  // A max read only for no element (a softmax over an empty axis reads its
+  // max for each of its no elements) is no error: the softmax is empty, as
+  // PyTorch's. (It was "max over an empty axis".) Read for an element, it is.
+  auto softmax_rows = ctg::forward(ctg::softmax<0>(Xr{}));
+  auto d = ctg::make_store(dev, softmax_rows);
+  softmax_rows(d, ctg::feed<Xr>(none, 0));
+  CHECK(d.value_count() == 0);
+  auto sum_of_max = ctg::forward(ctg::sum(ctg::max<0>(Xr{})));
+  auto e = ctg::make_store(dev, sum_of_max);
+  CHECK(message_of([&] { sum_of_max(e, ctg::feed<Xr>(none, 0)); })
+            .find("ctg: max over an empty axis: [0, 4] to [1, 4] (the max of no element is undefined; a sum is 0, "
+                  "a mean NaN); it reads 'x' fed [0, 4]") != std::string::npos);
 }
 
 // init_params with a standard deviation that is not a finite number >= 0 is

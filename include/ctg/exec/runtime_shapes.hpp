@@ -72,8 +72,8 @@ void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
     case shape_rule::reduce: {
       // The dyn dims from the source, right-aligned. A reduction's kept
       // static dim (not 1) must be the child's there (sum_to<S> of a dyn
-      // dim); a max over no element is an error, as PyTorch's (a sum is 0,
-      // a mean NaN).
+      // dim); a max over no element is an error where it is read
+      // (resolve_shapes).
       const rt_shape& x = shapes[d.shape_from];
       out = static_rt(d.dims);
       for (std::size_t k = 0; k < out.rank; ++k) {
@@ -83,9 +83,6 @@ void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
           throw error("ctg: shape mismatch at run time in a reduction: " + dims_text(x) + " to " +
                       dims_text(out) + " (a ctg::dyn dim is summed to a static one only when they agree)");
       }
-      if (d.max_reduce && x.numel() == 0 && out.numel() > 0)
-        throw error("ctg: max over an empty axis: " + dims_text(x) + " to " + dims_text(out) +
-                    " (the max of no element is undefined; a sum is 0, a mean NaN)");
       break;
     }
     case shape_rule::stretch: {
@@ -204,8 +201,25 @@ std::string fed_inputs_read_by(const Table& t, std::size_t i, const rt_shape* sh
   return s;
 }
 
+// Which nodes' values reach an element of an output: an output with
+// elements, and the children of such a node that have elements themselves
+// (the nodes are in topological order: readers after what they read).
+template <class Table>
+std::vector<bool> values_reaching_an_output(const Table& t, const rt_shape* shapes) {
+  std::vector<bool> read(t.size, false), reaches(t.size, false);
+  for (std::size_t j = t.size; j-- > 0;) {
+    reaches[j] = shapes[j].numel() > 0 && (t.node[j].output || read[j]);
+    if (reaches[j])
+      for (std::size_t c = 0; c < t.node[j].nchild; ++c) read[t.child(j, c)] = true;
+  }
+  return reaches;
+}
+
 // Every node's run-time shape, in order; an error names the fed inputs the
-// node reads (a shape alone does not say which feed is wrong).
+// node reads (a shape alone does not say which feed is wrong). A max over
+// no element is an error, as PyTorch's (a sum is 0, a mean NaN), where its
+// value reaches an output's element: a softmax over an empty axis reads its
+// max for no element, and is empty, as PyTorch's.
 template <class Table>
 void resolve_shapes(const Table& t, rt_shape* shapes) {
   for (std::size_t i = 0; i < t.size; ++i) {
@@ -214,6 +228,15 @@ void resolve_shapes(const Table& t, rt_shape* shapes) {
     } catch (const error& e) {
       throw error(e.what() + fed_inputs_read_by(t, i, shapes));
     }
+  }
+  std::vector<bool> reaches;  // (worked out only when a max has no element)
+  for (std::size_t i = 0; i < t.size; ++i) {
+    const node_desc& d = t.node[i];
+    if (!d.max_reduce || shapes[i].numel() == 0 || shapes[d.shape_from].numel() > 0) continue;
+    if (reaches.empty()) reaches = values_reaching_an_output(t, shapes);
+    if (reaches[i])
+      throw error("ctg: max over an empty axis: " + dims_text(shapes[d.shape_from]) + " to " + dims_text(shapes[i]) +
+                  " (the max of no element is undefined; a sum is 0, a mean NaN)" + fed_inputs_read_by(t, i, shapes));
   }
 }
 
