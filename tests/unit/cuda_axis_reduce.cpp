@@ -186,6 +186,19 @@ TEST_CASE("a reduction over other axes, as the CUDA kernels compute it, against 
   }
   CHECK(chunked_groups >= 5 * 4);  // (five of the groups keep rows of 8, at every batch but the empty one)
   CHECK(lane_groups == 5);         // (everything, at every batch)
+  // A dyn last dim fed 1: the loop's rows are 1 long, so the outputs do not
+  // lie in rows of the kept dim before it. (Tiles took them so: 44 of 300
+  // outputs read other outputs' values, an operand broadcast along the
+  // middle read past its buffer.)
+  using XL = ctg::input<"x", ctg::f32, 6, 300, ctg::dyn>;
+  using CL = ctg::input<"c", ctg::f32, 6, 300, 1>;
+  using ML = ctg::input<"m", ctg::f32, 6, 1, ctg::dyn>;
+  for (dim_t last : {dim_t{1}, dim_t{3}}) {
+    auto scaled = ctg::sum<0>(XL{} * CL{});
+    check_group(ctg::forward(scaled), scaled, last);
+    auto shifted = ctg::sum<0>(XL{} + ML{});
+    check_group(ctg::forward(shifted), shifted, last);
+  }
 }
 
 namespace {

@@ -111,13 +111,14 @@ inline axis_reduce_map make_axis_reduce_map(const rt_shape& it, const rt_shape& 
   dim_t step = 1;
   dim_t kept_size[max_rank], kept_step[max_rank], red_size[max_rank], red_step[max_rank];
   std::size_t nk = 0, nr = 0;
+  bool row_kept = false;  // the loop's last dim is kept (and not 1: a dyn dim fed 1 makes rows of 1)
   for (std::size_t d = it.rank; d-- > 0;) {  // (inner to outer: steps grow)
     const dim_t n = it.d[d], o = d < lead ? 1 : out.d[d - lead];
     const bool last = d + 1 == it.rank;
     if (o != 1 && o != n) throw error("ctg: axis reduction: output dim is neither kept nor reduced (internal)");
     if (n != 1 && !(last && by_rows)) {
       if (o == 1) red_size[nr] = n, red_step[nr++] = step, m.walked_size[d] = n;
-      else kept_size[nk] = n, kept_step[nk++] = step;
+      else kept_size[nk] = n, kept_step[nk++] = step, row_kept = row_kept || last;
     }
     step *= n;
   }
@@ -136,7 +137,7 @@ inline axis_reduce_map make_axis_reduce_map(const rt_shape& it, const rt_shape& 
   }
   m.kept = nk;
   m.reduced = nr;
-  if (nk > 0 && m.kept_step[nk - 1] == 1) m.output_row = m.kept_size[nk - 1];
+  if (row_kept) m.output_row = m.kept_size[nk - 1];
   if (it.numel() == 0) m.per_output = 0;  // (an empty loop: every output is the value over nothing)
   return m;
 }
