@@ -119,6 +119,25 @@ void check_rows(Step, Root, dim_t batch, bool expect_chunks) {
             static_cast<ctx_t&>(kc) = t;
             kc.kept = keep.data();
             outputs(std::type_identity<ctg::detail::row_cache_body<Body, cached>>{}, kc);
+            // Each thread reads back only the cache entries it kept itself (a
+            // cache holding its own, NaN elsewhere): the block does not wait
+            // before the next row's reductions overwrite the cache. (With
+            // width 1 on rows of whole chunks, a thread kept chunks and wrote
+            // elements: other threads' entries.)
+            std::size_t foreign = 0;
+            for (dim_t th = 0; th < threads; ++th) {
+              using Kept = typename decltype(keep)::value_type;
+              std::vector<Kept> own(static_cast<std::size_t>(L), std::numeric_limits<Kept>::quiet_NaN());
+              (void)ctg::cuda::row_part<cached, V>(t, L, w, th, threads, own.data());
+              kc.kept = own.data();
+              std::memset(out_bytes.data(), 0, row_length * sizeof(T));
+              ctg::cuda::row_outputs<ctg::detail::row_cache_body<Body, cached>, V>(kc, L, w, row_out, th, threads);
+              for (dim_t j : elements_of(L, V, th, threads)) {
+                const T want = ctg::store_as<T>(Body::value(t, j));
+                foreign += std::memcmp(&row_out.root[j], &want, sizeof(T)) != 0;
+              }
+            }
+            CHECK(foreign == 0);
           }
         }
       }

@@ -55,12 +55,22 @@ CTG_HD double row_part(const Ctx& c, dim_t L, dim_t width, dim_t thread, dim_t t
 
 // The thread's outputs of the row: Body's value at j to element j of the
 // row `row_out` starts (kernel::group_outputs: the root, and a side output).
+// The thread writes the elements its row_part folds, so that reading the
+// row cache it reads only what it kept itself (the block does not wait
+// between a row's outputs and the next row's reductions, which overwrite
+// the cache).
 template <class Body, dim_t V, class T, class S, class Ctx>
 CTG_HD void row_outputs(const Ctx& c, dim_t L, dim_t width, kernel::group_outputs<T, S> row_out, dim_t thread,
                         dim_t threads) {
   if constexpr (V > 1) {
-    if (width > 1) {
-      for (dim_t ch = thread; ch < L / V; ch += threads) kernel::write_chunk<Body, V>(c, ch * V, row_out);
+    if (L % V == 0) {
+      for (dim_t ch = thread; ch < L / V; ch += threads) {
+        if (width > 1) {
+          kernel::write_chunk<Body, V>(c, ch * V, row_out);
+        } else {
+          for (dim_t k = 0; k < V; ++k) row_out.put(ch * V + k, Body::value(c, ch * V + k));
+        }
+      }
       return;
     }
   }
