@@ -54,6 +54,8 @@ reference interpret(const cu::gemm_plan& p, const TA* a, const TB* b, dim_t d_el
         }
   reference out{std::vector<double>(static_cast<std::size_t>(d_elements), std::nan("")),
                 std::vector<double>(static_cast<std::size_t>(d_elements), 0.0)};
+  REQUIRE(p.zeros <= d_elements);
+  std::fill_n(out.value.begin(), p.zeros, 0.0);  // (K is 0: the runner's memset)
   for (const cu::gemm_call& c : p.calls) {
     // What the cuBLASLt call is given (exec/cuda/gemm.cuh makes its layouts
     // from these): A is ctg's B (or its copy), B ctg's A. Each layout must
@@ -63,7 +65,9 @@ reference interpret(const cu::gemm_plan& p, const TA* a, const TB* b, dim_t d_el
     auto op_cols = [](const cu::lt_matrix& x) { return x.op == cu::gemm_op::n ? x.cols : x.rows; };
     REQUIRE((op_rows(o.a) == c.m && op_cols(o.a) == c.k && op_rows(o.b) == c.k && op_cols(o.b) == c.n));
     REQUIRE((o.d.rows == c.m && o.d.cols == c.n && o.d.op == cu::gemm_op::n));
-    REQUIRE((o.a.ld >= o.a.rows && o.b.ld >= o.b.rows && o.d.ld >= o.d.rows));
+    // (cuBLASLt: every leading dim at least max(1, rows))
+    REQUIRE((o.a.ld >= std::max<dim_t>(1, o.a.rows) && o.b.ld >= std::max<dim_t>(1, o.b.rows) &&
+             o.d.ld >= std::max<dim_t>(1, o.d.rows)));
     REQUIRE((o.a.type == (o.a.buffer == cu::gemm_buffer::a || o.a.buffer == cu::gemm_buffer::a_transposed ? p.type_a
                                                                                                           : p.type_b)));
     REQUIRE((o.d.type == p.type_d && o.d.buffer == cu::gemm_buffer::d));
@@ -287,6 +291,16 @@ TEST_CASE("plans, field by field") {
   CHECK((p.transposes[0].from == cu::gemm_buffer::a && p.calls[0].ld_first == 3 && p.calls[0].ld_second == 3));
   // Nothing to compute: no call.
   CHECK(cu::plan_gemm(shape({0, 3}), shape({3, 4}), shape({0, 4}), f32, f32, f32, false, false, false).calls.empty());
+  // A sum of no products (an empty batch's weight gradient x^T dy, K = 0): zeros, no call (a leading dim of 0
+  // is not one cuBLASLt takes). Every layout and fp8 too, interpreted against the naive product (zeros).
+  for (const bool fp8 : {false, true})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        const ctg::rt_shape a = ta ? shape({2, 0, 3}) : shape({2, 3, 0}), b = tb ? shape({4, 0}) : shape({0, 4});
+        p = cu::plan_gemm(a, b, shape({2, 3, 4}), fp8 ? e4m3 : f32, fp8 ? e4m3 : f32, f32, fp8, ta, tb);
+        CHECK((p.calls.empty() && p.transposes.empty() && p.zeros == 2 * 3 * 4));
+        check_broadcast_plan(a, b, shape({2, 3, 4}), fp8, ta, tb, 0, 1);
+      }
   CHECK_THROWS_AS(cu::plan_gemm(shape({2, 3}), shape({5, 4}), shape({2, 4}), f32, f32, f32, false, false, false),
                   ctg::error);
 }

@@ -185,6 +185,10 @@ class gemm_runner {
       throw error("ctg: cuBLASLt FP8 scale pointers must be 16-byte aligned (a_scale_inv " +
                   std::to_string(reinterpret_cast<std::uintptr_t>(m.a_scale_inv) % 16) + ", b_scale_inv " +
                   std::to_string(reinterpret_cast<std::uintptr_t>(m.b_scale_inv) % 16) + " bytes past a multiple of 16)");
+    if (p.zeros > 0) {
+      CTG_CUDA_CHECK(cudaMemsetAsync(m.d, 0, static_cast<std::size_t>(p.zeros) * gemm_type_bytes(p.type_d), dev_.stream()));
+      return;
+    }
     for (const transpose_step& t : p.transposes) {
       const auto* in = static_cast<const std::uint8_t*>(t.from == gemm_buffer::a ? m.a : m.b);
       auto* out = static_cast<std::uint8_t*>(t.to == gemm_buffer::a_transposed ? m.a_transposed : m.b_transposed);

@@ -82,7 +82,22 @@ struct gemm_plan {
   std::vector<transpose_step> transposes;
   dim_t scratch_a = 0, scratch_b = 0;  // elements of the transposed copies
   std::vector<gemm_call> calls;
+  // K is 0 (an empty batch's weight gradient): D is this many zeros, set
+  // without a call (cuBLASLt takes no empty inner dim: its leading dims
+  // must be at least 1).
+  dim_t zeros = 0;
 };
+
+// Bytes of one element of a gemm_type.
+constexpr std::size_t gemm_type_bytes(gemm_type t) {
+  switch (t) {
+    case gemm_type::f64: return 8;
+    case gemm_type::f32: return 4;
+    case gemm_type::bf16:
+    case gemm_type::f16: return 2;
+    default: return 1;
+  }
+}
 
 // One matrix of a call as cuBLASLt's layout describes it
 // (cublasLtMatrixLayoutCreate, its batch attributes) and where it lies:
@@ -154,6 +169,10 @@ inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape&
   kernel::broadcast_strides(bb.rank, bb.d, batch.rank, sb);
   const dim_t count = batch.numel();
   if (M == 0 || N == 0 || count == 0) return p;  // (an empty result: no call)
+  if (K == 0) {  // (a sum of no products)
+    p.zeros = M * N * count;
+    return p;
+  }
 
   // ctg's B is cuBLASLt's first operand (B^T column-major: N x K, ld N), its
   // A the second (A^T: K x M, ld K); a transposed operand flips its op. An
