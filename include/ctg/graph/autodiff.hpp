@@ -168,6 +168,13 @@ template <class Loss, class... Leaves>
 consteval bool check_params_reached(tl::list<Leaves...>) {
   return (check_leaf_reached<Loss, Leaves>() & ... & true);
 }
+// Does each type occur once in the pack?
+template <class T, class... Ts>
+inline constexpr std::size_t occurrences = (std::size_t{std::is_same_v<T, Ts>} + ... + 0);
+template <class... Ts>
+consteval bool each_once() {
+  return ((occurrences<Ts, Ts...> == 1) && ...);
+}
 }  // namespace detail
 
 // value_and_grad(loss, wrt<W...>): a step computing the loss and the gradient
@@ -187,6 +194,11 @@ constexpr auto value_and_grad(Loss, wrt_t<Leaves...>) {
     return invalid_step{};
   } else if constexpr (sizeof...(Leaves) == 0) {
     static_assert(sizeof...(Leaves) > 0, "ctg: value_and_grad needs at least one leaf in wrt<...>");
+    return invalid_step{};
+  } else if constexpr (!detail::each_once<Leaves...>()) {
+    static_assert(detail::each_once<Leaves...>(),
+                  "ctg: a leaf is named twice in wrt<...>: it is one parameter, with one gradient, and an optimizer "
+                  "would update it once per mention (tied weights are one leaf: name it once)");
     return invalid_step{};
   } else if constexpr ((detail::check_wrt_leaf<Loss, Leaves>() & ...)) {
     return graph_step<node_t<Loss>, tl::list<Leaves...>>{};
