@@ -64,15 +64,26 @@ struct backward_only_state<Known, tl::list<Ls...>> {
                                                tl::list<Ls>, tl::list<>>...>;
 };
 
+// Is L a leaf a stacked block may read: its own (a name with {i}), not
+// fed, and (a parameter) reaching its output with a gradient? The first
+// mistake reported, alone.
 template <class Out, class L>
-consteval bool check_block_leaf() {
-  static_assert(!L::fed, "ctg: a stacked block reads only its input and its own parameters (no inputs)");
-  static_assert(has_layer_index<L::name>(),
-                "ctg: a stacked block's parameter names must contain {i} (e.g. \"layers.{i}.w\")");
-  if constexpr (L::role == leaf_role::param)  // (a path search per leaf: only for parameters)
+consteval bool block_leaf_ok() {
+  if constexpr (L::fed) return false;
+  else if constexpr (!has_layer_index<L::name>()) return false;
+  else if constexpr (L::role == leaf_role::param) return has_grad_path_v<Out, L>;  // (a path search: parameters only)
+  else return true;
+}
+template <class Out, class L>
+consteval void report_block_leaf() {
+  if constexpr (L::fed)
+    static_assert(!L::fed, "ctg: a stacked block reads only its input and its own parameters (no inputs)");
+  else if constexpr (!has_layer_index<L::name>())
+    static_assert(has_layer_index<L::name>(),
+                  "ctg: a stacked block's parameter names must contain {i} (e.g. \"layers.{i}.w\")");
+  else
     static_assert(has_grad_path_v<Out, L>,
                   "ctg: no gradient path from the stacked block's output to one of its parameters");
-  return true;
 }
 
 template <class... Ls>
@@ -91,18 +102,62 @@ using stack_carry_t =
     typename detail::leaf_with_dims<typename X::dtype, leaf_role::carry, typename X::dims>::template type<"ctg.stack.input">;
 
 
+namespace detail {
+// The checks of N layers of a block over X returning Out, in order, the
+// first mistake reported alone: nn::stack makes no stack node when one
+// fails (the stack's block graphs, built on a bad block, added a cascade of
+// internal errors).
+template <std::size_t N, class X, class Out, checkpointing Ckpt>
+consteval bool check_block() {
+  using carry = stack_carry_t<X>;
+  using nodes = topo_t<tl::list<Out>>;
+  using own = typename block_leaves<carry, leaves_t<nodes>>::type;
+  constexpr std::size_t bad_leaf = []<class... Ls>(tl::list<Ls...>) {
+    std::size_t i = 0, first = sizeof...(Ls);
+    ((first = first == sizeof...(Ls) && !block_leaf_ok<Out, Ls>() ? i : first, ++i), ...);
+    return first;
+  }(own{});
+  if constexpr (holds_failed(nodes{})) {
+    return false;  // (an op of the block reported it)
+  } else if constexpr (N < 1) {
+    static_assert(N >= 1, "ctg: stack needs at least one layer");
+    return false;
+  } else if constexpr (!std::is_same_v<typename Out::dims, typename X::dims> ||
+                       !std::is_same_v<typename Out::dtype, typename X::dtype>) {
+    static_assert(std::is_same_v<typename Out::dims, typename X::dims> &&
+                      std::is_same_v<typename Out::dtype, typename X::dtype>,
+                  "ctg: shape mismatch: a stacked block must return its input's shape and dtype");
+    return false;
+  } else if constexpr (bad_leaf < own::size) {
+    report_block_leaf<Out, tl::at_t<bad_leaf, own>>();
+    return false;
+  } else if constexpr (!leaf_names_unique_v<nodes>) {
+    return !check_leaf_names<nodes>();  // (reports the clash)
+  } else if constexpr (!has_grad_path_v<Out, carry>) {
+    static_assert(has_grad_path_v<Out, carry>,
+                  "ctg: a stacked block's output must depend on its input with a gradient (this block ignores "
+                  "its input, or reads it only through no_grad): the layers below would get none; unroll them "
+                  "(nn::unrolled) or drop the no_grad");
+    return false;
+  } else if constexpr (Ckpt == checkpointing::every_layer && !replayable_below_v<Out>) {
+    static_assert(replayable_below_v<Out>,
+                  "ctg: not replayable inside checkpoint: a node of this stacked block changes state as it runs "
+                  "(its state_replay is ctg::replay::none); use checkpointing::none");
+    return false;
+  } else {
+    return true;
+  }
+}
+}  // namespace detail
+
+// N layers of one block (nn::stack, which checks the block first:
+// detail::check_block).
 template <std::size_t N, class X, class Out, checkpointing Ckpt = checkpointing::every_layer>
 struct stack_node {
   using carry = stack_carry_t<X>;
   using block_out = Out;
   using forward_leaves = typename detail::block_leaves<carry, leaves_t<topo_t<tl::list<Out>>>>::type;
   using trainable = typename detail::trainable_of<forward_leaves>::type;
-  static_assert(N >= 1, "ctg: stack needs at least one layer");
-  static_assert(std::is_same_v<typename Out::dims, typename X::dims> &&
-                    std::is_same_v<typename Out::dtype, typename X::dtype>,
-                "ctg: shape mismatch: a stacked block must return its input's shape and dtype");
-  static_assert(
-      []<class... Ls>(tl::list<Ls...>) { return (detail::check_block_leaf<Out, Ls>() && ...); }(forward_leaves{}));
 
   using ctg_node = void;
   using dtype = typename X::dtype;
@@ -110,9 +165,6 @@ struct stack_node {
   static constexpr node_kind kind = node_kind::stack;
   static constexpr std::size_t layers = N;
   static constexpr bool recompute = Ckpt == checkpointing::every_layer;
-  static_assert(!recompute || replayable_below_v<Out>,
-                "ctg: not replayable inside checkpoint: a node of this stacked block changes state as it runs "
-                "(its state_replay is ctg::replay::none); use checkpointing::none");
 
   // The block's graphs, each compiled once whatever N is: forward, and
   // forward + backward of sum(out * g) (the vector-Jacobian product for an

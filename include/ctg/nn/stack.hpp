@@ -20,7 +20,10 @@ template <std::size_t N, template <fixed_string> class Block, checkpointing Ckpt
           expr X>
 constexpr auto stack(X) {
   using out = decltype(Block<"layers.{i}">{}(stack_carry_t<X>{}));
-  return node_t<stack_node<N, node_t<X>, out, Ckpt>>{};
+  if constexpr (detail::check_block<N, node_t<X>, out, Ckpt>())
+    return node_t<stack_node<N, node_t<X>, out, Ckpt>>{};
+  else
+    return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};  // (reported)
 }
 
 }  // namespace nn
