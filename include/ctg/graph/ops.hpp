@@ -17,7 +17,14 @@ constexpr auto make_ew() {
   };
   static_assert(!arithmetic_on_ids,
                 "ctg: i32 index tensors do not enter arithmetic (use gather, one_hot or cross_entropy)");
-  if constexpr (arithmetic_on_ids)
+  // An fp8 payload means nothing without its scale (ctg::dequantize reads
+  // it). (A failed node of an fp8 dtype was reported already.)
+  constexpr bool arithmetic_on_fp8 =
+      !arithmetic_on_ids && ((is_fp8_v<typename Xs::dtype> && Xs::kind != node_kind::failed) || ...);
+  static_assert(!arithmetic_on_fp8,
+                "ctg: fp8 needs a scale: an e4m3/e5m2 tensor cannot enter arithmetic directly; "
+                "dequantize it with its scale first");
+  if constexpr (arithmetic_on_ids || arithmetic_on_fp8)
     return node_t<failed_node<typename tl::at_t<0, tl::list<Xs...>>::dims, f32, node_t<Xs>...>>{};
   else
     return node_t<elementwise_node<Op, node_t<Xs>...>>{};
@@ -201,7 +208,11 @@ namespace detail {
 template <class X>
 consteval bool reducible() {
   static_assert(!index_type<typename X::dtype>, "ctg: i32 index tensors cannot be reduced");
-  return !index_type<typename X::dtype>;
+  constexpr bool fp8 = is_fp8_v<typename X::dtype> && X::kind != node_kind::failed;  // (a failed one: reported)
+  static_assert(index_type<typename X::dtype> || !fp8,
+                "ctg: fp8 needs a scale: an e4m3/e5m2 tensor cannot enter arithmetic directly; "
+                "dequantize it with its scale first");
+  return !index_type<typename X::dtype> && !is_fp8_v<typename X::dtype>;
 }
 }  // namespace detail
 #define CTG_REDUCTION(NAME, OP)                                                                     \
