@@ -82,9 +82,9 @@ constexpr auto weight_product(X x, W w) {
     auto xq = quantize<F, scaling_for<R, name + ".fp8_input">>(for_matmul<P>(x));
     auto wq = [&] {
       using S = scaling_for<R, name + ".fp8_weight">;
-      if constexpr (precision::shards_weights_v<P>)
+      if constexpr (precision::shards_weights_v<P> && !sees_a_shard<node_t<W>>())
         return node_t<quantize_node<F, node_t<W>, S, true>>{};  // shard(quantize(w))
-      else return quantize<F, S>(w);
+      else return quantize<F, S>(w);  // (of a sharded leaf: "ctg: quantize before shard", the policy shards it)
     }();
     using out = typename P::matmul_type;
     using grad_scaling = scaling_for<R, name + ".fp8_grad">;
