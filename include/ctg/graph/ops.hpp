@@ -263,10 +263,20 @@ template <class X, int Axis>
 inline constexpr int axis_from_front = static_cast<int>(normalize_axis<typename X::dims, Axis>());
 template <class X>
 inline constexpr bool narrow_v = std::is_same_v<typename X::dtype, bf16> || std::is_same_v<typename X::dtype, f16>;
+// Reports an axis out of range once (the max, sum and exp inside would
+// each report it again), and says whether it is in range.
+template <class X, int Axis>
+consteval bool softmax_axis_ok() {
+  constexpr int rank = static_cast<int>(X::dims::rank);
+  static_assert(Axis >= -rank && Axis < rank, "ctg: axis out of range for this tensor's rank");
+  return Axis >= -rank && Axis < rank;
 }
+}  // namespace detail
 template <int Axis = -1, expr X>
 constexpr auto softmax(X x) {
-  if constexpr (detail::narrow_v<X>) {
+  if constexpr (!detail::softmax_axis_ok<X, Axis>()) {
+    return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+  } else if constexpr (detail::narrow_v<X>) {
     return cast<typename X::dtype>(softmax<Axis>(cast<f32>(x)));
   } else {
     auto z = x - no_grad(max<Axis>(x));
@@ -276,7 +286,9 @@ constexpr auto softmax(X x) {
 }
 template <int Axis = -1, expr X>
 constexpr auto log_softmax(X x) {
-  if constexpr (detail::narrow_v<X>) {
+  if constexpr (!detail::softmax_axis_ok<X, Axis>()) {
+    return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+  } else if constexpr (detail::narrow_v<X>) {
     return cast<typename X::dtype>(log_softmax<Axis>(cast<f32>(x)));
   } else {
     auto z = x - no_grad(max<Axis>(x));
