@@ -6,8 +6,10 @@
 // the grad-ness of its input, so a frozen leaf stays frozen under any policy
 // (B1).
 //
-//   full<T>       everything in T: parameters, matmuls, elementwise work, and
-//                 statistics (norms, softmax, loss) in f32 (f64 when T is f64)
+//   full<T>       parameters, matmuls and elementwise work in T; statistics
+//                 (norms, softmax, loss) in f32 (f64 when T is f64), and so
+//                 is a model's own choice of stream (nn::transformer keeps
+//                 its residual stream in the stats type)
 //   autocast<C>   f32 master parameters; matmul operands and results in C
 //                 (bf16 or f16); norms, softmax and the loss in f32
 #include <ctg/graph/ops.hpp>
