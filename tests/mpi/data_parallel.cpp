@@ -484,9 +484,11 @@ void fp8_all_gather(ctg::dist::communicator& comm) {
 // rows (the steps read the gathered bytes): reading it whole is an error
 // until gather_whole_parameters(), then every rank reads the same weight.
 // (An evaluation step sharing the store read the stale rows: each rank got
-// another value.) Once the data_parallel ends, the store alone is an error.
+// another value.) Once the data_parallel ends, the store alone is an error
+// until a load writes the weight whole.
 void fp8_rows_only(ctg::dist::communicator& comm) {
   const int r = comm.rank();
+  const std::string file = "ctg_mpi_rows_only_np" + std::to_string(comm.size()) + ".ctg";
   auto step = ctg::value_and_grad(fp8_loss<true>());
   auto eval = ctg::forward(ctg::sum(ctg::matmul(Xq{}, ctg::cast<ctg::f32>(Wq{}))));
   ctg::cpu::device dev{1};
@@ -516,9 +518,28 @@ void fp8_rows_only(ctg::dist::communicator& comm) {
                                 "fp8 rows only: every rank evaluates the same weight once it is whole");
     step(s, ctg::feed<Xq>(x, 3), ctg::feed<Tq>(t, 3));  // (the training step goes on after the gather)
     opt.step();
+    ctg::dist::save(file, dp, opt);  // (whole for the save, then in rows only again after the next update)
+    step(s, ctg::feed<Xq>(x, 3), ctg::feed<Tq>(t, 3));
+    opt.step();
   }
   const std::string alone = message_of([&] { step(s, ctg::feed<Xq>(x, 3), ctg::feed<Tq>(t, 3)); });
   check(alone.find(rows_only) != std::string::npos, "fp8 rows only: the store alone after its data_parallel: " + alone);
+  // A load writes the weight whole: the store runs alone again, as a fresh
+  // store loaded from the file does. (Its param() threw: no load took it.)
+  const std::string missing = message_of([&] { ctg::io::load(file + ".none", s); });
+  check(!missing.empty() && message_of([&] { (void)s.param<Wq>(); }).find(rows_only) != std::string::npos,
+        "fp8 rows only: a failed load leaves the weight in rows only");
+  ctg::io::load(file, s);
+  auto fresh = ctg::make_store(dev, step, eval);
+  ctg::io::load(file, fresh);
+  const float mine = step(s, ctg::feed<Xq>(x, 3), ctg::feed<Tq>(t, 3));
+  const float theirs = step(fresh, ctg::feed<Xq>(x, 3), ctg::feed<Tq>(t, 3));
+  check(std::bit_cast<std::uint32_t>(mine) == std::bit_cast<std::uint32_t>(theirs),
+        "fp8 rows only: loaded, the store alone runs as a fresh one loaded");
+  int done = 1;  // (every rank has read the file before rank 0 removes it)
+  std::vector<int> all(static_cast<std::size_t>(comm.size()));
+  comm.all_gather(std::span<const int>(&done, 1), std::span(all));
+  if (r == 0) std::remove(file.c_str());
 }
 
 // Resume at the same world: bit for bit the run that never stopped (dropout

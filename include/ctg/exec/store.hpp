@@ -522,7 +522,7 @@ class basic_store {
                 "' is whole only in this rank's rows: dist::data_parallel gathers it as fp8 (shard(quantize(w))) "
                 "and the optimizer updates this rank's rows of it: make it whole with sharded_adamw's "
                 "gather_whole_parameters() (every rank) while the data_parallel lasts, or save a checkpoint "
-                "(dist::save)");
+                "(dist::save) and load it (io::load writes it whole)");
   }
   static const char* first_stacked_param_name() {
     for (std::size_t i = 0; i < N; ++i)
