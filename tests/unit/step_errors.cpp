@@ -98,6 +98,16 @@ TEST_CASE("a size that overflows is reported, not wrapped") {
   const auto m = message_of([&] { f.step(f.store, ctg::feed<X>(f.x, huge), ctg::feed<Y>(f.y, huge)); });
   CHECK(m.find("overflows") != std::string::npos);
   CHECK(m.find("'x'") != std::string::npos);
+  // Elements that fit, bytes that do not: [2^31, 0] @ [0, 2^31] is 2^62
+  // floats, 2^64 bytes. (They wrapped to a 64-byte buffer: a crash.)
+  using A = ctg::input<"a", ctg::f32, ctg::dyn, ctg::dyn>;
+  using B = ctg::input<"b", ctg::f32, ctg::dyn, ctg::dyn>;
+  auto product = ctg::forward(ctg::matmul(A{}, B{}));
+  auto s = ctg::make_store(f.dev, product);
+  const std::vector<float> none;
+  const ctg::dim_t n = ctg::dim_t{1} << 31;
+  const auto bytes = message_of([&] { product(s, ctg::feed<A>(none, n, 0), ctg::feed<B>(none, 0, n)); });
+  CHECK(bytes.find("ctg: size overflows: a buffer of 4611686018427387904 elements of 4 bytes") != std::string::npos);
 }
 
 TEST_CASE("a non-finite loss throws when checking is on, and writes nothing") {

@@ -14,6 +14,10 @@ using dim_t = std::int64_t;
 inline constexpr dim_t dyn = -1;
 inline constexpr std::size_t max_rank = 6;
 
+// The most elements a tensor's static dims may hold: 2^56, so that their
+// bytes (8 at most each) and a few layers of them fit a 64-bit size.
+inline constexpr std::uint64_t max_static_elements = std::uint64_t{1} << 56;
+
 template <dim_t... Dims>
 struct shape {
   static constexpr std::size_t rank = sizeof...(Dims);
@@ -23,6 +27,15 @@ struct shape {
   static constexpr std::size_t static_numel = is_static ? (std::size_t(1) * ... * static_cast<std::size_t>(Dims)) : 0;
   static_assert(rank <= max_rank, "ctg: tensors have at most 6 dims");
   static_assert(((Dims == dyn || Dims >= 1) && ...), "ctg: a static dim must be >= 1 (use ctg::dyn for run-time dims)");
+  static_assert([] {
+    std::uint64_t n = 1;  // (the static dims' product, checked as it grows: it wrapped silently)
+    for (const dim_t d : dims) {
+      if (d < 1) continue;  // (ctg::dyn)
+      if (static_cast<std::uint64_t>(d) > max_static_elements / n) return false;
+      n *= static_cast<std::uint64_t>(d);
+    }
+    return true;
+  }(), "ctg: a tensor's static dims hold more than 2^56 elements");
 };
 
 // A shape carried as a value, so consteval functions can compute shapes.

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <vector>
 
+#include <ctg/core/error.hpp>
+
 namespace ctg::detail {
 
 struct buffer_life {
@@ -29,6 +31,8 @@ inline std::size_t place_lives(const buffer_life* lives, std::size_t count, std:
       if (at + l.bytes <= active[slot].offset) break;
       if (active[slot].offset + active[slot].bytes > at) at = active[slot].offset + active[slot].bytes;
     }
+    if (at > (std::size_t{1} << 62) - l.bytes)  // (each buffer is below 2^62 bytes: buffers.hpp)
+      throw error("ctg: size overflows: the run's buffers together are past 2^62 bytes");
     active.insert(active.begin() + static_cast<std::ptrdiff_t>(slot), placed{at, l.bytes, l.end});
     offset[i] = at;
     if (at + l.bytes > size) size = at + l.bytes;

@@ -86,8 +86,16 @@ auto fed_leaves(tl::list<Ns...>)
 // keeps every layer's input, a stack's backward the stacked leaves' gradients
 // before the input's, a quantized tensor its side data. One spare byte keeps
 // zero-sized buffers distinct.
+// Sizes past 2^62 bytes are an error (they wrapped: a small buffer for a
+// huge tensor).
 inline std::size_t buffer_bytes(const node_desc& d, std::size_t numel) {
-  std::size_t bytes = numel * d.elem_bytes * d.layers + d.extra_bytes;
+  constexpr std::size_t limit = std::size_t{1} << 62;
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(numel, d.elem_bytes * d.layers, &bytes) || bytes > limit - d.extra_bytes - 1024)
+    throw error("ctg: size overflows: a buffer of " + std::to_string(numel) + " elements of " +
+                std::to_string(d.elem_bytes) + " bytes" + (d.layers > 1 ? " (" + std::to_string(d.layers) + " layers)" : "") +
+                " is past 2^62 bytes");
+  bytes += d.extra_bytes;
   if (d.kind == node_kind::quantize) bytes = align_up(bytes) + fp8_side_bytes;
   return align_up(bytes + 1);
 }
