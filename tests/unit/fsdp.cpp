@@ -133,6 +133,17 @@ TEST_CASE("fsdp: the store keeps no copy of the stack's parameters; one layer is
   CHECK(keep.dp->gathered_bytes() < layers * per_layer * 2 + 9 * 64);
 }
 
+TEST_CASE("fsdp: init_params while the stacks are held in shards is an error that writes no leaf") {
+  // (It wrote the leaves before the first stacked one, then threw: a half-initialised model trained on.)
+  static_assert(first_stacked > 0);  // (leaf 0 is outside the stack: the store holds it)
+  trainer reshard(2, ctg::dist::fsdp{});
+  const auto before = reshard.store.param<ctg::tl::at_t<0, step_t::wrt>>();
+  const std::vector<ctg::bf16> first(before.begin(), before.end());
+  CHECK_THROWS_WITH_AS(ctg::nn::init_params(reshard.store, 99, 0.3), doctest::Contains("is held in shards"), ctg::error);
+  const auto after = reshard.store.param<ctg::tl::at_t<0, step_t::wrt>>();
+  CHECK(std::memcmp(first.data(), after.data(), after.size_bytes()) == 0);
+}
+
 TEST_CASE("fsdp: a run fed another shape fails and the step counts for nothing; run again, it is the default's") {
   trainer whole(2, std::nullopt), sharded(2, ctg::dist::fsdp{});
   run(sharded.step, sharded.store, 0, 0);

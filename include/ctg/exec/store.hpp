@@ -275,6 +275,11 @@ class basic_store {
   // (exec/replica_group.hpp): the store frees its copy of them, or makes
   // one again (zero-filled; the group fills it) to be read whole.
   bool holds_stacked_params() const { return mem_.holds_stacked_params(); }
+  // Throws ctg::error unless it holds them: what a call that writes every
+  // stored leaf checks before it writes any (nn::init_params).
+  void check_stacked_params_held() const {
+    if (!mem_.holds_stacked_params()) throw_held_in_shards(first_stacked_param_name());
+  }
   void release_stacked_params() { mem_.release_stacked_params(); }
   void hold_stacked_params() { mem_.hold_stacked_params(); }
 
@@ -338,7 +343,7 @@ class basic_store {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     if (group_) return run_as_replica(feeds...);
-    if (!mem_.holds_stacked_params()) throw_held_in_shards(first_stacked_param_name());
+    check_stacked_params_held();
     for (std::size_t i = 0; i < N; ++i)
       if (rows_only_[i]) throw_rows_only(table.node[i].name);
     if (profile_) profile_->start_run();

@@ -72,6 +72,9 @@ void init_leaf(Store& store, std::uint64_t seed, double std_dev) {
 template <step_store Store>
 void init_params(Store& store, std::uint64_t seed, double std_dev = 0.02) {
   check_init_std(std_dev);
+  // (A stack's parameters held in shards by dist::fsdp: an error before any
+  // leaf is written; the leaves before them were written, then it threw.)
+  if constexpr (requires { store.check_stacked_params_held(); }) store.check_stacked_params_held();
   using nodes = typename Store::step_type::nodes;
   [&]<class... Ls>(tl::list<Ls...>) {
     (init_leaf<Ls>(store, seed, std_dev), ...);
