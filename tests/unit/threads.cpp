@@ -11,8 +11,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #if defined(__SSE2__)
 #include <xmmintrin.h>
@@ -114,6 +119,29 @@ TEST_CASE("thread_pool: workers run with the caller's flush-to-zero mode, set af
   for (float p : products) CHECK(p != 0.0f);
 }
 #endif
+
+TEST_CASE("thread_pool: a system that gives fewer threads than asked is a ctg::error, not the end of the program") {
+  // (The workers already started were left joinable when the next one failed: std::terminate.)
+  // In a child process whose address space fits about 250 thread stacks of 8 MiB.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    rlimit limit{std::size_t{2} << 30, std::size_t{2} << 30};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(5);
+    try {
+      ctg::cpu::thread_pool pool(4000);
+      _exit(2);  // (the system gave them all: nothing tested)
+    } catch (const ctg::error& e) {
+      _exit(std::string(e.what()).find("ctg: cpu::device: cannot start 3999 worker threads") != std::string::npos ? 0 : 3);
+    } catch (...) {
+      _exit(4);
+    }
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));  // (not killed by std::terminate's abort)
+  CHECK(WEXITSTATUS(status) == 0);
+}
 
 TEST_CASE("threads: the default device uses the hardware's threads") {
   CHECK(ctg::cpu::device{}.thread_count() == ctg::cpu::hardware_threads());

@@ -16,8 +16,11 @@
 #include <cfenv>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <ctg/core/error.hpp>
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define CTG_POOL_PAUSE() __builtin_ia32_pause()
@@ -72,18 +75,22 @@ class thread_pool {
  public:
   using task_fn = void (*)(void* ctx, std::size_t task, unsigned worker);
 
+  // Throws ctg::error when the system gives fewer threads, the workers it
+  // gave stopped and joined (left running, their std::thread objects would
+  // end the program).
   explicit thread_pool(unsigned threads) : size_(threads ? threads : 1) {
-    workers_.reserve(size_ - 1);
-    for (unsigned w = 1; w < size_; ++w) workers_.emplace_back([this, w] { work_loop(w); });
+    try {
+      workers_.reserve(size_ - 1);
+      for (unsigned w = 1; w < size_; ++w) workers_.emplace_back([this, w] { work_loop(w); });
+    } catch (const std::exception& e) {
+      stop_workers();
+      throw error("ctg: cpu::device: cannot start " + std::to_string(size_ - 1) + " worker threads (" +
+                  std::to_string(workers_.size()) + " started: " + e.what() + "); ask for fewer threads");
+    }
   }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
-  ~thread_pool() {
-    stop_.store(true);
-    generation_.fetch_add(1);
-    generation_.notify_all();
-    for (std::thread& t : workers_) t.join();
-  }
+  ~thread_pool() { stop_workers(); }
 
   // Threads that run tasks: the caller and size() - 1 workers.
   unsigned size() const { return size_; }
@@ -131,6 +138,13 @@ class thread_pool {
 
  private:
   static constexpr unsigned spin_limit = 4000;  // ~10-40 us of pause instructions
+
+  void stop_workers() {
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
 
   template <class Done>
   static void wait_until(Done done) {
