@@ -13,9 +13,9 @@
 // is a ctg::error on every rank and changes nothing anywhere, as is a load
 // while a step is under way (some of its runs done: their gradients would
 // be summed with runs on the loaded parameters). Dropout masks are keyed by
-// the global run: after a load at W' ranks with k micro-batches a step,
-// rank r's micro-batch m of the next step is keyed (step * k + m) * W' + r
-// (the file's step count is AdamW's; data_parallel::resume_at).
+// the global run: after a load at W' ranks, rank r's micro-batch m of the
+// next step is keyed runs + m * W' + r, `runs` the file's global run count
+// (its store's; data_parallel::resume_at).
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -88,7 +88,7 @@ void load(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
   });
   dp.reshard();
   dp.store().seed(scratch.seed());
-  dp.resume_at(static_cast<std::uint64_t>(whole.steps()));
+  dp.resume_at(scratch.steps_run());
   dp.forget_fp8_payloads();
   opt.take_from(whole);
 }

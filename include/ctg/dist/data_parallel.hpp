@@ -187,19 +187,19 @@ class data_parallel final : public replica_group {
                   "rest before changing the micro-batch count");
     store_.accumulate(static_cast<std::uint32_t>(k * local_runs_));
     micro_ = k;
-    if (resumed_at_) key_runs_from(*resumed_at_);
   }
   int micro_batches() const { return micro_; }
   // Runs of the step under way this process has made (0 between steps).
   int runs_done() const { return runs_; }
 
-  // After a checkpoint of `steps` steps is loaded (dist::load): the next
-  // runs are keyed as that run's were, run m of rank v of the next step
-  // (steps * k + m) * W + v, with this step's k (also if accumulate(k)
-  // comes after the load, before the next run).
-  void resume_at(std::uint64_t steps) {
-    resumed_at_ = steps;
-    key_runs_from(steps);
+  // After a checkpoint is loaded (dist::load): `runs` is the global run
+  // count it was saved at (its store's), and the next runs are keyed from
+  // it as the run that saved it would have keyed them: rank v's run j of
+  // the next step runs + j * W + v, whatever the micro-batches a step.
+  // (AdamW's step count times k and W missed the runs of a step no update
+  // applied, and steps of another k.)
+  void resume_at(std::uint64_t runs) {
+    store_.set_steps_run(static_cast<std::uint32_t>(runs + static_cast<std::uint64_t>(first_shard())));
   }
 
   // What an optimizer calls once it has applied the gradient.
@@ -353,7 +353,6 @@ class data_parallel final : public replica_group {
   }
 
   void committed() override {
-    resumed_at_.reset();
     const int v = runs_ % local_runs_, m = runs_ / local_runs_;  // (rank v's micro-batch m)
     if (runs_ == 0) complete_ = false;  // (a new step replaces an unapplied gradient, as in a store)
     cut_into_shards(contributions_.data() + static_cast<std::size_t>(v) * world_ * layout_.elements, m > 0);
@@ -410,10 +409,6 @@ class data_parallel final : public replica_group {
     if (runs_ >= local_runs_) contributions_ = round_.contributions;
     complete_ = round_.complete;
     runs_ -= runs_ % local_runs_;
-  }
-  void key_runs_from(std::uint64_t steps) {
-    const std::uint64_t runs = steps * static_cast<std::uint64_t>(micro_) * static_cast<std::uint64_t>(world_);
-    store_.set_steps_run(static_cast<std::uint32_t>(runs + static_cast<std::uint64_t>(first_shard())));
   }
   // Which payloads this run's quantize nodes take: those of weights whole
   // only in this rank's rows (after an update's gather, on real ranks);
@@ -561,7 +556,6 @@ class data_parallel final : public replica_group {
   std::function<void()> cast_again_;  // (cast_payloads_with)
   std::array<fp8_value, trainable::size + 1> payloads_{};  // by trainable leaf (those gathered as fp8)
   std::optional<stack_shards<Store>> shards_;  // dist::fsdp (none: every parameter whole between steps)
-  std::optional<std::uint64_t> resumed_at_;  // the steps of a checkpoint loaded since the last run (resume_at)
   int runs_ = 0;    // runs of this step so far
   int micro_ = 1;   // micro-batches per rank and step
   bool complete_ = false;
