@@ -225,6 +225,10 @@ TEST_CASE("mistakes: every run of a step feeds one shape; an update needs a whol
   CHECK(values<W2>(s) != before);
   CHECK_THROWS_WITH_AS(ctg::dist::data_parallel(s, ctg::dist::emulate{0}), doctest::Contains("at least 1 rank"),
                        ctg::error);
+  // The store's own accumulate(k) while in the group: an error (it scaled each run's gradient by another count
+  // than the group's, and an update then failed after changing the parameters).
+  CHECK_THROWS_WITH_AS(s.accumulate(2), doctest::Contains("set its micro-batches with dp.accumulate(k)"), ctg::error);
+  CHECK(s.micro_batches() == 2);  // (the group's: one run of each of its 2 ranks)
 }
 
 TEST_CASE("a data_parallel that ends mid-step drops its runs' FP8 amaxes with the set") {

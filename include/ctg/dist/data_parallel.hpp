@@ -185,7 +185,7 @@ class data_parallel final : public replica_group {
     if (runs_ != 0)
       throw error("ctg: data parallel: accumulate: " + std::to_string(runs_) + " runs of this step are done; run the "
                   "rest before changing the micro-batch count");
-    store_.accumulate(static_cast<std::uint32_t>(k * local_runs_));
+    store_.accumulate_in_group(static_cast<std::uint32_t>(k * local_runs_));
     micro_ = k;
   }
   int micro_batches() const { return micro_; }

@@ -254,8 +254,19 @@ class basic_store {
   // of their gradients (each step's backward starts from 1/k, and the steps
   // add up), and the FP8 scaling states have updated once, from the max of
   // the set's amaxes. k = 1 (the default): every step is a set. Changing k
-  // while a set is under way throws ctg::error and changes nothing.
-  void accumulate(std::uint32_t k) { acc_.set(k); }
+  // while a set is under way throws ctg::error and changes nothing, as does
+  // a store in a replica group, whose group sets its count
+  // (dist::data_parallel::accumulate; it scaled each run's gradient by
+  // another count than the group's).
+  void accumulate(std::uint32_t k) {
+    if (group_)
+      throw error("ctg: accumulate: this store runs as a data-parallel replica (dist::data_parallel): set its "
+                  "micro-batches with dp.accumulate(k); nothing was changed");
+    acc_.set(k);
+  }
+  // The runs of one step a replica group makes of this store (its ranks'
+  // micro-batches: dist::data_parallel).
+  void accumulate_in_group(std::uint32_t runs) { acc_.set(runs); }
   std::uint32_t micro_batches() const { return acc_.size(); }
   // Micro-batches in the current set (k when complete; 0 once consumed).
   std::uint32_t accumulated() const { return acc_.accumulated(); }
