@@ -38,11 +38,12 @@ consteval bool check_forward_only() {
                 "is the one that trains; another training step needs a store of its own");
   return true;
 }
+// (Its stacks' blocks too: a transformer's dropouts are in its layers. Only
+// the top-level nodes were looked at, and a transformer's own logits, not its
+// evaluation's, compiled: masks that changed with the training step count.)
 template <class Other>
 consteval bool check_no_dropout() {
-  constexpr bool none = []<class... Ns>(tl::list<Ns...>) {
-    return ((Ns::kind != node_kind::random) && ...);
-  }(typename Other::nodes{});
+  constexpr bool none = dropouts_of<typename Other::nodes>::type::size == 0;
   static_assert(none,
                 "ctg: a step sharing a training store runs without dropout (it evaluates the trained model): build "
                 "it from the model without dropout (nn::transformer<Cfg, P>::evaluation)");

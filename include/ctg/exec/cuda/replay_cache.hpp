@@ -1,7 +1,7 @@
 #pragma once
 // Which of a store's steps run their launches one by one, which are captured
 // into a CUDA graph, and which replay one: plain host code (no CUDA header),
-// tested on the CPU (tests/unit/cuda_replay_cache.cpp); the CUDA side is
+// tested on the CPU (tests/unit/step_replay.cpp); the CUDA side is
 // exec/cuda/step_graphs.cuh.
 //
 // A step is known by its key: the bytes every launch's arguments come from
