@@ -175,6 +175,39 @@ TEST_CASE("one_hot and index_valid give the picked log-probability of a target (
                        doctest::Contains("index -1 at position 2 of input 't'"), ctg::error);
 }
 
+// An ignored index that is a class too (a padding id 0): its rows are
+// ignored, as PyTorch's ignore_index=0 ignores them. (one_hot gave their
+// class's 1: cross_entropy summed their losses over the others' count, and
+// they got gradients.)
+TEST_CASE("cross_entropy whose ignored index is a class: those rows add nothing, as PyTorch") {
+  using L = ctg::param<"logits", ctg::f64, 4, 3>;
+  using T = ctg::input<"t", i32, 4>;
+  auto step = ctg::value_and_grad(ctg::nn::cross_entropy<0>(L{}, T{}), ctg::wrt<L>);
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, step);
+  const std::vector<double> z{0.3, -1.2, 0.8, 1.5, 0.1, -0.4, -0.7, 0.9, 0.2, 0.0, 0.6, -0.3};
+  gc::set<L>(st, z);
+  const std::vector<i32> t{2, 0, 1, 0};  // rows 1 and 3 ignored
+  step(st, ctg::feed<T>(t));
+  auto sum_exp = [&](std::size_t r) { return std::exp(z[r * 3]) + std::exp(z[r * 3 + 1]) + std::exp(z[r * 3 + 2]); };
+  auto nll = [&](std::size_t r) { return std::log(sum_exp(r)) - z[r * 3 + static_cast<std::size_t>(t[r])]; };
+  CHECK(gc::last_loss(st) == doctest::Approx((nll(0) + nll(2)) / 2).epsilon(1e-14));
+  const auto g = gc::to_vec(st.grad<L>());
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t j = 0; j < 3; ++j) {
+      const double want = t[r] == 0 ? 0.0
+                                    : (std::exp(z[r * 3 + j]) / sum_exp(r) - (static_cast<i32>(j) == t[r] ? 1.0 : 0.0)) / 2;
+      CHECK(g[r * 3 + j] == doctest::Approx(want).epsilon(1e-14).scale(1e-300));
+    }
+  // one_hot alone: the ignored class's rows are zero rows.
+  auto fwd = ctg::forward(ctg::one_hot<3, 0>(T{}));
+  auto fs = ctg::make_store(dev, fwd);
+  const auto got = gc::run_forward(fwd, fs, ctg::feed<T>(t));
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t j = 0; j < 3; ++j)
+      CHECK(got[r * 3 + j] == (t[r] != 0 && t[r] == static_cast<i32>(j) ? 1.0 : 0.0));
+}
+
 // A -inf logit (a masked class) that is not the target, and a -inf in an
 // ignored row: PyTorch's loss is finite (the target's log-probability is
 // picked, never multiplied by the one-hot's 0); ctg's was NaN (-inf * 0).

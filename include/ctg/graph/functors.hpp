@@ -201,9 +201,16 @@ struct one_hot {
   using result_shape = S;
   // (The column as an i32, as the ids are: a 64-bit integer to float has no
   // AVX2 instruction, and one such conversion keeps a whole CPU loop scalar.)
+  // (An ignored id that is a class too, such as a padding id 0, gives its
+  // zero row here: it gave its class's 1, and cross_entropy summed the
+  // ignored rows' losses over the count of the others.)
+  static constexpr bool ignore_is_a_class = has_ignore && ignore >= 0 && ignore < id_count;
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t, C idx) {
-    return C(static_cast<std::int32_t>(col)) == idx ? C(1) : C(0);
+    if constexpr (ignore_is_a_class)
+      return C(static_cast<std::int32_t>(col)) == idx && idx != C(ignore) ? C(1) : C(0);
+    else
+      return C(static_cast<std::int32_t>(col)) == idx ? C(1) : C(0);
   }
 };
 // index_valid<Ignore>: 1 where the index is not Ignore, 0 where it is.
