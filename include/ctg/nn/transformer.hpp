@@ -69,10 +69,14 @@ struct without_dropout : Cfg {
 namespace ctg::nn {
 template <class Cfg, precision::policy P>
 struct transformer {
+  static_assert(!std::is_final_v<Cfg>,
+                "ctg: a transformer config must not be final: the evaluation model's config derives from it "
+                "(the same members, dropout 0)");
   // The same model without dropout, over the same leaves: what evaluation
   // and sampling steps are built from (a store shares a training step's
   // parameters with them: ctg::make_store(dev, train, eval), exec/shared_store.hpp).
-  using evaluation = transformer<detail::without_dropout<Cfg>, P>;
+  using evaluation =
+      transformer<std::conditional_t<std::is_final_v<Cfg>, Cfg, detail::without_dropout<Cfg>>, P>;  // (final: reported)
 
   // One block; its parameters are named "<Prefix>.attn.wq", "<Prefix>.ln1.scale", ...
   template <fixed_string Prefix>
