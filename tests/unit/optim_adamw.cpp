@@ -396,3 +396,27 @@ TEST_CASE("a params-only load with an optimizer alive: the next step throws; loa
   CHECK(na == nb);
   CHECK(snapshot(b.store, ob) == snapshot(a.store, oa));
 }
+
+TEST_CASE("an optimizer updates the store it was made for only; a store moved from is none") {
+  // (adamw opt(a); opt.step(b) applied a's moments and step count to b's parameters, without a word.)
+  using X = ctg::input<"x", ctg::f32, ctg::dyn, 2>;
+  using W = ctg::param<"w", ctg::f32, 2, 2>;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::matmul(X{}, W{})));
+  ctg::cpu::device dev{1};
+  auto a = ctg::make_store(dev, step);
+  auto b = ctg::make_store(dev, step);
+  for (auto* s : {&a, &b}) ctg::nn::init_params(*s, 3, 0.5);
+  ctg::optim::adamw opt(a, {.lr = 0.1f});
+  const std::vector<float> x{1, 2, 3, 4};
+  step(b, ctg::feed<X>(x, 2));
+  const std::vector<float> before(b.param<W>().begin(), b.param<W>().end());
+  CHECK_THROWS_WITH_AS(opt.step(b), doctest::Contains("this optimizer was made for another store"), ctg::error);
+  CHECK(std::vector<float>(b.param<W>().begin(), b.param<W>().end()) == before);
+  CHECK(opt.steps() == 0);
+  // Moved, the store keeps its optimizer; the store moved from has none.
+  auto moved = std::move(a);
+  step(moved, ctg::feed<X>(x, 2));
+  opt.step(moved);
+  CHECK(opt.steps() == 1);
+  CHECK_THROWS_WITH_AS(opt.step(a), doctest::Contains("made for another store"), ctg::error);
+}

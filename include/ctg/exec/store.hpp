@@ -46,6 +46,7 @@
 // changes nothing.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <concepts>
 #include <cstring>
@@ -54,6 +55,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <ctg/exec/buffers.hpp>
@@ -72,6 +74,31 @@ namespace ctg {
 // table, and each program position calls a runner through a pointer. The
 // runners are instantiated on name-free types, so equal groups of any steps
 // share them, and only the few functions here are instantiated per step.
+namespace detail {
+// A store's number, no other store's (an optimizer checks it is given the
+// store it was made for): a copy is another store and takes a new one; a
+// move takes the number along and leaves the moved-from store none (0).
+class store_identity {
+ public:
+  store_identity() : value_(next()) {}
+  store_identity(const store_identity&) : value_(next()) {}
+  store_identity(store_identity&& o) noexcept : value_(std::exchange(o.value_, 0)) {}
+  store_identity& operator=(const store_identity&) { return *this; }
+  store_identity& operator=(store_identity&& o) noexcept {
+    value_ = std::exchange(o.value_, 0);
+    return *this;
+  }
+  std::uint64_t value() const { return value_; }
+
+ private:
+  static std::uint64_t next() {
+    static std::atomic<std::uint64_t> count{0};
+    return ++count;
+  }
+  std::uint64_t value_;
+};
+}  // namespace detail
+
 template <class Backend, class Key>
 class basic_store {
  public:
@@ -346,6 +373,9 @@ class basic_store {
     group_ = group;
   }
   bool in_replica_group() const { return group_ != nullptr; }
+  // This store's number (detail::store_identity): an optimizer made for it
+  // steps this store only; a store moved from has none (0).
+  std::uint64_t identity() const { return identity_.value(); }
 
   // Run one step: check the feeds (which at compile time; their sizes and
   // index values at run time), resolve shapes, run every group, then commit.
@@ -851,6 +881,7 @@ class basic_store {
   bool check_finite_ = false;
   std::array<bool, N> rows_only_{};  // (hold_rows_only)
   replica_group* group_ = nullptr;  // data-parallel replicas (null: this store alone)
+  detail::store_identity identity_;
   // A stack's block store: the parent's group when it gathers the layers
   // (their quantize values may come from it), and the parent's stack node.
   const replica_group* layer_group_ = nullptr;

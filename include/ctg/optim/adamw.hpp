@@ -326,8 +326,24 @@ class adamw_counters {
     r.scalar("adamw.weight_decay", self.cfg_.weight_decay);
     r.scalar("adamw.max_grad_norm", self.cfg_.max_grad_norm);
   }
+  // The store an optimizer is made for (its identity()): an update of
+  // another is an error. (It applied this store's moments, masters and
+  // step count to the other's parameters.)
+  template <class Store>
+  void bind_to(const Store& s) {
+    if constexpr (requires { s.identity(); }) store_ = s.identity();
+  }
+  template <class Store>
+  void check_store(const Store& s) const {
+    if constexpr (requires { s.identity(); })
+      if (s.identity() != store_)
+        throw error("ctg: adamw: this optimizer was made for another store (its moments, masters and step count "
+                    "are that store's; a store moved from is none): make an optimizer for each store; nothing "
+                    "was updated");
+  }
   optim::adamw_config cfg_;
   std::int64_t steps_ = 0;
+  std::uint64_t store_ = 0;
 };
 
 // Throws unless the store holds a complete set of gradients not applied yet.
@@ -388,6 +404,7 @@ class adamw : public detail::adamw_counters {
   explicit adamw(Store& s, adamw_config cfg = {}) : adamw_counters(cfg), state_(layout.total) {
     static_assert(trainable::size > 0 || std::is_same_v<step_type, invalid_step>,  // (invalid: already reported)
                   "ctg: adamw needs a step with trainable leaves (value_and_grad)");
+    bind_to(s);
     sync_masters(s);
   }
 
@@ -398,6 +415,7 @@ class adamw : public detail::adamw_counters {
   // gradient norm before clipping. Throws ctg::error, changing nothing, when
   // a gradient is not finite or lr is not finite and >= 0.
   float step(Store& s, float lr) {
+    check_store(s);
     detail::check_adamw_lr(lr);
     detail::check_adamw_grads_complete(s);
     // Pass 1: read only. Norm and finiteness of every gradient.
@@ -457,6 +475,7 @@ class adamw : public detail::adamw_counters {
   // Re-take every master from the store's parameters (after writing them:
   // re-initialising, a params-only load). Moments and the step count are kept.
   void sync_masters(Store& s) {
+    check_store(s);
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
       if constexpr (detail::has_master_copy<T>) {

@@ -130,12 +130,14 @@ class adamw<Store> : public detail::adamw_counters {
     static_assert(trainable::size > 0, "ctg: adamw needs a step with trainable leaves (value_and_grad)");
     state_.reserve(layout.total * sizeof(float) + 64);  // (zero-filled: moments start at 0)
     checks_.reserve(partials_offset + nt * check_blocks * sizeof(double));
+    bind_to(s);
     sync_masters(s);
   }
 
   float step(store_type& s) { return step(s, cfg_.lr); }
 
   float step(store_type& s, float lr) {
+    check_store(s);
     ctg::detail::check_adamw_lr(lr);
     detail::check_adamw_grads_complete(s);
     cuda::workspace& ws = s.workspace();
@@ -205,6 +207,7 @@ class adamw<Store> : public detail::adamw_counters {
 
   // Re-take every master from the store's parameters (after writing them).
   void sync_masters(store_type& s) {
+    check_store(s);
     cuda::workspace& ws = s.workspace();
     tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
