@@ -214,6 +214,10 @@ class basic_store {
   bool holds_rows_only() const {
     return rows_only_[tl::index_of<L, nodes>::value];
   }
+  // Every leaf's mark at once, by node: a load writes every leaf whole
+  // (io/checkpoint.hpp), and puts the marks back if it fails.
+  std::array<bool, N> rows_only_marks() const { return rows_only_; }
+  void set_rows_only_marks(const std::array<bool, N>& marks) { rows_only_ = marks; }
   // L's values, whole or not: the optimizer's access to its own rows.
   template <class L>
   std::span<typename L::dtype> own_rows() {

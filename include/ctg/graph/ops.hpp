@@ -205,6 +205,13 @@ constexpr auto broadcast_like(X) {
 // NAME<axis>(x) reduces one axis and keeps it as size 1; NAME(x) reduces everything to a scalar.
 // (An axis out of range, or ids, are reported once: the failed node stops the cascade.)
 namespace detail {
+// Reports an axis X lacks, once, and says whether X has it.
+template <class X, int Axis>
+consteval bool axis_in_range() {
+  constexpr int rank = static_cast<int>(X::dims::rank);
+  static_assert(Axis >= -rank && Axis < rank, "ctg: axis out of range for this tensor's rank");
+  return Axis >= -rank && Axis < rank;
+}
 template <class X>
 consteval bool reducible() {
   static_assert(!index_type<typename X::dtype>, "ctg: i32 index tensors cannot be reduced");
@@ -218,9 +225,7 @@ consteval bool reducible() {
 #define CTG_REDUCTION(NAME, OP)                                                                     \
   template <int Axis, expr X>                                                                       \
   constexpr auto NAME(X) {                                                                          \
-    constexpr int rank = static_cast<int>(X::dims::rank);                                           \
-    static_assert(Axis >= -rank && Axis < rank, "ctg: axis out of range for this tensor's rank");   \
-    if constexpr (Axis >= -rank && Axis < rank && detail::reducible<X>())                           \
+    if constexpr (detail::axis_in_range<X, Axis>() && detail::reducible<X>())                       \
       return node_t<reduce_node<op::OP, detail::keep_axis_t<typename X::dims, Axis>, node_t<X>>>{}; \
     else                                                                                            \
       return node_t<failed_node<typename X::dims, f32, node_t<X>>>{};                               \
@@ -263,18 +268,10 @@ template <class X, int Axis>
 inline constexpr int axis_from_front = static_cast<int>(normalize_axis<typename X::dims, Axis>());
 template <class X>
 inline constexpr bool narrow_v = std::is_same_v<typename X::dtype, bf16> || std::is_same_v<typename X::dtype, f16>;
-// Reports an axis out of range once (the max, sum and exp inside would
-// each report it again), and says whether it is in range.
-template <class X, int Axis>
-consteval bool softmax_axis_ok() {
-  constexpr int rank = static_cast<int>(X::dims::rank);
-  static_assert(Axis >= -rank && Axis < rank, "ctg: axis out of range for this tensor's rank");
-  return Axis >= -rank && Axis < rank;
-}
 }  // namespace detail
 template <int Axis = -1, expr X>
 constexpr auto softmax(X x) {
-  if constexpr (!detail::softmax_axis_ok<X, Axis>()) {
+  if constexpr (!detail::axis_in_range<X, Axis>()) {  // (reported once: the max, sum and exp inside would too)
     return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
   } else if constexpr (detail::narrow_v<X>) {
     return cast<typename X::dtype>(softmax<Axis>(cast<f32>(x)));
@@ -286,7 +283,7 @@ constexpr auto softmax(X x) {
 }
 template <int Axis = -1, expr X>
 constexpr auto log_softmax(X x) {
-  if constexpr (!detail::softmax_axis_ok<X, Axis>()) {
+  if constexpr (!detail::axis_in_range<X, Axis>()) {  // (reported once: the max, sum and exp inside would too)
     return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
   } else if constexpr (detail::narrow_v<X>) {
     return cast<typename X::dtype>(log_softmax<Axis>(cast<f32>(x)));

@@ -334,32 +334,10 @@ void save_checkpoint(const std::filesystem::path& path, Store& store, const Opti
   state_file::write(path, out);
 }
 
-// f.template operator()<L>() for every leaf a store keeps whole in this
-// rank's rows only (a weight dist::data_parallel gathered as fp8, on real
-// ranks): a load writes it whole.
-template <class Store, class F>
-void for_each_rows_only_leaf(Store& store, F&& f) {
-  [&]<class... Ls>(tl::list<Ls...>) {
-    auto one = [&]<class L>(std::type_identity<L>) {
-      if constexpr (!L::fed && requires { store.template holds_rows_only<L>(); })
-        if (store.template holds_rows_only<L>()) f.template operator()<L>();
-    };
-    (one(std::type_identity<Ls>{}), ...);
-    (void)one;
-  }(leaves_t<typename Store::step_type::nodes>{});
-}
-
 template <class Store, class... Optimizer>
 void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&... opt) {
   check_between_sets(store, path);
-  // A weight held whole in this rank's rows only is written whole: whole
-  // from here on (as upload makes it), or, when the load fails, as before.
-  std::vector<std::function<void()>> rows_only_again;
-  for_each_rows_only_leaf(store, [&]<class L>() {
-    store.template hold_rows_only<L>(false);
-    rows_only_again.push_back([&store] { store.template hold_rows_only<L>(true); });
-  });
-  try {
+  auto load = [&] {
     auto key = store_key<Store>::of(store);
     record_list recs = checkpoint_records(store, key, opt...);
     load_records(path, recs.records, sizeof...(Optimizer) > 0, [&](const std::string& where) {
@@ -368,9 +346,21 @@ void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&
     });
     recs.finish_load();
     key.commit(store);
-  } catch (...) {
-    for (auto& again : rows_only_again) again();
-    throw;
+  };
+  // A weight held whole in this rank's rows only (an fp8 weight of
+  // dist::data_parallel, on real ranks) is written whole: whole from here
+  // on (as upload makes it), or, when the load fails, as before.
+  if constexpr (requires { store.rows_only_marks(); }) {
+    const auto marks = store.rows_only_marks();
+    store.set_rows_only_marks({});
+    try {
+      load();
+    } catch (...) {
+      store.set_rows_only_marks(marks);
+      throw;
+    }
+  } else {
+    load();
   }
   // A complete set no optimizer applied holds the gradients of the values
   // just replaced: no update may apply them to the loaded ones.

@@ -186,7 +186,7 @@ class gemm_runner {
                   std::to_string(reinterpret_cast<std::uintptr_t>(m.a_scale_inv) % 16) + ", b_scale_inv " +
                   std::to_string(reinterpret_cast<std::uintptr_t>(m.b_scale_inv) % 16) + " bytes past a multiple of 16)");
     if (p.zeros > 0) {
-      CTG_CUDA_CHECK(cudaMemsetAsync(m.d, 0, static_cast<std::size_t>(p.zeros) * gemm_type_bytes(p.type_d), dev_.stream()));
+      CTG_CUDA_CHECK(cudaMemsetAsync(m.d, 0, static_cast<std::size_t>(p.zeros) * detail::lt_bytes(p.type_d), dev_.stream()));
       return;
     }
     for (const transpose_step& t : p.transposes) {

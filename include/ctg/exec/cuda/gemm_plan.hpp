@@ -88,16 +88,6 @@ struct gemm_plan {
   dim_t zeros = 0;
 };
 
-// Bytes of one element of a gemm_type.
-constexpr std::size_t gemm_type_bytes(gemm_type t) {
-  switch (t) {
-    case gemm_type::f64: return 8;
-    case gemm_type::f32: return 4;
-    case gemm_type::bf16:
-    case gemm_type::f16: return 2;
-    default: return 1;
-  }
-}
 
 // One matrix of a call as cuBLASLt's layout describes it
 // (cublasLtMatrixLayoutCreate, its batch attributes) and where it lies:
