@@ -91,6 +91,33 @@ TEST_CASE("download_grad and download_value copy a gradient and the step's outpu
   CHECK(wrong == std::vector<float>(5, 9.0f));
 }
 
+TEST_CASE("a store moved from is refused with a ctg::error; the store moved to runs as the original would") {
+  auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::matmul(X{}, W{}))));
+  ctg::cpu::device dev;
+  auto original = ctg::make_store(dev, step);
+  auto twin = ctg::make_store(dev, step);  // the same values, never moved
+  ctg::nn::init_params(original, 3);
+  ctg::nn::init_params(twin, 3);
+  std::vector<float> x(2 * 6);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i % 5) - 0.5f;
+  auto moved_to = std::move(original);
+  const char* refused = "ctg: this store was moved from (it holds no buffers): use the store it was moved to";
+  std::vector<float> host(18, 7.0f), value(1);
+  CHECK_THROWS_WITH_AS(step(original, ctg::feed<X>(x, 2)), refused, ctg::error);  // (it read freed memory)
+  CHECK_THROWS_WITH_AS(original.plan(ctg::feed<X>(x, 2)), refused, ctg::error);
+  CHECK_THROWS_WITH_AS(original.download(W{}, std::span<float>(host)), refused, ctg::error);
+  CHECK_THROWS_WITH_AS(original.upload(W{}, std::span<const float>(host)), refused, ctg::error);
+  CHECK_THROWS_WITH_AS(original.download_grad(W{}, std::span<float>(host)), refused, ctg::error);
+  CHECK_THROWS_WITH_AS(original.download_value(std::span<float>(value)), refused, ctg::error);
+  CHECK_THROWS_WITH_AS(ctg::nn::init_params(original, 4), refused, ctg::error);
+  CHECK(host == std::vector<float>(18, 7.0f));
+  const float a = step(moved_to, ctg::feed<X>(x, 2)), b = step(twin, ctg::feed<X>(x, 2));
+  CHECK(a == b);
+  CHECK(std::memcmp(moved_to.grad<W>().data(), twin.grad<W>().data(), 18 * sizeof(float)) == 0);
+  original = std::move(moved_to);  // assigned to, it is a store again
+  CHECK(step(original, ctg::feed<X>(x, 2)) == a);
+}
+
 TEST_CASE("FP8 state leaves start at the value their type declares") {
   using S = ctg::scaling::delayed<"q", ctg::precision::delayed<4>>;
   static_assert(S::scale_leaf::initial_value == 1.0 && S::history_leaf::initial_value == 0.0);

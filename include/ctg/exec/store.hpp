@@ -229,6 +229,7 @@ class basic_store {
     static_assert(!frozen, "ctg: frozen parameter: a frozen leaf has no gradient");
     static_assert(frozen || tl::contains<L, typename Step::wrt>::value,
                   "ctg: no gradient path: this leaf is not in the step's wrt<...>");
+    check_not_moved_from();
     return mem_.grad_bytes(tl::index_of<L, nodes>::value);
   }
 
@@ -239,6 +240,7 @@ class basic_store {
                   "ctg: this store's memory is a GPU's, which the host cannot read or write: copy with "
                   "store.upload(L{}, span), store.download(L{}, span), store.download_grad(L{}, span) and "
                   "store.download_value(span)");
+    check_not_moved_from();
     return std::span<const T>(reinterpret_cast<const T*>(mem_.published()), mem_.published_count());
   }
   // The same, copied to the host: `host` holds value_count() elements (else
@@ -249,6 +251,7 @@ class basic_store {
     using V = typename tl::at_t<0, typename Step::outputs>::dtype;
     static_assert(std::is_same_v<std::remove_const_t<T>, V>,
                   "ctg: download_value takes a span of the value's dtype (the step's first output)");
+    check_not_moved_from();
     if (host.size() != mem_.published_count())
       throw error("ctg: host span size differs from the step's value: " + std::to_string(mem_.published_count()) +
                   " elements expected, " + std::to_string(host.size()) + " given");
@@ -387,6 +390,7 @@ class basic_store {
   CTG_NOINLINE result run(const Feeds&... feeds) {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
+    check_not_moved_from();
     if (group_) return run_as_replica(feeds...);
     check_stacked_params_held();
     for (std::size_t i = 0; i < N; ++i)
@@ -410,6 +414,7 @@ class basic_store {
   std::size_t plan(const Feeds&... feeds) {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
+    check_not_moved_from();
     prepare(nullptr, feeds...);
     reserve_scratch();
     return kept_bytes();
@@ -563,9 +568,16 @@ class basic_store {
     static_assert(tl::contains<L, nodes>::value, "ctg: this leaf is not part of the step's graph");
     static_assert(!tl::contains<L, nodes>::value || detail::stored_leaf<L>(),
                   "ctg: inputs are fed, not stored: use ctg::feed<X>");
+    check_not_moved_from();
     std::byte* at = mem_.param_bytes(tl::index_of<L, nodes>::value);
     if (!at) throw_held_in_shards(L::name.c_str());
     return at;
+  }
+  // A store moved from (auto b = std::move(a)) holds no buffers: every use
+  // of it is an error, not a read of memory it gave away.
+  void check_not_moved_from() const {
+    if (identity_.value() == 0)
+      throw error("ctg: this store was moved from (it holds no buffers): use the store it was moved to");
   }
   [[noreturn]] static void throw_rows_only(const char* name) {
     throw error(std::string("ctg: parameter '") + name +
