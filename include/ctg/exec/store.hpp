@@ -233,7 +233,10 @@ class basic_store {
     return mem_.grad_bytes(tl::index_of<L, nodes>::value);
   }
 
-  // The value of the step's first output (the loss, or forward(e)'s e) after the last step.
+  // The value of the step's first output (the loss, or forward(e)'s e) after
+  // the last step: a view valid until the step runs again (a run writes the
+  // other of two buffers, so a failed run leaves this value readable, and
+  // may free and remake that one when its shape grows). Copy what you keep.
   auto value() const {
     using T = typename tl::at_t<0, typename Step::outputs>::dtype;
     static_assert(Backend::host_memory || !std::is_same_v<T, T>,
