@@ -277,3 +277,17 @@ TEST_CASE("sigmoid uses exp: saturation and symmetry point") {
   }
   CHECK(sigmoid(0.0) == 0.5);  // the double overload stays the library's
 }
+
+TEST_CASE("abs clears the sign bit: abs(-0) is +0 (1 / abs(-0) is +inf, as PyTorch), in f32 and f64") {
+  using ctg::math::abs;
+  CHECK(!std::signbit(abs(-0.0f)));
+  CHECK(1.0f / abs(-0.0f) == inf);
+  CHECK(!std::signbit(abs(-0.0)));
+  CHECK(1.0 / abs(-0.0) == std::numeric_limits<double>::infinity());
+  CHECK(abs(-inf) == inf);
+  CHECK(abs(-0x1p-149f) == 0x1p-149f);  // the smallest subnormal
+  CHECK(abs(-3.5) == 3.5);
+  CHECK(abs(2.25f) == 2.25f);
+  CHECK(std::isnan(abs(neg_nan)));
+  CHECK(!std::signbit(abs(neg_nan)));
+}

@@ -236,8 +236,15 @@ CTG_HD CTG_FORCEINLINE float erf(float x) {
   return with_sign_of(r, x);
 }
 
+// |x| by clearing the sign bit, as IEEE and PyTorch: abs(-0) is +0 (x < 0 ?
+// -x : x kept -0, and 1 / abs(-0) was -inf).
 template <class C>
-CTG_HD CTG_FORCEINLINE C abs(C x) { return x < C(0) ? -x : x; }
+CTG_HD CTG_FORCEINLINE C abs(C x) {
+  if constexpr (std::is_same_v<C, double>)
+    return detail::hd_bit_cast<double>(detail::hd_bit_cast<std::uint64_t>(x) & 0x7FFFFFFFFFFFFFFFull);
+  else
+    return detail::abs_f(x);
+}
 template <class C>
 CTG_HD CTG_FORCEINLINE C sigmoid(C x) { return C(1) / (C(1) + exp(-x)); }
 
