@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -168,5 +170,36 @@ TEST_CASE("thread_pool: every task runs exactly once, on any number of threads, 
         CHECK(!bad_worker);
       }
     }
+  }
+}
+
+TEST_CASE("thread_pool: a task that throws ends the run with its exception on the caller; the pool runs on") {
+  // (A GEMM's scratch that cannot grow throws std::bad_alloc in a task: it
+  // ended the program from a worker, and from the caller's task it unwound
+  // the run while workers still ran tasks on its destroyed context.)
+  for (unsigned threads : {2u, 3u, 5u}) {
+    ctg::cpu::thread_pool pool(threads);
+    for (std::size_t thrower : {std::size_t(0), std::size_t(3), std::size_t(199)}) {
+      for (int rep = 0; rep < 20; ++rep) {
+        std::vector<int> context(200, 0);  // destroyed by the unwinding when a run leaves early
+        auto f = [&](std::size_t t, unsigned) {
+          if (t == thrower) throw std::runtime_error("task " + std::to_string(t));
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+          context[t] += 1;
+        };
+        INFO(threads << " threads, task " << thrower << " throws");
+        CHECK_THROWS_WITH_AS(pool.for_each(200, f), ("task " + std::to_string(thrower)).c_str(), std::runtime_error);
+      }
+    }
+    // Every task throws (each worker's and the caller's): one exception comes out.
+    auto all = [](std::size_t, unsigned) { throw std::bad_alloc(); };
+    CHECK_THROWS_AS(pool.for_each(64, all), std::bad_alloc);
+    // The pool is ready for the next run: every task once.
+    std::vector<std::atomic<int>> hits(1000);
+    auto count = [&](std::size_t t, unsigned) { hits[t].fetch_add(1); };
+    pool.for_each(hits.size(), count);
+    int wrong = 0;
+    for (auto& h : hits) wrong += h.load() != 1;
+    CHECK(wrong == 0);
   }
 }

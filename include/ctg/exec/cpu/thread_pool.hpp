@@ -11,13 +11,18 @@
 // (0 = the caller, < size()) only picks per-thread scratch. Not reentrant:
 // one run at a time (the CPU runners run one group at a time). Workers spin
 // briefly after a run (groups follow each other within microseconds), then
-// sleep on a futex (std::atomic::wait).
+// sleep on a futex (std::atomic::wait). A task that throws (a GEMM's
+// scratch that cannot grow: std::bad_alloc) ends the run: the tasks not yet
+// started are skipped, the run waits for those running, then rethrows the
+// first exception on the caller, and the pool is ready for the next run.
 #include <atomic>
 #include <cfenv>
 #include <cstddef>
+#include <exception>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <ctg/core/error.hpp>
@@ -114,6 +119,7 @@ class thread_pool {
     tasks_ = tasks;
     next_.store(0, std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
+    failed_.store(false, std::memory_order_relaxed);
     open_.store(true, std::memory_order_release);
     generation_.fetch_add(1);  // (seq_cst: a worker about to sleep sees it, or we see it sleeping)
     if (sleeping_.load() > 0) generation_.notify_all();
@@ -121,6 +127,7 @@ class thread_pool {
     open_.store(false);  // every task is claimed: late workers stay out
     wait_until([&] { return done_.load(std::memory_order_acquire) == tasks_; });
     wait_until([&] { return inside_.load() == 0; });  // (then no worker reads this job any more)
+    if (failed_.load(std::memory_order_relaxed)) std::rethrow_exception(std::exchange(failure_, nullptr));
   }
 
   // The same with any callable f(task, worker) (through run_task<F>).
@@ -154,9 +161,19 @@ class thread_pool {
     }
   }
 
+  // Every task claimed counts as done, run or (after a task threw) skipped,
+  // so the caller's wait ends; an exception never leaves a worker's thread
+  // (std::terminate) nor the caller's before the workers are out of the job
+  // (they would run tasks on a context the unwinding destroyed).
   void take_tasks(unsigned worker) {
     for (std::size_t t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < tasks_;) {
-      fn_(ctx_, t, worker);
+      if (!failed_.load(std::memory_order_relaxed)) {
+        try {
+          fn_(ctx_, t, worker);
+        } catch (...) {
+          if (!failed_.exchange(true)) failure_ = std::current_exception();  // (seen by the caller through done_)
+        }
+      }
       done_.fetch_add(1, std::memory_order_release);
     }
   }
@@ -192,7 +209,8 @@ class thread_pool {
   std::vector<std::thread> workers_;
   std::atomic<unsigned> generation_{0}, sleeping_{0}, inside_{0};
   std::atomic<std::size_t> next_{0}, done_{0};
-  std::atomic<bool> open_{false}, stop_{false};
+  std::atomic<bool> open_{false}, stop_{false}, failed_{false};
+  std::exception_ptr failure_;  // the first exception of the run, when failed_
   task_fn fn_ = nullptr;
   void* ctx_ = nullptr;
   float_mode mode_;
