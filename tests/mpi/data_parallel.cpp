@@ -316,6 +316,21 @@ void mistakes(ctg::dist::communicator& comm) {
             std::string::npos,
         "different seeds: an error on every rank");
   s.seed(8);
+  // Rank 1 holds the layers in shards, the others whole (or keeps them after
+  // forward): its layer gathers inside the step waited for ranks that gather
+  // none (a hang, or MPI_ERR_TRUNCATE on one rank only).
+  for (const ctg::dist::fsdp rank1 : {ctg::dist::fsdp{}, ctg::dist::fsdp{.reshard_after_forward = false}}) {
+    const std::string mode = message_of([&] {
+      if (r == 1) ctg::dist::data_parallel dp(s, comm, rank1);
+      else if (rank1.reshard_after_forward) ctg::dist::data_parallel dp(s, comm);
+      else ctg::dist::data_parallel dp(s, comm, ctg::dist::fsdp{});
+    });
+    const std::string want = rank1.reshard_after_forward
+                                 ? "rank 1 makes its data_parallel with dist::fsdp{}, rank 0 without dist::fsdp"
+                                 : "rank 1 makes its data_parallel with dist::fsdp{.reshard_after_forward = false}, "
+                                   "rank 0 with dist::fsdp{}";
+    check(mode.find(want) != std::string::npos, "different parameter sharding: an error on every rank: " + mode);
+  }
   ctg::dist::data_parallel dp(s, comm);
   ctg::dist::sharded_adamw opt(dp);
   const auto before = all_values(s);

@@ -107,7 +107,12 @@ struct join_report {
   std::uint64_t seed = 0;
   std::int32_t world = 0;
   std::uint32_t steps_run = 0;
+  std::int32_t fsdp = 0;  // 0: none; 1: dist::fsdp{}; 2: fsdp{.reshard_after_forward = false}
 };
+inline std::int32_t fsdp_code(const std::optional<fsdp>& f) { return !f ? 0 : f->reshard_after_forward ? 1 : 2; }
+inline const char* fsdp_text(std::int32_t code) {
+  return code == 0 ? "without dist::fsdp" : code == 1 ? "with dist::fsdp{}" : "with dist::fsdp{.reshard_after_forward = false}";
+}
 // f.template operator()<L>() for every stored leaf of the step (parameters,
 // frozen leaves, FP8 state).
 template <class Step, class F>
@@ -380,7 +385,7 @@ class data_parallel final : public replica_group {
     for_each_trainable([&]<std::size_t K, class L>() {
       if (fp8_quantizer[K] != detail::none) payloads_[K].bytes.assign(L::dims::static_numel, std::byte{0});
     });
-    check_ranks_agree();
+    check_ranks_agree(detail::fsdp_code(f));
     if (f) shards_.emplace(store_, *f, world_, first_shard(), local_runs_);
     store_.accumulate(static_cast<std::uint32_t>(local_runs));  // (FP8: one update per step, from all its runs)
     store_.join(this);
@@ -498,10 +503,12 @@ class data_parallel final : public replica_group {
     loss_ = static_cast<float>(sum / static_cast<double>(w * static_cast<std::size_t>(micro_)));
   }
 
-  // Every rank runs the same step, from the same values, at the same count.
-  void check_ranks_agree() {
+  // Every rank runs the same step, from the same values, at the same count,
+  // with the same parameter sharding (one rank's layer gathers inside the
+  // step would wait for ranks that gather none: a hang).
+  void check_ranks_agree(std::int32_t fsdp_mode) {
     constexpr auto key = ctg::detail::key_of_step<step_type>::key;
-    detail::join_report mine{key.a, key.b, values_hash(), store_.seed(), world_, store_.steps_run()};
+    detail::join_report mine{key.a, key.b, values_hash(), store_.seed(), world_, store_.steps_run(), fsdp_mode};
     std::vector<detail::join_report> all(static_cast<std::size_t>(comm_.size()));
     comm_.all_gather(std::span<const detail::join_report>(&mine, 1), std::span(all));
     for (std::size_t r = 1; r < all.size(); ++r) {
@@ -520,6 +527,9 @@ class data_parallel final : public replica_group {
       if (all[r].steps_run != all[0].steps_run)
         throw error(who + " has run " + std::to_string(all[r].steps_run) + " steps, rank 0 " +
                     std::to_string(all[0].steps_run) + " (dropout masks are keyed by the count)");
+      if (all[r].fsdp != all[0].fsdp)
+        throw error(who + " makes its data_parallel " + detail::fsdp_text(all[r].fsdp) + ", rank 0 " +
+                    detail::fsdp_text(all[0].fsdp) + "; every rank holds the parameters the same way");
     }
   }
   // A hash of every stored leaf's values (parameters, frozen leaves, FP8 state).
