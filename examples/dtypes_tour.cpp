@@ -23,7 +23,14 @@ void cell(float x, int hex_digits) {
 
 int main(int argc, char** argv) {
   std::vector<float> values;
-  for (int i = 1; i < argc; ++i) values.push_back(std::strtof(argv[i], nullptr));
+  for (int i = 1; i < argc; ++i) {
+    char* end = nullptr;
+    values.push_back(std::strtof(argv[i], &end));
+    if (end == argv[i] || *end != '\0') {  // ("abc" read as 0, "1.5junk" as 1.5)
+      std::fprintf(stderr, "dtypes_tour: '%s' is not a number\nusage: dtypes_tour [value ...]\n", argv[i]);
+      return 2;
+    }
+  }
   if (values.empty()) {
     values = {0.0f,     -0.0f,   1.0f,     0.1f,    1.0f / 3.0f, 3.14159265f, -2.5f,
               1.0e-3f,  448.0f,  500.0f,   1000.0f, 65504.0f,    70000.0f,    1.0e-8f,

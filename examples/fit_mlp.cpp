@@ -23,9 +23,14 @@ auto mlp(In x) {
 }
 
 int main(int argc, char** argv) {
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 2000;
-  if (steps <= 0) {
-    std::fprintf(stderr, "usage: fit_mlp [steps > 0]\n");
+  long steps = 2000;
+  if (argc > 1) {  // a whole number in [1, 10^7], nothing after it ("10x" is not 10)
+    char* end = nullptr;
+    steps = std::strtol(argv[1], &end, 10);
+    if (end == argv[1] || *end != '\0' || steps < 1 || steps > 10000000) steps = 0;
+  }
+  if (argc > 2 || steps <= 0) {
+    std::fprintf(stderr, "usage: fit_mlp [steps, 1 to 10000000]\n");
     return 2;
   }
   auto loss = ctg::mean(ctg::square(mlp(X{}) - Y{}));

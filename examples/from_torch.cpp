@@ -41,21 +41,13 @@ void counting_batch(const std::vector<int>& starts, const std::vector<int>& stri
 }
 }  // namespace
 
-int main(int argc, char** argv) {
-  const int steps = argc > 2 ? std::atoi(argv[2]) : 100;
-  if (argc < 2 || steps < 0) {
-    std::fprintf(stderr, "usage: from_torch model.safetensors [steps] [out.safetensors]\n");
-    return 2;
-  }
+// Loads `in`, reports the eval loss, trains `steps` steps, reports it again
+// and saves to `out` when given.
+int train(const char* in, int steps, const char* out) {
   auto step = ctg::value_and_grad(M::loss(Ids{}, Pos{}, Tg{}));
   ctg::cpu::device dev;
   auto store = ctg::make_store(dev, step);
-  try {
-    ctg::io::load_safetensors(argv[1], store, ctg::io::torch_transformer_map());
-  } catch (const ctg::error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 1;
-  }
+  ctg::io::load_safetensors(in, store, ctg::io::torch_transformer_map());
 
   std::vector<int> pos(T), ids, targets;
   for (int t = 0; t < T; ++t) pos[t] = t;
@@ -83,8 +75,28 @@ int main(int argc, char** argv) {
     if (s % 25 == 0) std::printf("ctg step %4d  loss %.4f\n", s, l);
   }
   std::printf("ctg: eval loss after %d more steps %.6f\n", steps, eval());
-  if (argc > 3) {
-    ctg::io::save_safetensors(argv[3], store, ctg::io::torch_transformer_map(), {{"format", "pt"}});
-    std::printf("saved to %s\n", argv[3]);
+  if (out) {
+    ctg::io::save_safetensors(out, store, ctg::io::torch_transformer_map(), {{"format", "pt"}});
+    std::printf("saved to %s\n", out);
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  long steps = 100;
+  if (argc > 2) {  // a whole number in [0, 10^6], nothing after it ("abc" is not 0)
+    char* end = nullptr;
+    steps = std::strtol(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || steps > 1000000) steps = -1;
+  }
+  if (argc < 2 || argc > 4 || steps < 0) {
+    std::fprintf(stderr, "usage: from_torch model.safetensors [steps, 0 to 1000000] [out.safetensors]\n");
+    return 2;
+  }
+  try {
+    return train(argv[1], static_cast<int>(steps), argc > 3 ? argv[3] : nullptr);
+  } catch (const ctg::error& e) {  // a file that does not load, or cannot be written
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
   }
 }
