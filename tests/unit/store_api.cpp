@@ -41,6 +41,29 @@ TEST_CASE("ctg::feed(X{}, data, sizes...) feeds what ctg::feed<X>(data, sizes...
   CHECK(std::memcmp(a.grad<W>().data(), b.grad<W>().data(), 18 * sizeof(float)) == 0);
 }
 
+TEST_CASE("a feed of a temporary vector keeps the vector: a feed kept in a variable reads the data it was given") {
+  auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::matmul(X{}, W{}))));
+  ctg::cpu::device dev;
+  auto store = ctg::make_store(dev, step);
+  for (std::size_t i = 0; i < 18; ++i) store.param<W>()[i] = 0.1f * static_cast<float>(i) - 0.8f;
+  auto batch = [] {  // a loader's batch, returned by value
+    std::vector<float> x(2 * 6);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i % 5) - 0.5f;
+    return x;
+  };
+  const std::vector<float> named = batch();
+  const float want = step(store, ctg::feed<X>(named, 2));
+  auto kept = ctg::feed<X>(batch(), 2);  // (the temporary dies here: the span read freed memory)
+  auto kept_by_value = ctg::feed(X{}, batch(), 2);
+  std::vector<std::vector<float>> reuse;  // new vectors of its size take the freed block
+  for (int i = 0; i < 4; ++i) reuse.emplace_back(2 * 6, 100.0f);
+  auto copied = kept;  // copies and moves keep the data valid
+  auto moved = std::move(kept_by_value);
+  CHECK(step(store, copied) == want);
+  CHECK(step(store, moved) == want);
+  CHECK(step(store, kept) == want);
+}
+
 TEST_CASE("a CPU store is a ctg::step_store; upload and download copy a leaf's values and check the size") {
   auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::matmul(X{}, W{}))));
   ctg::cpu::device dev;

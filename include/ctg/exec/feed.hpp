@@ -1,9 +1,15 @@
 #pragma once
 // ctg::feed<X>(data, dyn_dims...): the data of input leaf X for one step, with
-// one size per ctg::dyn dim of X, in order.
+// one size per ctg::dyn dim of X, in order. The feed views the data (no
+// copy), except a temporary std::vector, which it keeps: a feed kept in a
+// variable (auto f = feed<X>(load_batch(), b); step(store, f)) read the
+// vector's freed memory.
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <ctg/graph/node.hpp>
 
@@ -14,6 +20,7 @@ struct feed_t {
   using leaf = Leaf;
   std::span<const typename Leaf::dtype> data;
   dim_t dyn_dims[max_rank]{};
+  std::shared_ptr<const std::vector<typename Leaf::dtype>> owned{};  // data's vector, when given a temporary
 };
 
 namespace detail {
@@ -36,6 +43,16 @@ feed_t<Leaf> feed(std::span<const typename Leaf::dtype> data, Sizes... sizes) {
   return f;
 }
 
+// A temporary vector: the feed takes it over (its buffer moves, so data
+// stays valid as the feed is copied or moved).
+template <class Leaf, class... Sizes>
+feed_t<Leaf> feed(std::vector<typename Leaf::dtype>&& data, Sizes... sizes) {
+  auto owned = std::make_shared<const std::vector<typename Leaf::dtype>>(std::move(data));
+  feed_t<Leaf> f = feed<Leaf>(std::span<const typename Leaf::dtype>(*owned), sizes...);
+  f.owned = std::move(owned);
+  return f;
+}
+
 // feed(X{}, data, sizes...): the same, naming the leaf by a value. In a .cu
 // file this is the form to use: nvcc's host pass cannot spell a leaf's name
 // inside a template argument list (README, "The CUDA backend").
@@ -43,6 +60,11 @@ template <class Leaf, class... Sizes>
   requires is_leaf_v<Leaf>
 feed_t<Leaf> feed(Leaf, std::span<const typename Leaf::dtype> data, Sizes... sizes) {
   return feed<Leaf>(data, sizes...);
+}
+template <class Leaf, class... Sizes>
+  requires is_leaf_v<Leaf>
+feed_t<Leaf> feed(Leaf, std::vector<typename Leaf::dtype>&& data, Sizes... sizes) {
+  return feed<Leaf>(std::move(data), sizes...);
 }
 
 // Data of another element type than the leaf's (a std::vector<float> fed to
