@@ -105,22 +105,34 @@ struct fp8_matmul_node {
 
 // quantize<Fmt, Scaling>(x): x as an fp8 tensor (see the top of this file).
 // Quantizing a sharded leaf is the B3 ordering bug (graph/sharding.hpp).
+// Each mistake is reported once: the result is then a failed node, which
+// the ops that read it report no more.
 template <class Fmt, class Scaling, expr X>
 constexpr auto quantize(X) {
-  constexpr bool after_shard = detail::sees_a_shard<X>();
+  constexpr bool reported = X::kind == node_kind::failed;
+  constexpr bool fp8_format = is_fp8_v<Fmt>;
+  static_assert(fp8_format, "ctg: quantize makes e4m3 or e5m2 tensors");
+  constexpr bool quantizable = reported || !fp8_format ||
+                               (element_type<typename X::dtype> && !is_fp8_v<typename X::dtype>);
+  static_assert(quantizable, "ctg: quantize takes an f32, f64, bf16 or f16 tensor");
+  constexpr bool after_shard = !reported && fp8_format && quantizable && detail::sees_a_shard<X>();
   static_assert(!after_shard,
                 "ctg: quantize before shard: this quantizer reads a sharded leaf, so each rank would scale by the "
                 "amax of its own slice; quantize the whole leaf, then shard the quantized tensor: "
                 "dist::shard(quantize<Fmt, Scaling>(w)) (a policy's weight_matmul takes the unsharded leaf: under "
                 "precision::sharded<fp8<...>> it quantizes, then shards)");
-  if constexpr (after_shard) return node_t<failed_node<typename X::dims, Fmt, node_t<X>>>{};
-  else return node_t<quantize_node<Fmt, node_t<X>, Scaling>>{};
+  if constexpr (reported || !fp8_format || !quantizable || after_shard)
+    return node_t<failed_node<typename X::dims, Fmt, node_t<X>>>{};
+  else
+    return node_t<quantize_node<Fmt, node_t<X>, Scaling>>{};
 }
 // dequantize<T>(q): the real values of fp8 tensor q, as T.
 template <class T, expr Q>
 constexpr auto dequantize(Q) {
-  static_assert(Q::kind == node_kind::quantize, "ctg: dequantize takes a quantized tensor (ctg::quantize)");
-  return node_t<dequantize_node<T, node_t<Q>>>{};
+  constexpr bool quantized = Q::kind == node_kind::quantize || Q::kind == node_kind::failed;
+  static_assert(quantized, "ctg: dequantize takes a quantized tensor (ctg::quantize)");
+  if constexpr (Q::kind != node_kind::quantize) return node_t<failed_node<typename Q::dims, T, node_t<Q>>>{};
+  else return node_t<dequantize_node<T, node_t<Q>>>{};
 }
 namespace detail {
 // The formats of one product follow its recipes (precision/fp8_scaling.hpp):
@@ -162,10 +174,13 @@ consteval bool fp8_formats_follow_recipes() {
 // (detail::fp8_formats_follow_recipes).
 template <class Out, class GradScaling, bool TA = false, bool TB = false, expr A, expr B>
 constexpr auto fp8_matmul(A, B) {
-  static_assert(detail::matmul_shape<A, B, TA, TB>().ok,
-                "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
+  constexpr bool reported = A::kind == node_kind::failed || B::kind == node_kind::failed;
+  constexpr bool quantized = reported || (A::kind == node_kind::quantize && B::kind == node_kind::quantize);
+  static_assert(quantized, "ctg: fp8_matmul multiplies quantized tensors (ctg::quantize)");
+  constexpr bool shapes_agree = reported || !quantized || detail::matmul_shape<A, B, TA, TB>().ok;
+  static_assert(shapes_agree, "ctg: shape mismatch: matmul inner dims (or batch dims) do not agree");
   using failed = node_t<failed_node<shape_from<detail::matmul_shape<A, B, TA, TB>()>, Out, node_t<A>, node_t<B>>>;
-  if constexpr (A::kind == node_kind::failed || B::kind == node_kind::failed) return failed{};  // (reported already)
+  if constexpr (reported || !quantized || !shapes_agree) return failed{};
   else if constexpr (!detail::fp8_formats_follow_recipes<A, B, GradScaling>()) return failed{};
   else return node_t<fp8_matmul_node<node_t<A>, node_t<B>, TA, TB, Out, GradScaling>>{};
 }
