@@ -74,6 +74,9 @@ struct graph_step {
   // A store runs the steps it was made for and no other: another step on it
   // (an evaluation step, unfused(step), a step of another model) would run
   // the store's own step, or read buffers laid out for another graph.
+  // Each input's data comes as a feed (exec/feed.hpp: ctg::feed<X>(data,
+  // sizes...), whose type names its leaf); a bare span or vector is reported
+  // here, once.
   template <class Store, class... Feeds>
   step_result_t<Root> operator()(Store& store, const Feeds&... feeds) const {
     constexpr bool own = detail::store_runs<Store, graph_step>();
@@ -81,7 +84,11 @@ struct graph_step {
                   "ctg: this step does not run on this store: a store runs only the steps it was made for "
                   "(ctg::make_store(dev, step), or ctg::make_store(dev, train, eval...) for a training step and "
                   "the forward steps over its parameters; unfused(step) is another step)");
-    if constexpr (own) return detail::runner_of<graph_step>(store).run(feeds...);
+    constexpr bool fed = (requires { typename Feeds::leaf; } && ...);
+    static_assert(!own || fed,
+                  "ctg: a step takes each input's data as a feed: step(store, ctg::feed<X>(data, sizes...), ...), "
+                  "not the data itself");
+    if constexpr (own && fed) return detail::runner_of<graph_step>(store).run(feeds...);
     else return 0;
   }
 };
