@@ -410,6 +410,16 @@ class adamw : public detail::adamw_counters {
 
   // One update with the configured lr. Returns the global gradient norm before clipping.
   float step(Store& s) { return step(s, cfg_.lr); }
+  // A store of another step (its own optimizer's): one error, not a list of
+  // the overloads that do not match.
+  template <class Other>
+    requires(!std::is_base_of_v<Store, Other>)
+  float step(Other&, float = 0.0f) {
+    static_assert(sizeof(Other) == 0,
+                  "ctg: this optimizer belongs to a store of another step: make one per store "
+                  "(ctg::optim::adamw opt(store, ...))");
+    return 0.0f;
+  }
 
   // One update with this lr (e.g. from a schedule). Returns the global
   // gradient norm before clipping. Throws ctg::error, changing nothing, when
