@@ -1,6 +1,15 @@
 #pragma once
 // Portability macros shared by host and device code.
 
+// ctg's types carry names and constants as template arguments of class and
+// floating-point type (C++20, P1907). A compiler without them failed deep in
+// a header ("non-type template argument of type 'double' is not yet
+// supported", clang 14): say why first. (clang has them from 18.)
+#if (!defined(__cpp_nontype_template_args) || __cpp_nontype_template_args < 201911L) && \
+    !(defined(__clang__) && __clang_major__ >= 18)
+#error "ctg: this compiler lacks C++20 template arguments of class and floating-point type (P1907), which ctg's types carry: use g++ 12 or newer, or clang 18 or newer, with -std=c++20"
+#endif
+
 // CTG_HD marks functions callable from host and device code. It vanishes for a
 // plain C++ compiler, so the same element functions serve the CPU backend and
 // the CUDA kernels.
