@@ -132,7 +132,8 @@ CTG_UNARY_FUNCTION(tanh)
 // gradient back to x's dtype, so a cast never drops the gradient (B2).
 template <class T, expr X>
 constexpr auto cast(X) {
-  static_assert(element_type<T>, "ctg: cast target must be an element type");
+  constexpr bool target_ok = element_type<T>;
+  static_assert(target_ok, "ctg: cast target must be an element type");
   constexpr bool to_fp8 = is_fp8_v<T> && !std::is_same_v<T, typename X::dtype>;
   constexpr bool from_fp8 = is_fp8_v<typename X::dtype> && !std::is_same_v<T, typename X::dtype> &&
                             X::kind != node_kind::failed;  // (a failed cast<e4m3> was reported already)
@@ -141,7 +142,8 @@ constexpr auto cast(X) {
   static_assert(!to_fp8, "ctg: fp8 needs a scale: cast<e4m3/e5m2> would drop it; use ctg::quantize<Fmt, Scaling>(x)");
   static_assert(!from_fp8, "ctg: fp8 needs a scale: cast from e4m3/e5m2 would ignore it; use ctg::dequantize<T>(q)");
   static_assert(!from_index, "ctg: i32 index tensors do not enter arithmetic (use gather, one_hot or cross_entropy)");
-  if constexpr (std::is_same_v<T, typename X::dtype>) return X{};
+  if constexpr (!target_ok) return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+  else if constexpr (std::is_same_v<T, typename X::dtype>) return X{};
   else if constexpr (to_fp8 || from_fp8 || from_index) return node_t<failed_node<typename X::dims, T, node_t<X>>>{};
   else return detail::make_ew<op::cast<T>, X>();
 }
@@ -250,7 +252,10 @@ constexpr auto amax(X x) {
 // sum_to<S>(x): x summed down to shape S (the adjoint of broadcasting).
 template <class S, expr X>
 constexpr auto sum_to(X) {
-  if constexpr (std::is_same_v<S, typename X::dims>) return X{};
+  constexpr bool fits = stretches_to<S, typename X::dims>();
+  static_assert(fits, "ctg: shape mismatch: reduction target does not fit");
+  if constexpr (!fits) return node_t<failed_node<S, typename X::dtype, node_t<X>>>{};
+  else if constexpr (std::is_same_v<S, typename X::dims>) return X{};
   else return node_t<reduce_node<op::sum_r, S, node_t<X>>>{};
 }
 
@@ -400,7 +405,10 @@ constexpr auto matmul_op(A, B) {
 
 template <expr A, expr B>
 constexpr auto matmul(A, B) {
-  if constexpr (detail::matmul_fits<typename A::dims, typename B::dims>())
+  if constexpr (A::kind == node_kind::failed || B::kind == node_kind::failed)  // (reported already)
+    return node_t<failed_node<shape_from<detail::failed_matmul_shape<A, B>()>,
+                              promote_t<typename A::dtype, typename B::dtype>, node_t<A>, node_t<B>>>{};
+  else if constexpr (detail::matmul_fits<typename A::dims, typename B::dims>())
     return detail::matmul_op<false, false>(A{}, B{});
   else
     return node_t<failed_node<shape_from<detail::failed_matmul_shape<A, B>()>,
@@ -410,8 +418,10 @@ constexpr auto matmul(A, B) {
 // transpose(x): swap the last two dims.
 template <expr X>
 constexpr auto transpose(X) {
-  static_assert(X::dims::rank >= 2, "ctg: transpose needs a tensor of rank 2 or more");
-  return node_t<transpose_node<node_t<X>>>{};
+  constexpr bool rank_ok = X::dims::rank >= 2;
+  static_assert(rank_ok, "ctg: transpose needs a tensor of rank 2 or more");
+  if constexpr (!rank_ok) return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+  else return node_t<transpose_node<node_t<X>>>{};
 }
 
 // ----------------------------------------------------------------- views ----
@@ -420,7 +430,6 @@ namespace detail {
 template <class S, int Axis>
 consteval shape_value unsqueezed() {
   constexpr int r = static_cast<int>(S::rank);
-  static_assert(Axis >= -(r + 1) && Axis <= r, "ctg: axis out of range for unsqueeze");
   static_assert(S::rank < max_rank, "ctg: tensors have at most 6 dims");
   const std::size_t a = static_cast<std::size_t>(Axis < 0 ? Axis + r + 1 : Axis);
   shape_value v;
@@ -432,7 +441,6 @@ consteval shape_value unsqueezed() {
 template <class S, int Axis>
 consteval shape_value squeezed() {
   constexpr std::size_t a = normalize_axis<S, Axis>();
-  static_assert(S::dims[a] == 1, "ctg: shape mismatch: squeeze needs a static dim of 1 there");
   shape_value v;
   for (std::size_t i = 0; i < S::rank; ++i)
     if (i != a) v.d[v.rank++] = S::dims[i];
@@ -477,13 +485,27 @@ constexpr auto reshape(X) {
   else return node_t<reshape_node<S, node_t<X>>>{};
 }
 // unsqueeze<axis>(x): a new dim of size 1 at axis.  squeeze<axis>(x): drop a static dim of 1.
+// (A bad axis is reported once: the result is then a failed node.)
 template <int Axis, expr X>
 constexpr auto unsqueeze(X x) {
-  return reshape<shape_from<detail::unsqueezed<typename X::dims, Axis>()>>(x);
+  constexpr int r = static_cast<int>(X::dims::rank);
+  constexpr bool in_range = Axis >= -(r + 1) && Axis <= r;
+  static_assert(in_range, "ctg: axis out of range for unsqueeze");
+  if constexpr (!in_range) return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+  else return reshape<shape_from<detail::unsqueezed<typename X::dims, Axis>()>>(x);
 }
 template <int Axis, expr X>
 constexpr auto squeeze(X x) {
-  return reshape<shape_from<detail::squeezed<typename X::dims, Axis>()>>(x);
+  constexpr bool squeezable = [] {
+    if constexpr (!detail::axis_in_range<X, Axis>()) return false;
+    else {
+      constexpr bool one = X::dims::dims[detail::normalize_axis<typename X::dims, Axis>()] == 1;
+      static_assert(one, "ctg: shape mismatch: squeeze needs a static dim of 1 there");
+      return one;
+    }
+  }();
+  if constexpr (!squeezable) return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+  else return reshape<shape_from<detail::squeezed<typename X::dims, Axis>()>>(x);
 }
 
 // --------------------------------------------------------- index tensors ----
@@ -492,7 +514,10 @@ constexpr auto squeeze(X x) {
 // Its gradient adds each row's gradient back into the table row (repeated ids add up).
 template <expr Table, expr Ids>
 constexpr auto gather(Table, Ids) {
-  return node_t<gather_node<node_t<Table>, node_t<Ids>>>{};
+  if constexpr (Ids::kind == node_kind::failed || Table::kind == node_kind::failed)  // (reported already)
+    return node_t<failed_node<typename Ids::dims, typename Table::dtype, node_t<Table>, node_t<Ids>>>{};
+  else
+    return node_t<gather_node<node_t<Table>, node_t<Ids>>>{};
 }
 
 // one_hot<Classes>(ids): f32 [ids..., Classes], 1 at each id's column.
