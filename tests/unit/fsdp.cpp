@@ -144,6 +144,45 @@ TEST_CASE("fsdp: init_params while the stacks are held in shards is an error tha
   CHECK(std::memcmp(first.data(), after.data(), after.size_bytes()) == 0);
 }
 
+TEST_CASE("fsdp: a data_parallel that cannot be made leaves the store as it was, its stack's parameters whole") {
+  // (Its shards took the store's copy of the stack's parameters, then a
+  // later check threw: the weights were freed, and a group's next run
+  // read null parameters.)
+  step_t step;
+  ctg::cpu::device dev{1};
+  auto store = ctg::make_store(dev, step), twin = ctg::make_store(dev, step);
+  for (auto* s : {&store, &twin}) {
+    s->seed(2026);
+    ctg::nn::init_params(*s, 4, 0.3);
+    s->accumulate(2);
+    run(step, *s, 0, 0);
+  }
+  const auto before = all_values(store);
+  // A set of micro-batches under way.
+  CHECK_THROWS_WITH_AS(dp_t(store, ctg::dist::emulate{2}, ctg::dist::fsdp{}),
+                       doctest::Contains("rank 0's store is in the middle of a set of micro-batches"), ctg::error);
+  CHECK(store.holds_stacked_params());
+  CHECK(all_values(store) == before);
+  CHECK(store.micro_batches() == 2);
+  run(step, store, 0, 1);  // the set goes on as the twin's
+  run(step, twin, 0, 1);
+  CHECK(std::memcmp(store.grad<Up>().data(), twin.grad<Up>().data(), store.grad<Up>().size_bytes()) == 0);
+  // A store in another data_parallel already.
+  store.accumulate(1);
+  twin.accumulate(1);
+  dp_t first(store, ctg::dist::emulate{2}), twin_dp(twin, ctg::dist::emulate{2});
+  CHECK_THROWS_WITH_AS(dp_t(store, ctg::dist::emulate{2}, ctg::dist::fsdp{}),
+                       doctest::Contains("rank 0's store runs in another data_parallel already"), ctg::error);
+  CHECK(store.holds_stacked_params());
+  for (int v = 0; v < 2; ++v) run(step, store, 1, v), run(step, twin, 1, v);  // the first group runs on
+  CHECK(std::bit_cast<std::uint32_t>(first.loss()) == std::bit_cast<std::uint32_t>(twin_dp.loss()));
+  // Moved while its data_parallel runs it: refused, nothing moved.
+  CHECK_THROWS_WITH_AS([&] { auto moved = std::move(store); }(),
+                       doctest::Contains("ctg: a store in a data_parallel cannot be moved or copied"), ctg::error);
+  CHECK(store.identity() != 0);
+  CHECK(all_values(store) == all_values(twin));
+}
+
 TEST_CASE("fsdp: a run fed another shape fails and the step counts for nothing; run again, it is the default's") {
   trainer whole(2, std::nullopt), sharded(2, ctg::dist::fsdp{});
   run(sharded.step, sharded.store, 0, 0);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <ctg/ctg.hpp>
+#include <ctg/optim/optim.hpp>
 
 namespace {
 using X = ctg::input<"x", ctg::f32, ctg::dyn, 6>;
@@ -133,6 +134,8 @@ TEST_CASE("a store moved from is refused with a ctg::error; the store moved to r
   CHECK_THROWS_WITH_AS(original.download_grad(W{}, std::span<float>(host)), refused, ctg::error);
   CHECK_THROWS_WITH_AS(original.download_value(std::span<float>(value)), refused, ctg::error);
   CHECK_THROWS_WITH_AS(ctg::nn::init_params(original, 4), refused, ctg::error);
+  CHECK_THROWS_WITH_AS(original.accumulate(2), refused, ctg::error);
+  CHECK_THROWS_WITH_AS(ctg::optim::adamw<decltype(original)>{original}, refused, ctg::error);
   CHECK(host == std::vector<float>(18, 7.0f));
   const float a = step(moved_to, ctg::feed<X>(x, 2)), b = step(twin, ctg::feed<X>(x, 2));
   CHECK(a == b);

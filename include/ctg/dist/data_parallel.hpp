@@ -108,6 +108,7 @@ struct join_report {
   std::int32_t world = 0;
   std::uint32_t steps_run = 0;
   std::int32_t fsdp = 0;  // 0: none; 1: dist::fsdp{}; 2: fsdp{.reshard_after_forward = false}
+  std::int32_t busy = 0;  // 1: the store runs in another data_parallel; 2: a set of micro-batches is under way
 };
 inline std::int32_t fsdp_code(const std::optional<fsdp>& f) { return !f ? 0 : f->reshard_after_forward ? 1 : 2; }
 inline const char* fsdp_text(std::int32_t code) {
@@ -385,9 +386,18 @@ class data_parallel final : public replica_group {
     for_each_trainable([&]<std::size_t K, class L>() {
       if (fp8_quantizer[K] != detail::none) payloads_[K].bytes.assign(L::dims::static_numel, std::byte{0});
     });
+    // Every check first, on every rank: a data_parallel that throws leaves
+    // the store as it was (made, dist::fsdp's shards take the store's copy
+    // of the stacks' parameters, and a later check threw with them freed).
     check_ranks_agree(detail::fsdp_code(f));
-    if (f) shards_.emplace(store_, *f, world_, first_shard(), local_runs_);
+    const std::uint32_t own_micro_batches = store_.micro_batches();
     store_.accumulate(static_cast<std::uint32_t>(local_runs));  // (FP8: one update per step, from all its runs)
+    try {
+      if (f) shards_.emplace(store_, *f, world_, first_shard(), local_runs_);  // (frees the store's copy last)
+    } catch (...) {
+      store_.accumulate(own_micro_batches);
+      throw;
+    }
     store_.join(this);
     if (!emulating()) store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world) + comm_.rank());
     else store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world));
@@ -508,9 +518,19 @@ class data_parallel final : public replica_group {
   // step would wait for ranks that gather none: a hang).
   void check_ranks_agree(std::int32_t fsdp_mode) {
     constexpr auto key = ctg::detail::key_of_step<step_type>::key;
-    detail::join_report mine{key.a, key.b, values_hash(), store_.seed(), world_, store_.steps_run(), fsdp_mode};
+    const std::int32_t busy = store_.in_replica_group() ? 1 : store_.accumulated() != 0 ? 2 : 0;
+    detail::join_report mine{key.a, key.b, busy ? 0 : values_hash(), store_.seed(), world_, store_.steps_run(), fsdp_mode, busy};
     std::vector<detail::join_report> all(static_cast<std::size_t>(comm_.size()));
     comm_.all_gather(std::span<const detail::join_report>(&mine, 1), std::span(all));
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      const std::string who = "ctg: data parallel: rank " + std::to_string(r);
+      if (all[r].busy == 1)
+        throw error(who + "'s store runs in another data_parallel already (a store joins one at a time): end that "
+                          "one first; nothing was changed");
+      if (all[r].busy == 2)
+        throw error(who + "'s store is in the middle of a set of micro-batches (store.accumulate): run the rest "
+                          "first; nothing was changed");
+    }
     for (std::size_t r = 1; r < all.size(); ++r) {
       const std::string who = "ctg: data parallel: rank " + std::to_string(r);
       if (all[r].model_a != all[0].model_a || all[r].model_b != all[0].model_b)

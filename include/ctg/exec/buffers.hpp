@@ -282,10 +282,7 @@ class step_buffers {
       const dim_t n = detail::checked_numel(b_.shape[i], "an intermediate");
       bytes[i] = detail::buffer_bytes(table.node[i], static_cast<std::size_t>(n));
     }
-    if (bytes != bytes_) {
-      bytes_ = bytes;
-      place_lives();
-    }
+    if (bytes != bytes_) place_lives(bytes);
     if constexpr (prog.owns[first_output]) out_[1 - published_].reserve(bytes[first_output]);
     scratch_.reserve(rest_bytes_ + (kept_area_ ? 0 : kept_bytes_));
     for (std::size_t j = 0; j < N; ++j)
@@ -293,20 +290,30 @@ class step_buffers {
     bind_views();
   }
 
-  void place_lives() {
+  // The offsets of buffers of these sizes, taken together with the sizes
+  // once all are placed: a placement that throws (std::bad_alloc, a size
+  // past 2^62) leaves the last one whole, and the next run places again
+  // (recorded first, the sizes made that run skip placing: it ran on the
+  // offsets of another run's sizes).
+  void place_lives(const std::array<std::size_t, N>& bytes) {
     std::vector<detail::buffer_life> l(lives.nkept + lives.nrest + 1);
     std::vector<std::size_t> at(l.size());
+    auto offset = offset_;
     auto place = [&](const life_ref* refs, std::size_t count) {
       for (std::size_t i = 0; i < count; ++i) {
         const auto& life = refs[i].recomputed ? prog.recomputed[refs[i].node] : prog.value[refs[i].node];
-        l[i] = {life.begin, life.end, bytes_[refs[i].node]};
+        l[i] = {life.begin, life.end, bytes[refs[i].node]};
       }
       const std::size_t size = detail::place_lives(l.data(), count, at.data());
-      for (std::size_t i = 0; i < count; ++i) offset_[refs[i].node][refs[i].recomputed] = at[i];
+      for (std::size_t i = 0; i < count; ++i) offset[refs[i].node][refs[i].recomputed] = at[i];
       return size;
     };
-    kept_bytes_ = place(lives.kept, lives.nkept);
-    rest_bytes_ = place(lives.rest, lives.nrest);
+    const std::size_t kept = place(lives.kept, lives.nkept);
+    const std::size_t rest = place(lives.rest, lives.nrest);
+    offset_ = offset;
+    kept_bytes_ = kept;
+    rest_bytes_ = rest;
+    bytes_ = bytes;
   }
 
   std::byte* buffer_at(std::size_t j, bool recomputed) {

@@ -174,7 +174,7 @@ class stack_runner {
   // block's quantize nodes), and the layer's random key.
   template <class Parent>
   void enter_layer(Parent& p, std::size_t layer, bool backward) {
-    replica_group* group = p.group_ && p.group_->holds_stacked_params() ? p.group_ : nullptr;
+    replica_group* group = p.group_ && p.group_->holds_stacked_params() ? static_cast<replica_group*>(p.group_) : nullptr;
     if (group) group->gather_layer(R, layer, backward);
     block_.layer_group_ = group;
     block_.layer_stack_ = R;

@@ -97,6 +97,30 @@ class store_identity {
   }
   std::uint64_t value_;
 };
+
+// The replica group a store runs in (dist::data_parallel, which keeps a
+// reference to the store). A store in a group cannot be moved or copied:
+// the group would go on running the store moved from (its buffers gone).
+// The store's first member, so a refused move has moved nothing.
+class group_link {
+ public:
+  group_link() = default;
+  group_link(const group_link& o) { refuse(o.group_); }
+  group_link(group_link&& o) { refuse(o.group_); }
+  group_link& operator=(const group_link& o) { return refuse(group_ ? group_ : o.group_), *this; }
+  group_link& operator=(group_link&& o) { return refuse(group_ ? group_ : o.group_), *this; }
+  group_link& operator=(replica_group* g) { return group_ = g, *this; }
+  operator replica_group*() const { return group_; }
+  replica_group* operator->() const { return group_; }
+
+ private:
+  static void refuse(const replica_group* g) {
+    if (g)
+      throw error("ctg: a store in a data_parallel cannot be moved or copied (the data_parallel runs the store it "
+                  "was made with): end the data_parallel first");
+  }
+  replica_group* group_ = nullptr;
+};
 }  // namespace detail
 
 template <class Backend, class Key>
@@ -304,6 +328,7 @@ class basic_store {
   // (dist::data_parallel::accumulate; it scaled each run's gradient by
   // another count than the group's).
   void accumulate(std::uint32_t k) {
+    check_not_moved_from();
     if (group_)
       throw error("ctg: accumulate: this store runs as a data-parallel replica (dist::data_parallel): set its "
                   "micro-batches with dp.accumulate(k); nothing was changed");
@@ -896,6 +921,7 @@ class basic_store {
     return (R::block_store::has_node_kind(k) || ...);
   }
 
+  detail::group_link group_;  // data-parallel replicas (null: this store alone); first (detail::group_link)
   step_buffers<Backend, Key> mem_;
   amax_record<Backend, Key> amaxes_;
   float* pending_amax_ = nullptr;  // where this run's quantizers record (a stack's block: its layer's slots)
@@ -907,7 +933,6 @@ class basic_store {
   bool on_shared_leaves_ = false;  // runs on another store's leaves (exec/shared_store.hpp)
   bool check_finite_ = false;
   std::array<bool, N> rows_only_{};  // (hold_rows_only)
-  replica_group* group_ = nullptr;  // data-parallel replicas (null: this store alone)
   detail::store_identity identity_;
   // A stack's block store: the parent's group when it gathers the layers
   // (their quantize values may come from it), and the parent's stack node.

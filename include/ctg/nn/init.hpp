@@ -7,7 +7,9 @@
 // Each leaf's values depend only on (seed, leaf name, element index), so
 // adding or reordering leaves does not change the others.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,39 +48,59 @@ inline double normal_at(std::uint64_t key, std::uint64_t i) {
 }  // namespace ctg::detail
 
 namespace ctg::nn {
-// The values are made on the host and uploaded, so any backend's store works.
-// (One leaf per call of init_leaf, not a lambda inside the loop over the
-// step's leaves, whose name would spell them all: core/type_list.hpp.)
+// The values are made on the host, all of them, then uploaded, so any
+// backend's store works and a call that throws (std::bad_alloc) writes no
+// leaf. (One leaf per call of leaf_values / upload_values, not a lambda
+// inside the loop over the step's leaves, whose name would spell them all:
+// core/type_list.hpp.)
 inline void check_init_std(double std_dev) {
   if (!std::isfinite(std_dev) || std_dev < 0.0)
     throw error("ctg: init_params: the standard deviation " + std::to_string(std_dev) +
                 " is not a finite number >= 0; nothing was initialised");
 }
-template <class L, class Store>
-void init_leaf(Store& store, std::uint64_t seed, double std_dev) {
-  check_init_std(std_dev);
-  if constexpr (!L::fed && L::role != leaf_role::state) {  // state starts as the store made it
-    std::vector<typename L::dtype> p(L::dims::static_numel);
+template <class L>
+inline constexpr bool initialised = !L::fed && L::role != leaf_role::state;  // (state starts as the store made it)
+
+// Leaf L's values, as bytes (operator new aligns them for any dtype), after `out`'s.
+template <class L>
+void leaf_values(std::vector<std::vector<std::byte>>& out, std::uint64_t seed, double std_dev) {
+  if constexpr (initialised<L>) {
+    using T = typename L::dtype;
+    std::vector<std::byte> bytes(L::dims::static_numel * sizeof(T));
     const char* name = L::name.c_str();
     const bool scale = detail::ends_with(name, ".scale"), bias = detail::ends_with(name, ".bias");
     const std::uint64_t key = detail::splitmix64(seed) ^ fnv1a64(name, L::name.size());
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      const double v = scale ? 1.0 : bias ? 0.0 : std_dev * detail::normal_at(key, i);
-      p[i] = store_as<typename L::dtype>(v);
+    for (std::size_t i = 0; i < L::dims::static_numel; ++i) {
+      const T v = store_as<T>(scale ? 1.0 : bias ? 0.0 : std_dev * detail::normal_at(key, i));
+      std::memcpy(bytes.data() + i * sizeof(T), &v, sizeof(T));
     }
-    store.upload(L{}, std::span<const typename L::dtype>(p));
+    out.push_back(std::move(bytes));
+  }
+}
+template <class L, class Store>
+void upload_values(Store& store, const std::vector<std::byte>*& next) {
+  if constexpr (initialised<L>) {
+    using T = typename L::dtype;
+    store.upload(L{}, std::span<const T>(reinterpret_cast<const T*>(next->data()), L::dims::static_numel));
+    ++next;
   }
 }
 template <step_store Store>
 void init_params(Store& store, std::uint64_t seed, double std_dev = 0.02) {
   check_init_std(std_dev);
   // (A stack's parameters held in shards by dist::fsdp: an error before any
-  // leaf is written; the leaves before them were written, then it threw.)
+  // leaf is written.)
   if constexpr (requires { store.check_stacked_params_held(); }) store.check_stacked_params_held();
-  using nodes = typename Store::step_type::nodes;
+  using leaves = leaves_t<typename Store::step_type::nodes>;
+  std::vector<std::vector<std::byte>> values;
+  values.reserve(leaves::size);
   [&]<class... Ls>(tl::list<Ls...>) {
-    (init_leaf<Ls>(store, seed, std_dev), ...);
-  }(leaves_t<nodes>{});
+    (leaf_values<Ls>(values, seed, std_dev), ...);
+  }(leaves{});
+  const std::vector<std::byte>* next = values.data();
+  [&]<class... Ls>(tl::list<Ls...>) {
+    (upload_values<Ls>(store, next), ...);
+  }(leaves{});
 }
 
 }  // namespace ctg::nn

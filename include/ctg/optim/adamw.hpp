@@ -331,7 +331,11 @@ class adamw_counters {
   // step count to the other's parameters.)
   template <class Store>
   void bind_to(const Store& s) {
-    if constexpr (requires { s.identity(); }) store_ = s.identity();
+    if constexpr (requires { s.identity(); }) {
+      if (s.identity() == 0)
+        throw error("ctg: this store was moved from (it holds no buffers): use the store it was moved to");
+      store_ = s.identity();
+    }
   }
   template <class Store>
   void check_store(const Store& s) const {
