@@ -187,8 +187,10 @@ __global__ inline void write_value(std::byte* dst, std::uint64_t bits, unsigned 
 // update, exec/fp8_state.hpp), a thread per layer.
 template <class F>
 __global__ void each_layer(F work, std::size_t layers) {
-  const std::size_t l = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (l < layers) work.run_layer(l);
+  // (Over the grid in strides: blocks_for caps the grid, at 8 blocks an SM.)
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t l = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < layers; l += stride)
+    work.run_layer(l);
 }
 
 }  // namespace ctg::cuda::kernels

@@ -18,7 +18,8 @@
 //     threads per chunk, a lane of each row each), then each output's
 //     chunks in a fixed order, a block per output (launch_axis_reduce,
 //     exec/cuda/axis_reduce_map.hpp).
-// Elementwise results equal the CPU's bit for bit. Reductions combine in
+// Elementwise results equal the CPU's bit for bit (f64's exp, log, tanh and
+// erf excepted: each side's library's, core/math.hpp). Reductions combine in
 // another order than the CPU's row order (a tree, or chunks), so they agree
 // with the CPU within f64 rounding before the single rounding to the node's
 // dtype; the order is fixed by the shapes, so two runs give the same bits.
