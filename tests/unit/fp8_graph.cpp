@@ -107,6 +107,55 @@ TEST_CASE("an fp8 linear forward and backward agree with f32 within the quantiza
   CHECK(std::abs(st.value()[0] - ref) > 0);  // it really was quantized
 }
 
+TEST_CASE("gradients far below 1 are scaled before their e5m2 cast, under current and delayed scaling") {
+  // An upstream gradient of about 1e-6, below e5m2's smallest subnormal
+  // (2^-16): cast without its scale it is 0, and so is dW. Scaled (by
+  // 57344 / amax), it keeps e5m2's relative precision.
+  using DS = ctg::scaling::delayed<"lin.grad", pr::delayed<4>>;
+  auto check = [](auto gradient_scaling, int steps) {
+    using DG = decltype(gradient_scaling);
+    X x;
+    auto y = ctg::fp8_matmul<ctg::f32, DG>(ctg::quantize<ctg::e4m3, Cur>(x), ctg::quantize<ctg::e4m3, Cur>(W{}));
+    auto step = ctg::value_and_grad(ctg::sum(y * R{}), ctg::wrt<W>);
+    ctg::cpu::device dev;
+    auto st = ctg::make_store(dev, step);
+    gc::rng r(3);
+    gc::set<W>(st, r.vec(32, -1, 1));
+    const auto xs = gc::data_of<float>(r.vec(48, -2, 2));
+    auto rs = gc::data_of<float>(r.vec(24, -1, 1));
+    for (auto& v : rs) v *= 1e-6f;
+    double amax_r = 0;
+    for (float v : rs) amax_r = std::max(amax_r, std::abs(double(v)));
+    for (int s = 0; s < steps; ++s) step(st, ctg::feed<X>(xs, 6), ctg::feed<R>(rs, 6));  // (delayed: its scale from the history)
+    const double sg = 57344 / amax_r, sub5 = std::ldexp(1.0, -16), sub4 = std::ldexp(1.0, -9);
+    double sx = 0;
+    for (float v : xs) sx = std::max(sx, std::abs(double(v)));
+    sx = 448 / sx;
+    const auto g = st.template grad<W>();
+    double bounds = 0, refs = 0;
+    for (int k = 0; k < 8; ++k)
+      for (int j = 0; j < 4; ++j) {
+        double ref = 0, bound = 0;
+        for (int i = 0; i < 6; ++i) {
+          const double a = xs[i * 8 + k], b = rs[i * 4 + j];
+          const double ea = q_err(a, sx, 3, sub4), eb = q_err(b, sg, 2, sub5);
+          ref += a * b;
+          bound += std::abs(a) * eb + std::abs(b) * ea + ea * eb + 1e-6 * std::abs(a * b);
+        }
+        INFO("dW[" << k << "][" << j << "] = " << g[k * 4 + j] << ", exact " << ref);
+        CHECK(std::abs(g[k * 4 + j] - ref) <= bound);
+        bounds += bound;
+        refs += std::abs(ref);
+      }
+    // The bounds are tight enough that a zero gradient breaks one of them.
+    CHECK(bounds < 0.5 * refs);
+  };
+  SUBCASE("current") { check(Cur{}, 1); }
+  // Delayed: the first step's scale is the history's start (1); the second
+  // step scales by the first's amax, the same as this step's.
+  SUBCASE("delayed") { check(DS{}, 2); }
+}
+
 TEST_CASE("delayed scaling: scales and amax histories over steps, by hand") {
   // History 3, margin 0, max. x's amax per step: 4, 2, 0, +inf, 1.
   using D = pr::delayed<3>;
@@ -166,6 +215,21 @@ TEST_CASE("delayed scaling: scales and amax histories over steps, by hand") {
   xs[3] = 1.0f;
   CHECK_THROWS_AS(step(st, ctg::feed<X>(xs, 2), ctg::feed<R>(rs, 1)), ctg::error);
   CHECK(hist(st.param<XH>()) == V{0, 1, 1});
+  // Nor one that fails after every group ran (a NaN loss under
+  // check_finite): the amaxes it recorded (a NaN input: a NaN amax) are not
+  // folded into the histories, nor are the scales updated.
+  st.check_finite(true);
+  xs[3] = NAN;
+  CHECK_THROWS_WITH_AS(step(st, ctg::feed<X>(xs, 1), ctg::feed<R>(rs, 1)), doctest::Contains("the loss is not finite"),
+                       ctg::error);
+  CHECK(st.param<XS>()[0] == 448.0f);
+  CHECK(hist(st.param<XH>()) == V{0, 1, 1});
+  CHECK(st.param<GS>()[0] == 229376.0f);
+  CHECK(hist(st.param<GH>()) == V{0, 0.25f, 0.25f});
+  // The next step is step 8 of the run above: amax 2 -> [2, 1, 1], max 2, scale 224; roll -> [1, 1, 2] -> [0, 1, 2].
+  run(2.0f);
+  CHECK(st.param<XS>()[0] == 224.0f);
+  CHECK(hist(st.param<XH>()) == V{0, 1, 2});
 }
 
 namespace {
