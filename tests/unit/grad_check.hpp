@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -133,10 +134,10 @@ inline void check_close(const std::vector<double>& got, const std::vector<double
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (close(got[i], want[i], rtol, atol)) continue;
     if (++bad <= 5)
-      FAIL_CHECK(what << "[" << i << "]: got " << got[i] << ", expected " << want[i] << " (rtol " << rtol
+      FAIL_CHECK(std::string(what) << "[" << i << "]: got " << got[i] << ", expected " << want[i] << " (rtol " << rtol
                       << ", atol " << atol << ")");
   }
-  CHECK_MESSAGE(bad == 0, bad << " of " << got.size() << " " << what << " entries differ");
+  CHECK_MESSAGE(bad == 0, bad << " of " << got.size() << " " << std::string(what) << " entries differ");
 }
 
 // The loss of the step that ran last, as a double.

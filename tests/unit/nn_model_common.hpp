@@ -38,7 +38,7 @@ template <class Step, class Store>
 void check_all_grads(Step& step, Store& st) {
   [&]<class... Ps>(ctg::tl::list<Ps...>) {
     auto one = [&]<class P>(std::type_identity<P>) {
-      INFO("parameter " << P::name.c_str());
+      INFO("parameter " << std::string(P::name.c_str()));
       gc::check_grad<P>(step, st, gc::f64_tol, ctg::feed<Ids>(ids, 2, 4), ctg::feed<Pos>(pos, 4),
                         ctg::feed<Tg>(targets, 2, 4));
     };
@@ -79,7 +79,7 @@ void copy_params(UStore& us, SStore& ss) {
           };
           (match(std::type_identity<Ss>{}), ...);
         }(ctg::leaves_t<snodes>{});
-        CHECK_MESSAGE(found, "no stacked leaf for " << U::name.c_str());
+        CHECK_MESSAGE(found, "no stacked leaf for " << std::string(U::name.c_str()));
       }
     };
     (one(std::type_identity<Us>{}), ...);

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include <ctg/ctg.hpp>
@@ -22,7 +23,7 @@ void check_same_leaves(StoreA& a, StoreB& b) {
   [&]<class... Ls>(ctg::tl::list<Ls...>) {
     auto one = [&]<class L>(std::type_identity<L>) {
       if constexpr (!L::fed) {
-        INFO("leaf " << L::name.c_str());
+        INFO("leaf " << std::string(L::name.c_str()));
         CHECK(same_bits(a.template param<L>(), b.template param<L>()));
       }
     };
@@ -35,7 +36,7 @@ void check_same_state(StoreA& a, StoreB& b) {
   check_same_leaves(a, b);
   [&]<class... Ps>(ctg::tl::list<Ps...>) {
     auto one = [&]<class P>(std::type_identity<P>) {
-      INFO("gradient of " << P::name.c_str());
+      INFO("gradient of " << std::string(P::name.c_str()));
       CHECK(same_bits(a.template grad<P>(), b.template grad<P>()));
     };
     (one(std::type_identity<Ps>{}), ...);
