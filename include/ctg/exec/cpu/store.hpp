@@ -160,8 +160,10 @@ using store = basic_store<backend, step_key_t<Step>>;
 template <class Step, std::size_t R, std::size_t N>
 void run_group(const bindings<N>& b, workspace& ws, float* amax = nullptr) {
   using K = step_key_t<step_of<Step>>;
-  if constexpr (constexpr auto reserve = backend::scratch_for<K, R>(); reserve != nullptr)
-    reserve(group_call_of<K, R>(), b.view(), ws);
+  // (A plain if: g++ 12 with -fsanitize=undefined rejects a function
+  // pointer compared with nullptr in an if constexpr.)
+  constexpr scratch_sizer_t<workspace> reserve = backend::scratch_for<K, R>();
+  if (reserve) reserve(group_call_of<K, R>(), b.view(), ws);
   backend::runner_for<K, R>()(group_call_of<K, R>(), b.view(), ws, amax);
 }
 
