@@ -159,7 +159,9 @@ int train(ctg::dist::communicator& comm, const options& o) {
       std::printf("step %4ld  loss %.4f  %.1f ms\n", s, static_cast<double>(dp->loss()), ms.back());
   }
   std::sort(ms.begin(), ms.end());
-  if (printer)
+  if (printer && o.emulate)  // (one process: its ranks exchange nothing over a communicator)
+    std::printf("median step %.1f ms (emulated ranks send nothing)\n", ms[ms.size() / 2]);
+  else if (printer)
     std::printf("median step %.1f ms; each rank sent %zu bytes per step (gradients in f32 by all-to-all, parameters "
                 "in their dtypes by all-gather%s)\n",
                 ms[ms.size() / 2], bytes_per_step, o.fsdp ? ", the layers' as they run" : "");
