@@ -253,8 +253,8 @@ class threads {
   // Use another's count and pool.
   void follow(threads& parent) {
     if (parent.count_ == count_ && (count_ <= 1 || pool_ == parent.pool_)) return;
+    parent.pool();  // (first: a pool that fails to start changes nothing here)
     count_ = parent.count_;
-    parent.pool();
     pool_ = parent.pool_;
   }
 
