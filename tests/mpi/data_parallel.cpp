@@ -384,6 +384,19 @@ void mistakes(ctg::dist::communicator& comm) {
   const std::string alone = message_of([&] { run(step, s3, batch_of(0, r)); });
   check(alone.find("is held in shards by dist::data_parallel with dist::fsdp") != std::string::npos,
         "fsdp: the store alone after its data_parallel ended: " + alone);
+
+  // A data_parallel made again on a store whose first one ended: the
+  // store's count is the global runs (rank 1 was refused: 'has run 5
+  // steps, rank 0 4', its count taken for steps and made global again).
+  auto s4 = ctg::make_store(dev, step);
+  ctg::nn::init_params(s4, 4, 0.3);
+  {
+    ctg::dist::data_parallel<decltype(s4)> first(s4, comm);
+    run(step, s4, batch_of(0, r));
+  }
+  check(s4.steps_run() == static_cast<std::uint32_t>(comm.size()), "the global runs after one step");
+  const std::string again = message_of([&] { ctg::dist::data_parallel<decltype(s4)> second(s4, comm); });
+  check(again == "<no ctg::error>", "a data_parallel made again: " + again);
 }
 // FP8 all-gather: a weight used as shard(quantize(w)) travels as fp8 bytes.
 using Xq = ctg::input<"xq", ctg::f32, dyn, 32>;

@@ -387,6 +387,41 @@ float dropout_global_step(dropout_step& step, Store& store, Dp& dp, Opt& opt, in
 }
 }  // namespace
 
+TEST_CASE("a data_parallel made again on its store goes on with the next global runs' dropout masks") {
+  // (The constructor took the store's count for steps of one run and made
+  // it global again: 0 -> 4 -> 12, other masks than one data_parallel kept.)
+  ctg::cpu::device dev{1};
+  dropout_step step;
+  auto kept = ctg::make_store(dev, step), again = ctg::make_store(dev, step);
+  for (auto* s : {&kept, &again}) {
+    ctg::nn::init_params(*s, 11, 0.5);
+    s->seed(77);
+  }
+  std::vector<float> want, got;
+  {
+    ctg::dist::data_parallel dp(kept, ctg::dist::emulate{2});
+    for (int s = 0; s < 4; ++s) {  // (no update: each step's loss reads the same parameters, other masks)
+      dropout_runs(step, kept, s, 1);
+      want.push_back(dp.loss());
+    }
+  }
+  for (int part = 0; part < 2; ++part) {
+    ctg::dist::data_parallel dp(again, ctg::dist::emulate{2});
+    for (int s = 2 * part; s < 2 * part + 2; ++s) {
+      dropout_runs(step, again, s, 1);
+      got.push_back(dp.loss());
+    }
+    // Ended mid-step, the step under way counts for nothing.
+    if (part == 0) {
+      const batch b = rows(9, 3);
+      step(again, ctg::feed<DX>(b.x, 3), ctg::feed<DY>(b.y, 3));  // (rank 0's run only)
+    }
+  }
+  CHECK(got == want);
+  CHECK(again.steps_run() == kept.steps_run());  // 8: the global runs, as a checkpoint saves them
+  CHECK(kept.steps_run() == 8);
+}
+
 TEST_CASE("a data-parallel checkpoint resumes bit for bit with dropout and micro-batches; no load mid-step") {
   ctg::cpu::device dev{1};
   const test_util::temp_dir dir("ctg_dp_resume_");

@@ -33,7 +33,10 @@
 // ranks in one process (W runs per step, run v fed rank v's batch): its
 // losses, gradients and parameters are bit for bit those of W real ranks.
 // Dropout masks are keyed by the global run (step * W + rank), the same in
-// both.
+// both. A store alone counts global runs too (store.steps_run(): what a
+// checkpoint saves): joining, rank v's next run is that count + v; when the
+// data_parallel ends, the store's count is the global runs of the steps
+// done, so a data_parallel made again goes on with the next runs' masks.
 //
 // Gradient accumulation: dp.accumulate(k) makes a step k micro-batches per
 // rank (backward from 1/(k * W)); each rank adds its micro-batches'
@@ -165,6 +168,7 @@ class data_parallel final : public replica_group {
   ~data_parallel() {
     if (every_shard_here()) make_whole();
     store_.join(nullptr);
+    store_.set_steps_run(global_runs());  // (a step under way counts for nothing, as its gradient)
   }
 
   Store& store() { return store_; }
@@ -399,10 +403,16 @@ class data_parallel final : public replica_group {
       throw;
     }
     store_.join(this);
-    if (!emulating()) store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world) + comm_.rank());
-    else store_.set_steps_run(store_.steps_run() * static_cast<std::uint32_t>(world));
+    store_.set_steps_run(store_.steps_run() + static_cast<std::uint32_t>(first_shard()));
   }
   bool emulating() const { return &comm_ == &own_; }
+  // The global runs of the steps done: the store's count less this rank's
+  // place and the runs of a step under way (each W apart on real ranks, one
+  // apart emulating).
+  std::uint32_t global_runs() const {
+    const std::uint32_t under_way = static_cast<std::uint32_t>(runs_) * (emulating() ? 1u : static_cast<std::uint32_t>(world_));
+    return store_.steps_run() - static_cast<std::uint32_t>(first_shard()) - under_way;
+  }
 
   // Emulating: what the runs of a round (one micro-batch of every rank)
   // change, as it was before the round's first run.
