@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -386,6 +388,55 @@ float dropout_global_step(dropout_step& step, Store& store, Dp& dp, Opt& opt, in
   return dp.loss();
 }
 }  // namespace
+
+TEST_CASE("a sharded_adamw whose data_parallel ended, or was replaced, is refused; a replaced optimizer is not") {
+  // (It kept a reference: a data_parallel made again in its place ran with
+  // the old shard layout, and its own end read freed memory. Replacing the
+  // optimizer, new one first, cleared the new one's link.)
+  auto step = ctg::value_and_grad(loss());
+  ctg::cpu::device dev{1};
+  auto store = ctg::make_store(dev, step);
+  init(store);
+  const char* gone = "this sharded_adamw's data_parallel has ended, or another sharded_adamw was made for it";
+  using dp_t = ctg::dist::data_parallel<decltype(store)>;
+  using opt_t = ctg::dist::sharded_adamw<decltype(store)>;
+  auto train = [&](dp_t& dp) {
+    for (int v = 0; v < dp.world(); ++v) {
+      const batch b = rows(4 * v, 4);
+      step(store, ctg::feed<X>(b.x, 4), ctg::feed<Y>(b.y, 4));
+    }
+  };
+  std::optional<dp_t> dp;
+  dp.emplace(store, ctg::dist::emulate{2});
+  auto opt = std::make_unique<opt_t>(*dp, ctg::optim::adamw_config{.lr = 0.05f});
+  dp.emplace(store, ctg::dist::emulate{3});  // in the same place
+  train(*dp);
+  const auto before = values<W1>(store);
+  CHECK_THROWS_WITH_AS(opt->step(), doctest::Contains(gone), ctg::error);
+  CHECK(values<W1>(store) == before);
+  // The usual replacement: the new optimizer is made, then the old one goes.
+  opt = std::make_unique<opt_t>(*dp, ctg::optim::adamw_config{.lr = 0.05f});
+  CHECK_NOTHROW(opt->step());
+  CHECK(values<W1>(store) != before);
+  auto second = std::make_unique<opt_t>(*dp, ctg::optim::adamw_config{.lr = 0.05f});  // the one now
+  train(*dp);
+  CHECK_THROWS_WITH_AS(opt->step(), doctest::Contains(gone), ctg::error);
+  CHECK_NOTHROW(second->step());
+  // Saved or loaded with another data_parallel's optimizer: refused.
+  const test_util::temp_dir dir("ctg_dp_opt_");
+  const auto file = (dir / "ckpt.ctg").string();
+  auto other_store = ctg::make_store(dev, step);
+  init(other_store);
+  dp_t other(other_store, ctg::dist::emulate{3});
+  CHECK_THROWS_WITH_AS(ctg::dist::save(file, other, *second), doctest::Contains("made for another data_parallel"),
+                       ctg::error);
+  CHECK_FALSE(std::filesystem::exists(file));
+  // Its data_parallel ended first, the optimizer is refused, and ends well.
+  dp.reset();
+  CHECK_THROWS_WITH_AS(second->step(), doctest::Contains(gone), ctg::error);
+  second.reset();
+  opt.reset();
+}
 
 TEST_CASE("a data_parallel made again on its store goes on with the next global runs' dropout masks") {
   // (The constructor took the store's count for steps of one run and made

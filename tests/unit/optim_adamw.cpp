@@ -419,4 +419,15 @@ TEST_CASE("an optimizer updates the store it was made for only; a store moved fr
   opt.step(moved);
   CHECK(opt.steps() == 1);
   CHECK_THROWS_WITH_AS(opt.step(a), doctest::Contains("made for another store"), ctg::error);
+  // Nor is it saved or loaded with another store (b's parameters were saved
+  // with a's moments and step count, and training resumed from them).
+  const test_util::temp_dir dir("ctg_adamw_store_");
+  const auto file = (dir / "ckpt.ctg").string();
+  CHECK_THROWS_WITH_AS(ctg::io::save(file, b, opt), doctest::Contains("made for another store"), ctg::error);
+  CHECK_FALSE(std::filesystem::exists(file));
+  ctg::io::save(file, moved, opt);
+  const auto b_before = std::vector<float>(b.param<W>().begin(), b.param<W>().end());
+  CHECK_THROWS_WITH_AS(ctg::io::load(file, b, opt), doctest::Contains("made for another store"), ctg::error);
+  CHECK(std::vector<float>(b.param<W>().begin(), b.param<W>().end()) == b_before);
+  CHECK(opt.steps() == 1);
 }

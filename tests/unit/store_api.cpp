@@ -56,6 +56,7 @@ TEST_CASE("a feed of a temporary vector keeps the vector: a feed kept in a varia
   const float want = step(store, ctg::feed<X>(named, 2));
   auto kept = ctg::feed<X>(batch(), 2);  // (the temporary dies here: the span read freed memory)
   auto kept_by_value = ctg::feed(X{}, batch(), 2);
+  auto kept_const = ctg::feed<X>(static_cast<const std::vector<float>&&>(batch()), 2);  // (a const temporary)
   std::vector<std::vector<float>> reuse;  // new vectors of its size take the freed block
   for (int i = 0; i < 4; ++i) reuse.emplace_back(2 * 6, 100.0f);
   auto copied = kept;  // copies and moves keep the data valid
@@ -63,6 +64,7 @@ TEST_CASE("a feed of a temporary vector keeps the vector: a feed kept in a varia
   CHECK(step(store, copied) == want);
   CHECK(step(store, moved) == want);
   CHECK(step(store, kept) == want);
+  CHECK(step(store, kept_const) == want);
 }
 
 TEST_CASE("a CPU store is a ctg::step_store; upload and download copy a leaf's values and check the size") {
@@ -135,6 +137,7 @@ TEST_CASE("a store moved from is refused with a ctg::error; the store moved to r
   CHECK_THROWS_WITH_AS(original.download_value(std::span<float>(value)), refused, ctg::error);
   CHECK_THROWS_WITH_AS(ctg::nn::init_params(original, 4), refused, ctg::error);
   CHECK_THROWS_WITH_AS(original.accumulate(2), refused, ctg::error);
+  CHECK_THROWS_WITH_AS(original.group_times(), refused, ctg::error);  // (it read the moved-to store's profile)
   CHECK_THROWS_WITH_AS(ctg::optim::adamw<decltype(original)>{original}, refused, ctg::error);
   CHECK(host == std::vector<float>(18, 7.0f));
   const float a = step(moved_to, ctg::feed<X>(x, 2)), b = step(twin, ctg::feed<X>(x, 2));

@@ -46,6 +46,7 @@ inline void agree_on(communicator& comm, const std::string& failure, const char*
 
 template <step_store Store>
 void save(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_adamw<Store>& opt) {
+  opt.check_data_parallel(dp);
   opt.gather_whole_parameters();
   optim::adamw<Store> whole(dp.store(), opt.config());
   opt.gather_into(whole);
@@ -63,6 +64,7 @@ void save(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
 
 template <step_store Store>
 void load(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_adamw<Store>& opt) {
+  opt.check_data_parallel(dp);
   using step_type = typename Store::step_type;
   Store scratch;
   optim::adamw<Store> whole(scratch, opt.config());

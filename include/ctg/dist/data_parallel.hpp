@@ -72,7 +72,6 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -102,6 +101,18 @@ struct run_report {
   std::int64_t dim[8]{};
   std::uint64_t dims_hash = 0;
   char message[216]{};
+};
+// The optimizer a data_parallel updates with (dist::sharded_adamw): the
+// data_parallel calls it to cast and gather fp8 payloads again, and tells
+// it when it ends or another optimizer takes its place, so an optimizer
+// never reaches a data_parallel that is gone.
+class data_parallel_optimizer {
+ public:
+  virtual void cast_payloads_again() = 0;
+  virtual void released() = 0;
+
+ protected:
+  ~data_parallel_optimizer() = default;
 };
 // What each rank says when it joins.
 struct join_report {
@@ -166,6 +177,8 @@ class data_parallel final : public replica_group {
   // ranks, dist::save before this ends: the store then holds its rows only,
   // and running it alone is a ctg::error.
   ~data_parallel() {
+    if (optimizer_) optimizer_->released();
+    if (store_ended_) return;  // (destroyed first: nothing to give back)
     if (every_shard_here()) make_whole();
     store_.join(nullptr);
     store_.set_steps_run(global_runs());  // (a step under way counts for nothing, as its gradient)
@@ -231,10 +244,16 @@ class data_parallel final : public replica_group {
     payloads_[k].value = {payloads_[k].bytes.data(), amax, scale};
     payloads_[k].valid = true;
   }
-  // What casts and gathers the payloads again (sharded_adamw's gather,
-  // every rank at once; null: none), for a run whose scales changed since
-  // the last gather (refresh_fp8_payloads).
-  void cast_payloads_with(std::function<void()> gather) { cast_again_ = std::move(gather); }
+  // The optimizer that updates this data_parallel (sharded_adamw: one at a
+  // time, the last made), which casts and gathers the payloads again for a
+  // run whose scales changed since the last gather (refresh_fp8_payloads).
+  void attach(detail::data_parallel_optimizer* opt) {
+    if (optimizer_ && optimizer_ != opt) optimizer_->released();
+    optimizer_ = opt;
+  }
+  void detach(detail::data_parallel_optimizer* opt) {
+    if (optimizer_ == opt) optimizer_ = nullptr;
+  }
   // The weights are whole again (loaded): the store quantizes them itself.
   void forget_fp8_payloads() {
     for (auto& p : payloads_) p.valid = false;
@@ -342,6 +361,7 @@ class data_parallel final : public replica_group {
     }
   }
 
+  void store_ended() override { store_ended_ = true; }
   void before_run() override {
     reshard();
     if (emulating() && local_runs_ > 1 && runs_ % local_runs_ == 0) take_round_start();
@@ -457,11 +477,11 @@ class data_parallel final : public replica_group {
     };
     serve();
     if (!stale) return;
-    if (!cast_again_)
+    if (!optimizer_)
       throw error("ctg: data parallel: a weight gathered as fp8 is whole only in this rank's rows, and its scale "
                   "changed since its payload was cast; its optimizer (dist::sharded_adamw) no longer exists to "
                   "cast it again");
-    cast_again_();
+    optimizer_->cast_payloads_again();
     stale = false;
     serve();
   }
@@ -593,7 +613,8 @@ class data_parallel final : public replica_group {
     bool valid = false;   // holds the weight's value as gathered last
     bool serves = false;  // this run's quantize node takes it (refresh_fp8_payloads)
   };
-  std::function<void()> cast_again_;  // (cast_payloads_with)
+  detail::data_parallel_optimizer* optimizer_ = nullptr;  // (attach)
+  bool store_ended_ = false;  // (the store was destroyed first: store_ended)
   std::array<fp8_value, trainable::size + 1> payloads_{};  // by trainable leaf (those gathered as fp8)
   std::optional<stack_shards<Store>> shards_;  // dist::fsdp (none: every parameter whole between steps)
   int runs_ = 0;    // runs of this step so far

@@ -56,21 +56,21 @@ struct state_visitor {
 }  // namespace detail
 
 template <step_store Store>
-class sharded_adamw {
+class sharded_adamw : detail::data_parallel_optimizer {
  public:
   using step_type = typename Store::step_type;
   using trainable = typename step_type::wrt;
 
   // Takes the masters of this rank's shards from the store's parameters.
-  explicit sharded_adamw(data_parallel<Store>& dp, optim::adamw_config cfg = {}) : dp_(dp), cfg_(cfg) {
+  explicit sharded_adamw(data_parallel<Store>& parallel, optim::adamw_config cfg = {}) : dp_(&parallel), cfg_(cfg) {
     static_assert(trainable::size > 0, "ctg: adamw needs a step with trainable leaves (value_and_grad)");
     cfg_.validate();
-    slots_.resize(trainable::size * static_cast<std::size_t>(dp_.shards_held()));
-    checks_mine_.resize(trainable::size * static_cast<std::size_t>(dp_.shards_held()));
-    checks_all_.resize(trainable::size * static_cast<std::size_t>(dp_.world()));
+    slots_.resize(trainable::size * static_cast<std::size_t>(dp().shards_held()));
+    checks_mine_.resize(trainable::size * static_cast<std::size_t>(dp().shards_held()));
+    checks_all_.resize(trainable::size * static_cast<std::size_t>(dp().world()));
     std::size_t at = 0;
     for_each_trainable([&]<std::size_t K, class L>() {
-      for (int h = 0; h < dp_.shards_held(); ++h) {
+      for (int h = 0; h < dp().shards_held(); ++h) {
         const std::size_t n = this->template shard_elements<K>(h);
         slot& s = slots_[slot_index(K, h)];
         s.exp_avg = at;
@@ -84,10 +84,12 @@ class sharded_adamw {
     });
     state_.assign(at, 0.0f);
     take_masters();
-    dp_.cast_payloads_with([this] { gather_parameters(false); });
+    dp().attach(this);
   }
-  ~sharded_adamw() { dp_.cast_payloads_with(nullptr); }
-  sharded_adamw(const sharded_adamw&) = delete;  // (dp_ calls back into this one)
+  ~sharded_adamw() {
+    if (dp_) dp_->detach(this);
+  }
+  sharded_adamw(const sharded_adamw&) = delete;  // (its data_parallel calls back into this one)
   sharded_adamw& operator=(const sharded_adamw&) = delete;
 
   // One update with the configured lr, or this lr. Returns the global
@@ -95,7 +97,7 @@ class sharded_adamw {
   float step() { return step(cfg_.lr); }
   float step(float lr) {
     ctg::detail::check_adamw_lr(lr);
-    if (!dp_.has_gradient())
+    if (!dp().has_gradient())
       throw error("ctg: adamw: no gradient since the last update (each step's is applied once): run a step on "
                   "every rank first; nothing was updated");
     const float total = checked_norm();
@@ -103,10 +105,10 @@ class sharded_adamw {
     const auto c = ctg::detail::adamw_coeffs_for(cfg, lr, steps_ + 1, total);
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
-      const auto& leaf = dp_.layout().leaf[K];
-      for (int h = 0; h < dp_.shards_held(); ++h) {
+      const auto& leaf = dp().layout().leaf[K];
+      for (int h = 0; h < dp().shards_held(); ++h) {
         const slot& s = slots_[slot_index(K, h)];
-        const float* g = dp_.grad_shard(h).data() + leaf.offset;
+        const float* g = dp().grad_shard(h).data() + leaf.offset;
         float* m = state_.data() + s.exp_avg;
         float* v = state_.data() + s.exp_avg_sq;
         this->template for_each_run<K>(h, [&](const auto& r) {
@@ -121,12 +123,19 @@ class sharded_adamw {
     });
     gather_parameters(false);
     ++steps_;
-    dp_.consume();
+    dp().consume();
     return total;
   }
 
   std::int64_t steps() const { return steps_; }
   const optim::adamw_config& config() const { return cfg_; }
+  // Throws ctg::error unless this optimizer updates `parallel` (dist::save
+  // and dist::load pair them: another's state would go with its parameters).
+  void check_data_parallel(const data_parallel<Store>& parallel) const {
+    if (&dp() != &parallel)
+      throw error("ctg: adamw: this sharded_adamw was made for another data_parallel (its moments, masters and step "
+                  "count are that one's): pass the optimizer made for this one; nothing was changed");
+  }
 
   // Every rank's parameters whole, weights gathered as fp8 included (every
   // rank calls it; dist::save does).
@@ -152,22 +161,22 @@ class sharded_adamw {
   void gather_into(optim::adamw<Store>& whole) {
     visit_whole(whole, [&]<std::size_t K>(std::span<float> all, detail::state_kind which) {
       const auto kind = field(which);
-      const auto& leaf = dp_.layout().leaf[K];
+      const auto& leaf = dp().layout().leaf[K];
       const std::size_t per = leaf.part_elements();
       auto place = [&](int rank, const float* packed) {
         leaf.for_each_run(rank, [&](const auto& r) {
           if (r.n) std::memcpy(all.data() + r.whole, packed + r.packed, r.n * sizeof(float));
         });
       };
-      if (dp_.shards_held() == dp_.world()) {
-        for (int h = 0; h < dp_.shards_held(); ++h) place(h, state_.data() + slots_[slot_index(K, h)].*kind);
+      if (dp().shards_held() == dp().world()) {
+        for (int h = 0; h < dp().shards_held(); ++h) place(h, state_.data() + slots_[slot_index(K, h)].*kind);
         return;
       }
-      std::vector<float> mine(per), every(per * static_cast<std::size_t>(dp_.world()));
+      std::vector<float> mine(per), every(per * static_cast<std::size_t>(dp().world()));
       if (this->template shard_elements<K>(0))
         std::memcpy(mine.data(), state_.data() + slots_[slot_index(K, 0)].*kind, this->template shard_elements<K>(0) * sizeof(float));
-      dp_.comm().all_gather(std::span<const float>(mine), std::span(every));
-      for (int r = 0; r < dp_.world(); ++r) place(r, every.data() + static_cast<std::size_t>(r) * per);
+      dp().comm().all_gather(std::span<const float>(mine), std::span(every));
+      for (int r = 0; r < dp().world(); ++r) place(r, every.data() + static_cast<std::size_t>(r) * per);
     });
     whole.set_steps(steps_);
   }
@@ -176,7 +185,7 @@ class sharded_adamw {
   void take_from(optim::adamw<Store>& whole) {
     visit_whole(whole, [&]<std::size_t K>(std::span<float> all, detail::state_kind which) {
       const auto kind = field(which);
-      for (int h = 0; h < dp_.shards_held(); ++h) {
+      for (int h = 0; h < dp().shards_held(); ++h) {
         float* packed = state_.data() + slots_[slot_index(K, h)].*kind;
         this->template for_each_run<K>(h, [&](const auto& r) {
           if (r.n) std::memcpy(packed + r.packed, all.data() + r.whole, r.n * sizeof(float));
@@ -197,27 +206,27 @@ class sharded_adamw {
     double written = 0.0;  // 1: the parameter no longer holds its master's rounding
   };
 
-  std::size_t slot_index(std::size_t k, int h) const { return k * static_cast<std::size_t>(dp_.shards_held()) + static_cast<std::size_t>(h); }
+  std::size_t slot_index(std::size_t k, int h) const { return k * static_cast<std::size_t>(dp().shards_held()) + static_cast<std::size_t>(h); }
   template <std::size_t K>
   std::size_t shard_elements(int h) const {
-    return dp_.layout().leaf[K].held_elements(dp_.first_shard() + h);
+    return dp().layout().leaf[K].held_elements(dp().first_shard() + h);
   }
   // f(run) for each contiguous run of shard first_shard() + h of leaf K.
   template <std::size_t K, class F>
   void for_each_run(int h, F&& f) const {
-    dp_.layout().leaf[K].for_each_run(dp_.first_shard() + h, f);
+    dp().layout().leaf[K].for_each_run(dp().first_shard() + h, f);
   }
   // Is leaf K's value held in shards only (a stack's, under dist::fsdp)?
   template <std::size_t K>
   bool held_in_shards() const {
-    return data_parallel<Store>::template stacked<K> && dp_.holds_stacked_params();
+    return data_parallel<Store>::template stacked<K> && dp().holds_stacked_params();
   }
   // The parameter values of one run of shard first_shard() + h of leaf L:
   // in the store's whole copy, or in the shard (fsdp).
   template <std::size_t K, class L, class Run>
   typename L::dtype* params_of(int h, const Run& r) {
-    if (this->template held_in_shards<K>()) return dp_.template resident_rows<K, L>(h) + r.packed;
-    return dp_.store().template own_rows<L>().data() + r.whole;
+    if (this->template held_in_shards<K>()) return dp().template resident_rows<K, L>(h) + r.packed;
+    return dp().store().template own_rows<L>().data() + r.whole;
   }
 
   // f.template operator()<K>(whole's span, which) for every piece of state
@@ -242,7 +251,7 @@ class sharded_adamw {
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
       if constexpr (ctg::detail::has_master_copy<T>) {
-        for (int h = 0; h < dp_.shards_held(); ++h) {
+        for (int h = 0; h < dp().shards_held(); ++h) {
           float* w = state_.data() + slots_[slot_index(K, h)].master;
           this->template for_each_run<K>(h, [&](const auto& r) {
             const T* p = this->template params_of<K, L>(h, r);
@@ -256,14 +265,14 @@ class sharded_adamw {
   // Pass 1: every rank's checks, gathered; the norm, or an error on every rank.
   float checked_norm() {
     constexpr std::size_t n = trainable::size;
-    const int world = dp_.world();
+    const int world = dp().world();
     std::vector<leaf_check>& mine = checks_mine_;
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
-      for (int h = 0; h < dp_.shards_held(); ++h) {
+      for (int h = 0; h < dp().shards_held(); ++h) {
         leaf_check& c = mine[static_cast<std::size_t>(h) * n + K];
         c.sum_of_squares =
-            ctg::detail::sum_of_squares(dp_.grad_shard(h).data() + dp_.layout().leaf[K].offset, this->template shard_elements<K>(h));
+            ctg::detail::sum_of_squares(dp().grad_shard(h).data() + dp().layout().leaf[K].offset, this->template shard_elements<K>(h));
         if constexpr (ctg::detail::has_master_copy<T>) {
           const float* w = state_.data() + slots_[slot_index(K, h)].master;
           bool written = false;
@@ -275,8 +284,8 @@ class sharded_adamw {
       }
     });
     std::span<const leaf_check> all = mine;  // (one process holding every shard has them all)
-    if (dp_.shards_held() != world) {
-      dp_.comm().all_gather(std::span<const leaf_check>(mine), std::span(checks_all_));
+    if (dp().shards_held() != world) {
+      dp().comm().all_gather(std::span<const leaf_check>(mine), std::span(checks_all_));
       all = checks_all_;
     }
 
@@ -317,7 +326,7 @@ class sharded_adamw {
   template <std::size_t K, class L>
   std::size_t part_bytes(bool whole) const {
     if (this->template held_in_shards<K>()) return 0;
-    const std::size_t n = dp_.layout().leaf[K].part_elements();
+    const std::size_t n = dp().layout().leaf[K].part_elements();
     if (as_fp8<K> && !whole) return n + sizeof(float);
     return n * sizeof(typename L::dtype);
   }
@@ -326,22 +335,22 @@ class sharded_adamw {
 
   // Pass 3: every rank's updated rows, to every rank.
   void gather_parameters(bool whole) {
-    if (whole) dp_.make_whole();  // (fsdp: the stacks' parameters)
-    if (dp_.shards_held() == dp_.world()) return;  // (one process updated every shard in place)
+    if (whole) dp().make_whole();  // (fsdp: the stacks' parameters)
+    if (dp().shards_held() == dp().world()) return;  // (one process updated every shard in place)
     std::size_t block = 0;
     for_each_trainable([&]<std::size_t K, class L>() { block += this->template part_bytes<K, L>(whole); });
     std::vector<std::byte>&send = send_, &recv = recv_;  // (kept: their sizes repeat every step)
     send.resize(block);
-    recv.resize(block * static_cast<std::size_t>(dp_.world()));
+    recv.resize(block * static_cast<std::size_t>(dp().world()));
     std::size_t at = 0;
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
       if (this->template held_in_shards<K>()) return;
       if constexpr (as_fp8<K>) {
         if (!whole) {  // (a weight outside any stack: its shard is one run)
-          const auto run = dp_.layout().leaf[K].run_of(dp_.first_shard(), 0);
+          const auto run = dp().layout().leaf[K].run_of(dp().first_shard(), 0);
           using Q = quantizer_of<K>;
-          const float scale = dp_.store().template param<typename Q::scaling::scale_leaf>()[0];
+          const float scale = dp().store().template param<typename Q::scaling::scale_leaf>()[0];
           const float amax = detail::quantize_rows<typename Q::dtype>(this->template params_of<K, L>(0, run), run.n, scale,
                                                                       send.data() + at);
           std::memcpy(send.data() + at + this->template part_bytes<K, L>(whole) - sizeof(float), &amax, sizeof(float));
@@ -354,22 +363,22 @@ class sharded_adamw {
       });
       at += this->template part_bytes<K, L>(whole);
     });
-    dp_.comm().all_gather(std::span<const std::byte>(send), std::span(recv));
+    dp().comm().all_gather(std::span<const std::byte>(send), std::span(recv));
     std::array<float, trainable::size + 1> amax{};  // (fp8 leaves: folded from 0 in rank order)
-    for (int r = 0; r < dp_.world(); ++r) {
+    for (int r = 0; r < dp().world(); ++r) {
       std::size_t from = static_cast<std::size_t>(r) * block;
       for_each_trainable([&]<std::size_t K, class L>() {
         using T = typename L::dtype;
-        const auto& leaf = dp_.layout().leaf[K];
+        const auto& leaf = dp().layout().leaf[K];
         if (this->template held_in_shards<K>()) return;
         if (as_fp8<K> && !whole) {
           const auto run = leaf.run_of(r, 0);
-          if (run.n) std::memcpy(dp_.fp8_payload(K) + run.whole, recv.data() + from, run.n);
+          if (run.n) std::memcpy(dp().fp8_payload(K) + run.whole, recv.data() + from, run.n);
           float a;
           std::memcpy(&a, recv.data() + from + this->template part_bytes<K, L>(whole) - sizeof(float), sizeof(float));
           amax[K] = fp8_scaling::amax_combine(amax[K], a);
-        } else if (r != dp_.first_shard()) {
-          T* values = dp_.store().template own_rows<L>().data();
+        } else if (r != dp().first_shard()) {
+          T* values = dp().store().template own_rows<L>().data();
           leaf.for_each_run(r, [&](const auto& run) {
             if (run.n) std::memcpy(values + run.whole, recv.data() + from + run.packed * sizeof(T), run.n * sizeof(T));
           });
@@ -379,14 +388,25 @@ class sharded_adamw {
     }
     for_each_trainable([&]<std::size_t K, class L>() {
       if constexpr (as_fp8<K>) {
-        dp_.store().template hold_rows_only<L>(!whole);
+        dp().store().template hold_rows_only<L>(!whole);
         if (!whole)
-          dp_.fp8_gathered(K, amax[K], dp_.store().template param<typename quantizer_of<K>::scaling::scale_leaf>()[0]);
+          dp().fp8_gathered(K, amax[K], dp().store().template param<typename quantizer_of<K>::scaling::scale_leaf>()[0]);
       }
     });
   }
 
-  data_parallel<Store>& dp_;
+  // The data_parallel this updates; null once it ended or another optimizer
+  // was made for it (released): every use is then an error, not a read of
+  // a data_parallel that is gone.
+  data_parallel<Store>* dp_;
+  data_parallel<Store>& dp() const {
+    if (!dp_)
+      throw error("ctg: adamw: this sharded_adamw's data_parallel has ended, or another sharded_adamw was made for "
+                  "it: make one for the data_parallel you train (dist::sharded_adamw opt(dp)); nothing was changed");
+    return *dp_;
+  }
+  void cast_payloads_again() override { gather_parameters(false); }
+  void released() override { dp_ = nullptr; }
   optim::adamw_config cfg_;
   std::vector<slot> slots_;  // [leaf][held shard]
   std::vector<leaf_check> checks_mine_, checks_all_;  // [held shard][leaf], [rank][leaf]

@@ -52,6 +52,11 @@ feed_t<Leaf> feed(std::vector<typename Leaf::dtype>&& data, Sizes... sizes) {
   f.owned = std::move(owned);
   return f;
 }
+// (A const temporary, `const std::vector<float> load()`'s, cannot move: copied.)
+template <class Leaf, class... Sizes>
+feed_t<Leaf> feed(const std::vector<typename Leaf::dtype>&& data, Sizes... sizes) {
+  return feed<Leaf>(std::vector<typename Leaf::dtype>(data), sizes...);
+}
 
 // feed(X{}, data, sizes...): the same, naming the leaf by a value. In a .cu
 // file this is the form to use: nvcc's host pass cannot spell a leaf's name
@@ -65,6 +70,11 @@ template <class Leaf, class... Sizes>
   requires is_leaf_v<Leaf>
 feed_t<Leaf> feed(Leaf, std::vector<typename Leaf::dtype>&& data, Sizes... sizes) {
   return feed<Leaf>(std::move(data), sizes...);
+}
+template <class Leaf, class... Sizes>
+  requires is_leaf_v<Leaf>
+feed_t<Leaf> feed(Leaf, const std::vector<typename Leaf::dtype>&& data, Sizes... sizes) {
+  return feed<Leaf>(std::vector<typename Leaf::dtype>(data), sizes...);
 }
 
 // Data of another element type than the leaf's (a std::vector<float> fed to

@@ -68,6 +68,9 @@ class replica_group {
   // The value of quantize node `node` of that stack's block (a node index in
   // the block's step) for the layer gathered last, or null: as provided().
   virtual const quantized* layer_provided(std::size_t stack, std::size_t node) const = 0;
+  // The store is being destroyed while it is in the group: the group must
+  // not reach it again (its own end leaves it alone).
+  virtual void store_ended() = 0;
 
  protected:
   ~replica_group() = default;

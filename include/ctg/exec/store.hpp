@@ -149,6 +149,13 @@ class basic_store {
     set_initial_values();
     make_amax_records();
   }
+  // Destroyed while a data_parallel runs it: the data_parallel is told, and
+  // its own end leaves the store alone.
+  ~basic_store() {
+    if (group_) group_->store_ended();
+  }
+  basic_store(basic_store&&) = default;
+  basic_store& operator=(basic_store&&) = default;
 
   // Does the step have a node of kind k, its stacks' blocks included? (A
   // GPU store checks for fp8_matmul before it is made.)
@@ -311,10 +318,12 @@ class basic_store {
   // run adds every group's time, bytes and operations to group_times();
   // turning it on again starts new sums. Off, a run pays one branch a group.
   void profile_groups(bool on) {
+    check_not_moved_from();
     own_profile_ = on ? std::make_unique<profile_type>() : nullptr;
     profile_ = own_profile_.get();
   }
   std::span<const group_timing> group_times() const {
+    check_not_moved_from();  // (its profile_ points into the store it was moved to)
     return profile_ ? profile_->sums() : std::span<const group_timing>{};
   }
 

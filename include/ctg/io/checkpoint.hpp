@@ -323,9 +323,17 @@ void check_between_sets(const Store& s, const std::filesystem::path& path) {
                   "), whose gradients and FP8 amaxes a file does not keep: save or load between sets");
 }
 
+// An optimizer made for another store: its state is that store's (an
+// error before anything is read or written).
+template <class Optimizer, class Store>
+void check_optimizer_of(const Optimizer& opt, const Store& store) {
+  if constexpr (requires { opt.check_store(store); }) opt.check_store(store);
+}
+
 // save and load, with no optimizer or one.
 template <class Store, class... Optimizer>
 void save_checkpoint(const std::filesystem::path& path, Store& store, const Optimizer&... opt) {
+  (check_optimizer_of(opt, store), ...);
   check_between_sets(store, path);
   auto key = store_key<Store>::of(store);
   const record_list recs = checkpoint_records(store, key, opt...);
@@ -336,6 +344,7 @@ void save_checkpoint(const std::filesystem::path& path, Store& store, const Opti
 
 template <class Store, class... Optimizer>
 void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&... opt) {
+  (check_optimizer_of(opt, store), ...);
   check_between_sets(store, path);
   auto load = [&] {
     auto key = store_key<Store>::of(store);

@@ -310,6 +310,17 @@ class adamw_counters {
       throw error("ctg: adamw: scalar 'adamw.step': expected a count >= 0, found " + std::to_string(steps_));
     cfg_.validate();
   }
+  // Throws ctg::error unless s is the store this optimizer was made for (an
+  // update, a save or a load with another's applies or pairs this one's
+  // state with another's parameters).
+  template <class Store>
+  void check_store(const Store& s) const {
+    if constexpr (requires { s.identity(); })
+      if (s.identity() != store_)
+        throw error("ctg: adamw: this optimizer was made for another store (its moments, masters and step count "
+                    "are that store's; a store moved from is none): make an optimizer for each store; nothing "
+                    "was changed");
+  }
 
  protected:
   explicit adamw_counters(const optim::adamw_config& c) : cfg_(c) { cfg_.validate(); }
@@ -336,14 +347,6 @@ class adamw_counters {
         throw error("ctg: this store was moved from (it holds no buffers): use the store it was moved to");
       store_ = s.identity();
     }
-  }
-  template <class Store>
-  void check_store(const Store& s) const {
-    if constexpr (requires { s.identity(); })
-      if (s.identity() != store_)
-        throw error("ctg: adamw: this optimizer was made for another store (its moments, masters and step count "
-                    "are that store's; a store moved from is none): make an optimizer for each store; nothing "
-                    "was updated");
   }
   optim::adamw_config cfg_;
   std::int64_t steps_ = 0;
