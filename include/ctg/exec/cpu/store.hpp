@@ -125,15 +125,15 @@ struct backend {
   // a reduction over other axes' accumulators. (A GEMM's packing buffers
   // and an fp8 product's widened operands grow on their first use.)
   template <class Key, std::size_t R>
-  static consteval scratch_sizer_t<workspace> scratch_for() {
+  static consteval bool needs_scratch() {
     using node = tl::at_t<R, typename step_of<Key>::nodes>;
-    if constexpr (detail::kind_info_of(node::kind).runs_alone) {
-      return nullptr;
-    } else if constexpr (kernel::fused_plan_t<Key, R>::loop == loop_kind::axis_reduce) {
-      return &reserve_axis_reduce;
-    } else {
-      return nullptr;
-    }
+    if constexpr (detail::kind_info_of(node::kind).runs_alone) return false;
+    else return kernel::fused_plan_t<Key, R>::loop == loop_kind::axis_reduce;
+  }
+  template <class Key, std::size_t R>
+  static consteval scratch_sizer_t<workspace> scratch_for() {
+    if constexpr (needs_scratch<Key, R>()) return &reserve_axis_reduce;
+    else return nullptr;
   }
   // Gradient accumulation: dst += src, in T's compute type, rounded once to T.
   template <class T>
@@ -160,10 +160,9 @@ using store = basic_store<backend, step_key_t<Step>>;
 template <class Step, std::size_t R, std::size_t N>
 void run_group(const bindings<N>& b, workspace& ws, float* amax = nullptr) {
   using K = step_key_t<step_of<Step>>;
-  // (A plain if: g++ 12 with -fsanitize=undefined rejects a function
-  // pointer compared with nullptr in an if constexpr.)
-  constexpr scratch_sizer_t<workspace> reserve = backend::scratch_for<K, R>();
-  if (reserve) reserve(group_call_of<K, R>(), b.view(), ws);
+  // (needs_scratch, not the pointer against nullptr: g++ 12 with
+  // -fsanitize=undefined takes no function's address for a constant.)
+  if constexpr (backend::needs_scratch<K, R>()) backend::scratch_for<K, R>()(group_call_of<K, R>(), b.view(), ws);
   backend::runner_for<K, R>()(group_call_of<K, R>(), b.view(), ws, amax);
 }
 
