@@ -1,5 +1,6 @@
 // dropout<"name">(x, p): a counter-based mask keyed by (seed, step, name,
 // layer, element index); the same mask in every recompute.
+#include <cmath>
 #include <cstring>
 
 #include "grad_check.hpp"
@@ -120,4 +121,40 @@ TEST_CASE("dropout in bf16 rounds once; its gradient is the same mask (finite di
   }
   CHECK(zero > 0);          // some elements were dropped (p = 0.3, 15 elements)
   CHECK(zero < w.size());   // and some kept
+}
+
+namespace {
+using SX = ctg::input<"x", ctg::f32, ctg::dyn, 64>;
+template <ctg::fixed_string Prefix>
+struct drop_block {
+  template <ctg::expr E>
+  constexpr auto operator()(E x) const {
+    return ctg::dropout<"drop">(x * ctg::param<Prefix + ".w", ctg::f32, 64>{}, ctg::lit<0.5>);
+  }
+};
+}  // namespace
+
+TEST_CASE("nn::stack: each layer draws its own dropout mask") {
+  // (Keyed by layer 0 each, they shared one: an element survived both with
+  // probability 1/2, not 1/4; nothing else tested it.) A stack of 2 blocks
+  // x * w -> dropout(p = 0.5), w = x = 1: the loss is 4 times the elements
+  // both layers keep; Philox's stream is fixed by the seed, so the count is
+  // too (6 sigma of the binomial count around n / 4).
+  using R = ctg::input<"r", ctg::f32, dyn, 64>;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::nn::stack<2, drop_block>(SX{}) * R{}));
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, step);
+  st.seed(77);
+  using W = ctg::param<"layers.{i}.w", ctg::f32, 2, 64>;
+  for (auto& v : st.param<W>()) v = 1.0f;
+  const int rows = 256;
+  std::vector<float> x(rows * 64, 1.0f), r(rows * 64, 0.0f);
+  // r = 1: the loss is sum(y) = 4 * (number of elements kept by both layers).
+  std::fill(r.begin(), r.end(), 1.0f);
+  const float loss = step(st, ctg::feed<SX>(x, rows), ctg::feed<R>(r, rows));
+  const double n = rows * 64.0;
+  const double kept_both = static_cast<double>(loss) / 4.0;
+  const double sigma = std::sqrt(n * 0.25 * 0.75);
+  MESSAGE("fraction kept by both layers: " << kept_both / n << " (independent masks: 0.25, one mask: 0.5)");
+  CHECK(std::abs(kept_both - 0.25 * n) < 6 * sigma);
 }

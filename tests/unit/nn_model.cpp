@@ -36,3 +36,88 @@ TEST_CASE("a stack's type, and its compiled graphs, do not depend on the number 
   // the stacked leaves carry the layer count as their leading dim
   static_assert(ctg::tl::contains<ctg::param<"layers.{i}.mlp.w2", ctg::f32, 4, 6, 4>, ctg::params_t<L4>>::value);
 }
+
+// (Keyed without the name, every leaf of a shape got the same values: wq == wk.)
+TEST_CASE("init_params: leaves of one shape get different values (keyed by name), N(0, std)") {
+  using Wq = ctg::param<"attn.wq", ctg::f32, 16, 16>;
+  using Wk = ctg::param<"attn.wk", ctg::f32, 16, 16>;
+  using S = ctg::param<"ln.scale", ctg::f32, 16>;
+  using Bb = ctg::param<"lin.bias", ctg::f32, 16>;
+  auto fwd = ctg::forward(ctg::sum(Wq{}) + ctg::sum(Wk{}) + ctg::sum(S{}) + ctg::sum(Bb{}));
+  ctg::cpu::device dev;
+  auto s = ctg::make_store(dev, fwd);
+  ctg::nn::init_params(s, 5, 0.02);
+  const auto q = s.param<Wq>(), k = s.param<Wk>();
+  std::size_t same = 0;
+  double sq = 0;
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    same += q[i] == k[i];
+    sq += static_cast<double>(q[i]) * q[i];
+  }
+  CHECK(same == 0);
+  const double sd = std::sqrt(sq / static_cast<double>(q.size()));
+  CHECK(sd > 0.015);
+  CHECK(sd < 0.025);
+  for (float v : s.param<S>()) CHECK(v == 1.0f);
+  for (float v : s.param<Bb>()) CHECK(v == 0.0f);
+}
+
+namespace norm_eps {
+using P = ctg::precision::full<ctg::f64>;
+using X = ctg::frozen<"x", ctg::f64, 2, 4>;
+using S = ctg::frozen<"s", ctg::f64, 4>;
+using B = ctg::frozen<"b", ctg::f64, 4>;
+}  // namespace norm_eps
+
+// Norms' eps against their formulas in double (only the PyTorch oracle
+// pinned it, within its tolerance): a constant row gives layer_norm's bias,
+// a zero row rms_norm's 0, finite.
+TEST_CASE("layer_norm: eps inside the sqrt (a constant row gives the bias; a small-variance row, the formula)") {
+  using namespace norm_eps;
+  auto fwd = ctg::forward(ctg::nn::layer_norm<P, 1e-5>(X{}, S{}, B{}));
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, fwd);
+  const std::vector<double> x{2.0, 2.0, 2.0, 2.0, 1.0, 1.001, 0.999, 1.0005};
+  const std::vector<double> s{1.5, -0.5, 2.0, 1.0}, b{0.1, 0.2, 0.3, 0.4};
+  std::copy(x.begin(), x.end(), st.param<X>().begin());
+  std::copy(s.begin(), s.end(), st.param<S>().begin());
+  std::copy(b.begin(), b.end(), st.param<B>().begin());
+  fwd(st);
+  const auto y = st.value();
+  for (int r = 0; r < 2; ++r) {
+    double mean = 0, var = 0;
+    for (int j = 0; j < 4; ++j) mean += x[r * 4 + j] / 4;
+    for (int j = 0; j < 4; ++j) var += (x[r * 4 + j] - mean) * (x[r * 4 + j] - mean) / 4;
+    for (int j = 0; j < 4; ++j) {
+      const double want = (x[r * 4 + j] - mean) / std::sqrt(var + 1e-5) * s[j] + b[j];
+      CAPTURE(r);
+      CAPTURE(j);
+      CHECK(std::isfinite(static_cast<double>(y[r * 4 + j])));
+      CHECK(y[r * 4 + j] == doctest::Approx(want).epsilon(1e-9));
+    }
+  }
+}
+
+TEST_CASE("rms_norm: eps inside the sqrt (a zero row gives 0; a small row, the formula)") {
+  using namespace norm_eps;
+  auto fwd = ctg::forward(ctg::nn::rms_norm<P, 1e-5>(X{}, S{}));
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, fwd);
+  const std::vector<double> x{0.0, 0.0, 0.0, 0.0, 1e-3, -2e-3, 3e-3, 0.5e-3};
+  const std::vector<double> s{1.5, -0.5, 2.0, 1.0};
+  std::copy(x.begin(), x.end(), st.param<X>().begin());
+  std::copy(s.begin(), s.end(), st.param<S>().begin());
+  fwd(st);
+  const auto y = st.value();
+  for (int r = 0; r < 2; ++r) {
+    double ms = 0;
+    for (int j = 0; j < 4; ++j) ms += x[r * 4 + j] * x[r * 4 + j] / 4;
+    for (int j = 0; j < 4; ++j) {
+      CAPTURE(r);
+      CAPTURE(j);
+      const double want = x[r * 4 + j] / std::sqrt(ms + 1e-5) * s[j];
+      CHECK(std::isfinite(static_cast<double>(y[r * 4 + j])));
+      CHECK(y[r * 4 + j] == doctest::Approx(want).epsilon(1e-9));
+    }
+  }
+}

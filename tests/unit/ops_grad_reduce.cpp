@@ -255,3 +255,59 @@ TEST_CASE("a sum over a run-time batch of one or of three: the same bits as the 
       CHECK(wrong == 0);
     }
 }
+
+// A row's max in any lane of the CPU's 16-lane blocks (the fold of lanes
+// 8..15 was untested: softmax does not see a lost max), and a NaN there.
+TEST_CASE("a row max found in any lane of a block of 16 (rows of 40), and a whole-tensor max") {
+  using W = ctg::param<"w", ctg::f32, 6, 40>;
+  ctg::cpu::device dev;
+  auto rows = ctg::forward(ctg::max<1>(W{}));
+  auto whole = ctg::forward(ctg::max(W{}));
+  auto sr = ctg::make_store(dev, rows);
+  auto sw = ctg::make_store(dev, whole);
+  const int where[6] = {0, 7, 8, 13, 15, 29};  // lanes 0, 7, 8, 13, 15, and 13 of the second block
+  auto fill = [&](auto p) {
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] = -1.0f - static_cast<float>(i % 5);
+    for (int r = 0; r < 6; ++r) p[r * 40 + where[r]] = 3.0f + static_cast<float>(r);
+  };
+  fill(sr.param<W>());
+  fill(sw.param<W>());
+  rows(sr);
+  whole(sw);
+  const auto got = sr.value();
+  for (int r = 0; r < 6; ++r) {
+    CAPTURE(r);
+    CHECK(got[r] == 3.0f + static_cast<float>(r));
+  }
+  CHECK(sw.value()[0] == 8.0f);
+}
+
+TEST_CASE("max's gradient goes to the element at lane 11 (rows of 32)") {
+  using W = ctg::param<"w", ctg::f64, 2, 32>;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::max<1>(W{})), ctg::wrt<W>);
+  ctg::cpu::device dev;
+  auto s = ctg::make_store(dev, step);
+  auto p = s.param<W>();
+  for (std::size_t i = 0; i < p.size(); ++i) p[i] = -static_cast<double>(i % 9) - 1.0;
+  p[11] = 5.0;
+  p[32 + 27] = 6.0;
+  CHECK(step(s) == 11.0);
+  const auto g = s.grad<W>();
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == ((i == 11 || i == 59) ? 1.0 : 0.0));
+}
+
+TEST_CASE("a row max with a NaN in a high lane (8..15) is NaN") {
+  using W = ctg::param<"w", ctg::f32, 3, 40>;
+  auto fwd = ctg::forward(ctg::max<1>(W{}));
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, fwd);
+  auto w = st.param<W>();
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 13);
+  w[0 * 40 + 10] = std::numeric_limits<float>::quiet_NaN();  // lane 10
+  w[1 * 40 + 31] = std::numeric_limits<float>::quiet_NaN();  // lane 15 of the second block
+  fwd(st);
+  const auto got = st.value();
+  CHECK(std::isnan(got[0]));
+  CHECK(std::isnan(got[1]));
+  CHECK(got[2] == 12.0f);
+}

@@ -431,3 +431,24 @@ TEST_CASE("an optimizer updates the store it was made for only; a store moved fr
   CHECK(std::vector<float>(b.param<W>().begin(), b.param<W>().end()) == b_before);
   CHECK(opt.steps() == 1);
 }
+
+// (The check stopped one element short: a write to the last was undone.)
+TEST_CASE("adamw: a write to the last element of a bf16 parameter is detected too") {
+  using B = ctg::param<"b", ctg::bf16, 37>;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::square(ctg::cast<ctg::f32>(B{}))));
+  ctg::cpu::device dev;
+  auto s = ctg::make_store(dev, step);
+  for (auto& v : s.param<B>()) v = ctg::bf16(0.5f);
+  ctg::optim::adamw opt(s, {.lr = 1e-3f, .weight_decay = 0.0f});
+  step(s);
+  opt.step(s);
+  step(s);
+  s.param<B>()[36] = ctg::bf16(0.75f);
+  std::string msg;
+  try {
+    opt.step(s);
+  } catch (const ctg::error& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("parameter 'b' was written") != std::string::npos);
+}

@@ -373,3 +373,67 @@ TEST_CASE("a map that does not fit the model is rejected before any file is touc
         "ctg: tensor_map: leaf 'p': expected a part in [0, 3), found 3");
   CHECK(fs::is_empty(dir.path));
 }
+
+// (w1 and w3 swapped on save and on load alike passed every round trip.)
+TEST_CASE("torch_transformer_map: each PyTorch tensor holds its own leaf's values (w1, w2, w3, wq, wk, wv, wo)") {
+  using Wq = ctg::param<"layers.{i}.attn.wq", ctg::f32, 2, 16, 16>;
+  using Wk = ctg::param<"layers.{i}.attn.wk", ctg::f32, 2, 16, 16>;
+  using Wv = ctg::param<"layers.{i}.attn.wv", ctg::f32, 2, 16, 16>;
+  using Wo = ctg::param<"layers.{i}.attn.wo", ctg::f32, 2, 16, 16>;
+  using W1 = ctg::param<"layers.{i}.mlp.w1", ctg::f32, 2, 16, 24>;
+  using W3 = ctg::param<"layers.{i}.mlp.w3", ctg::f32, 2, 16, 24>;
+  using W2 = ctg::param<"layers.{i}.mlp.w2", ctg::f32, 2, 24, 16>;
+  using store = test_util::leaf_store<
+      ctg::param<"tok.weight", ctg::f32, 11, 16>, ctg::param<"pos.weight", ctg::f32, 8, 16>,
+      ctg::param<"layers.{i}.ln1.scale", ctg::f32, 2, 16>, Wq, Wk, Wv, Wo, ctg::param<"layers.{i}.ln2.scale", ctg::f32, 2, 16>,
+      W1, W3, W2, ctg::param<"ln_f.scale", ctg::f32, 16>, ctg::param<"lm_head.weight", ctg::f32, 16, 11>>;
+  store s;
+  float tag = 1.0f;
+  auto fill = [&](auto p) {
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] = tag * 1000.0f + static_cast<float>(i);
+    tag += 1.0f;
+  };
+  fill(s.param<Wq>()), fill(s.param<Wk>()), fill(s.param<Wv>()), fill(s.param<Wo>());
+  fill(s.param<W1>()), fill(s.param<W3>()), fill(s.param<W2>());
+  test_util::temp_dir dir("ctg_mut2_map_");
+  for (const io::qkv style : {io::qkv::separate, io::qkv::fused}) {
+    io::save_safetensors(dir / "t.safetensors", s, io::torch_transformer_map(style));
+    const auto file = io::safetensors_file::read(dir / "t.safetensors");
+    // file tensor [out, in] (row-major) of layer k against leaf [L, in, out] (ctg: x @ W), or
+    // [L, out, in] as is for q/k/v (nn.Linear's layout, as ctg's).
+    auto check = [&](const std::string& name, std::span<const float> leaf, std::size_t in, std::size_t out,
+                     bool transposed, std::size_t row0 = 0) {
+      const auto* t = file.find(name);
+      REQUIRE(t != nullptr);
+      for (std::size_t k = 0; k < 2; ++k) {
+        const auto* tk = file.find("layers." + std::to_string(k) + name.substr(name.find('.', 7)));
+        REQUIRE(tk != nullptr);
+        const float* f = reinterpret_cast<const float*>(tk->data.data());
+        std::size_t bad = 0;
+        for (std::size_t o = 0; o < out; ++o)
+          for (std::size_t i = 0; i < in; ++i) {
+            const float want = transposed ? leaf[k * in * out + i * out + o] : leaf[k * in * out + o * in + i];
+            float got;
+            std::memcpy(&got, f + (row0 + o) * in + i, sizeof got);
+            bad += got != want;
+          }
+        CAPTURE(name);
+        CAPTURE(k);
+        CHECK(bad == 0);
+      }
+    };
+    check("layers.0.mlp.w1.weight", s.param<W1>(), 16, 24, true);
+    check("layers.0.mlp.w3.weight", s.param<W3>(), 16, 24, true);
+    check("layers.0.mlp.w2.weight", s.param<W2>(), 24, 16, true);
+    check("layers.0.attn.wo.weight", s.param<Wo>(), 16, 16, true);
+    if (style == io::qkv::separate) {
+      check("layers.0.attn.wq.weight", s.param<Wq>(), 16, 16, false);
+      check("layers.0.attn.wk.weight", s.param<Wk>(), 16, 16, false);
+      check("layers.0.attn.wv.weight", s.param<Wv>(), 16, 16, false);
+    } else {
+      check("layers.0.attn.wqkv.weight", s.param<Wq>(), 16, 16, false, 0);
+      check("layers.0.attn.wqkv.weight", s.param<Wk>(), 16, 16, false, 16);
+      check("layers.0.attn.wqkv.weight", s.param<Wv>(), 16, 16, false, 32);
+    }
+  }
+}
