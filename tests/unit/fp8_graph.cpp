@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "grad_check.hpp"
 
@@ -19,6 +22,36 @@ using Cur = ctg::scaling::current<pr::current<>>;
 // half an ulp relative in the normal range, half the smallest subnormal below it.
 double q_err(double v, double s, int mant, double min_sub) {
   return std::max(std::abs(v) * std::ldexp(1.0, -(mant + 1)), 0.5 * min_sub / s) * (1 + 1e-6);
+}
+double amax_of(const auto& v) {
+  double m = 0;
+  for (auto e : v) m = std::max(m, std::abs(double(e)));
+  return m;
+}
+// dW[k][j] = sum_i x[i][k] r[i][j] of an [6, 8] x and [6, 4] upstream
+// gradient r, x in e4m3 (scaled to its amax), r in e5m2 (scaled to its):
+// each element within its bound. Returns the sums of the bounds and of
+// |dW|'s exact values.
+std::pair<double, double> check_weight_gradient(std::span<const float> g, const std::vector<float>& xs,
+                                                const std::vector<float>& rs) {
+  const double sx = 448 / amax_of(xs), sg = 57344 / amax_of(rs);
+  const double sub4 = std::ldexp(1.0, -9), sub5 = std::ldexp(1.0, -16);
+  double bounds = 0, refs = 0;
+  for (int k = 0; k < 8; ++k)
+    for (int j = 0; j < 4; ++j) {
+      double ref = 0, bound = 0;
+      for (int i = 0; i < 6; ++i) {
+        const double a = xs[i * 8 + k], b = rs[i * 4 + j];
+        const double ea = q_err(a, sx, 3, sub4), eb = q_err(b, sg, 2, sub5);
+        ref += a * b;
+        bound += std::abs(a) * eb + std::abs(b) * ea + ea * eb + 1e-6 * std::abs(a * b);
+      }
+      INFO("dW[" << k << "][" << j << "] = " << g[k * 4 + j] << ", exact " << ref);
+      CHECK(std::abs(g[k * 4 + j] - ref) <= bound);
+      bounds += bound;
+      refs += std::abs(ref);
+    }
+  return {bounds, refs};
 }
 }  // namespace
 
@@ -73,26 +106,9 @@ TEST_CASE("an fp8 linear forward and backward agree with f32 within the quantiza
   const auto w = gc::set<W>(st, r.vec(32, -1, 1));
   const auto xs = gc::data_of<float>(r.vec(48, -2, 2)), rs = gc::data_of<float>(r.vec(24, -1, 1));
   step(st, ctg::feed<X>(xs, 6), ctg::feed<R>(rs, 6));
-  auto amax = [](auto const& v) {
-    double m = 0;
-    for (auto e : v) m = std::max(m, std::abs(double(e)));
-    return m;
-  };
-  const double sx = 448 / amax(xs), sw = 448 / amax(w), sg = 57344 / amax(rs);
-  const double sub4 = std::ldexp(1.0, -9), sub5 = std::ldexp(1.0, -16);
-  // dW[k][j] = sum_i x[i][k] r[i][j]: x in e4m3, the gradient r in e5m2.
-  const auto g = st.grad<W>();
-  for (int k = 0; k < 8; ++k)
-    for (int j = 0; j < 4; ++j) {
-      double ref = 0, bound = 0;
-      for (int i = 0; i < 6; ++i) {
-        const double a = xs[i * 8 + k], b = rs[i * 4 + j];
-        const double ea = q_err(a, sx, 3, sub4), eb = q_err(b, sg, 2, sub5);
-        ref += a * b;
-        bound += std::abs(a) * eb + std::abs(b) * ea + ea * eb + 1e-6 * std::abs(a * b);
-      }
-      CHECK(std::abs(g[k * 4 + j] - ref) <= bound);
-    }
+  const double sx = 448 / amax_of(xs), sw = 448 / amax_of(w);
+  const double sub4 = std::ldexp(1.0, -9);
+  check_weight_gradient(st.grad<W>(), xs, rs);
   // The loss: sum_ij y_ij r_ij with y = x W in fp8.
   double ref = 0, bound = 0;
   for (int i = 0; i < 6; ++i)
@@ -124,29 +140,8 @@ TEST_CASE("gradients far below 1 are scaled before their e5m2 cast, under curren
     const auto xs = gc::data_of<float>(r.vec(48, -2, 2));
     auto rs = gc::data_of<float>(r.vec(24, -1, 1));
     for (auto& v : rs) v *= 1e-6f;
-    double amax_r = 0;
-    for (float v : rs) amax_r = std::max(amax_r, std::abs(double(v)));
     for (int s = 0; s < steps; ++s) step(st, ctg::feed<X>(xs, 6), ctg::feed<R>(rs, 6));  // (delayed: its scale from the history)
-    const double sg = 57344 / amax_r, sub5 = std::ldexp(1.0, -16), sub4 = std::ldexp(1.0, -9);
-    double sx = 0;
-    for (float v : xs) sx = std::max(sx, std::abs(double(v)));
-    sx = 448 / sx;
-    const auto g = st.template grad<W>();
-    double bounds = 0, refs = 0;
-    for (int k = 0; k < 8; ++k)
-      for (int j = 0; j < 4; ++j) {
-        double ref = 0, bound = 0;
-        for (int i = 0; i < 6; ++i) {
-          const double a = xs[i * 8 + k], b = rs[i * 4 + j];
-          const double ea = q_err(a, sx, 3, sub4), eb = q_err(b, sg, 2, sub5);
-          ref += a * b;
-          bound += std::abs(a) * eb + std::abs(b) * ea + ea * eb + 1e-6 * std::abs(a * b);
-        }
-        INFO("dW[" << k << "][" << j << "] = " << g[k * 4 + j] << ", exact " << ref);
-        CHECK(std::abs(g[k * 4 + j] - ref) <= bound);
-        bounds += bound;
-        refs += std::abs(ref);
-      }
+    const auto [bounds, refs] = check_weight_gradient(st.template grad<W>(), xs, rs);
     // The bounds are tight enough that a zero gradient breaks one of them.
     CHECK(bounds < 0.5 * refs);
   };
