@@ -234,11 +234,12 @@ TEST_CASE("gemm: a non-finite input reaches only its own row and column") {
     }
 }
 
-// Skipped in unit.cpu_gemm; ctest's unit.cpu_gemm_avx512_bf16 runs it alone
-// (--no-skip), and it reports itself skipped (77) on a CPU without the
-// instructions, so a skip is not counted as a pass.
+// Skipped in unit.cpu_gemm's run of every case because ctest's
+// unit.cpu_gemm_avx512_bf16 runs it alone (--no-skip): there it reports
+// itself skipped (77) on a CPU without the instructions, so a skip is not
+// counted as a pass. It runs on every CPU that has them.
 TEST_CASE("gemm: bf16 x bf16 on AVX512-BF16 is bit for bit the documented pair chain (vdpbf16ps)" *
-          doctest::skip()) {
+          doctest::skip()) {  // (run alone as ctest unit.cpu_gemm_avx512_bf16; see above)
   if (!ctg::detail::gemm_isa_available(gemm_isa::avx512_bf16)) {
     MESSAGE("this CPU has no AVX512-BF16: bf16 products use the f32 chain (tested above)");
     std::exit(77);

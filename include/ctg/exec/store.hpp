@@ -428,6 +428,12 @@ class basic_store {
   // This store's number (detail::store_identity): an optimizer made for it
   // steps this store only; a store moved from has none (0).
   std::uint64_t identity() const { return identity_.value(); }
+  // A store moved from (auto b = std::move(a)) holds no buffers: every use
+  // of it (an optimizer's too) is an error, not a read of memory it gave away.
+  void check_not_moved_from() const {
+    if (identity_.value() == 0)
+      throw error("ctg: this store was moved from (it holds no buffers): use the store it was moved to");
+  }
 
   // Run one step: check the feeds (which at compile time; their sizes and
   // index values at run time), resolve shapes, run every group, then commit.
@@ -617,12 +623,6 @@ class basic_store {
     std::byte* at = mem_.param_bytes(tl::index_of<L, nodes>::value);
     if (!at) throw_held_in_shards(L::name.c_str());
     return at;
-  }
-  // A store moved from (auto b = std::move(a)) holds no buffers: every use
-  // of it is an error, not a read of memory it gave away.
-  void check_not_moved_from() const {
-    if (identity_.value() == 0)
-      throw error("ctg: this store was moved from (it holds no buffers): use the store it was moved to");
   }
   [[noreturn]] static void throw_rows_only(const char* name) {
     throw error(std::string("ctg: parameter '") + name +

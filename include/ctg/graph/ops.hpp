@@ -45,6 +45,11 @@ using failed_binary_t =
     node_t<failed_node<std::conditional_t<(B::dims::rank > A::dims::rank), typename B::dims, typename A::dims>,
                        promote_t<typename A::dtype, typename B::dtype>, node_t<A>, node_t<B>>>;
 
+// What a unary op gives after a reported mistake: a failed node of x's
+// shape and dtype (the ops that read it report nothing more).
+template <class X>
+using failed_as_t = node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>;
+
 // A plain C++ number where a ctg expression is expected (x * 0.5f). The
 // constant belongs in the type: ctg::lit<0.5>.
 template <class S>
@@ -142,7 +147,7 @@ constexpr auto cast(X) {
   static_assert(!to_fp8, "ctg: fp8 needs a scale: cast<e4m3/e5m2> would drop it; use ctg::quantize<Fmt, Scaling>(x)");
   static_assert(!from_fp8, "ctg: fp8 needs a scale: cast from e4m3/e5m2 would ignore it; use ctg::dequantize<T>(q)");
   static_assert(!from_index, "ctg: i32 index tensors do not enter arithmetic (use gather, one_hot or cross_entropy)");
-  if constexpr (!target_ok) return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+  if constexpr (!target_ok) return detail::failed_as_t<X>{};
   else if constexpr (std::is_same_v<T, typename X::dtype>) return X{};
   else if constexpr (to_fp8 || from_fp8 || from_index) return node_t<failed_node<typename X::dims, T, node_t<X>>>{};
   else return detail::make_ew<op::cast<T>, X>();
@@ -277,7 +282,7 @@ inline constexpr bool narrow_v = std::is_same_v<typename X::dtype, bf16> || std:
 template <int Axis = -1, expr X>
 constexpr auto softmax(X x) {
   if constexpr (!detail::axis_in_range<X, Axis>()) {  // (reported once: the max, sum and exp inside would too)
-    return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+    return detail::failed_as_t<X>{};
   } else if constexpr (detail::narrow_v<X>) {
     return cast<typename X::dtype>(softmax<Axis>(cast<f32>(x)));
   } else {
@@ -289,7 +294,7 @@ constexpr auto softmax(X x) {
 template <int Axis = -1, expr X>
 constexpr auto log_softmax(X x) {
   if constexpr (!detail::axis_in_range<X, Axis>()) {  // (reported once: the max, sum and exp inside would too)
-    return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+    return detail::failed_as_t<X>{};
   } else if constexpr (detail::narrow_v<X>) {
     return cast<typename X::dtype>(log_softmax<Axis>(cast<f32>(x)));
   } else {
@@ -420,7 +425,7 @@ template <expr X>
 constexpr auto transpose(X) {
   constexpr bool rank_ok = X::dims::rank >= 2;
   static_assert(rank_ok, "ctg: transpose needs a tensor of rank 2 or more");
-  if constexpr (!rank_ok) return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+  if constexpr (!rank_ok) return detail::failed_as_t<X>{};
   else return node_t<transpose_node<node_t<X>>>{};
 }
 
@@ -491,7 +496,7 @@ constexpr auto unsqueeze(X x) {
   constexpr int r = static_cast<int>(X::dims::rank);
   constexpr bool in_range = Axis >= -(r + 1) && Axis <= r;
   static_assert(in_range, "ctg: axis out of range for unsqueeze");
-  if constexpr (!in_range) return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+  if constexpr (!in_range) return detail::failed_as_t<X>{};
   else return reshape<shape_from<detail::unsqueezed<typename X::dims, Axis>()>>(x);
 }
 template <int Axis, expr X>
@@ -504,7 +509,7 @@ constexpr auto squeeze(X x) {
       return one;
     }
   }();
-  if constexpr (!squeezable) return node_t<failed_node<typename X::dims, typename X::dtype, node_t<X>>>{};
+  if constexpr (!squeezable) return detail::failed_as_t<X>{};
   else return reshape<shape_from<detail::squeezed<typename X::dims, Axis>()>>(x);
 }
 

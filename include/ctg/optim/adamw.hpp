@@ -343,8 +343,7 @@ class adamw_counters {
   template <class Store>
   void bind_to(const Store& s) {
     if constexpr (requires { s.identity(); }) {
-      if (s.identity() == 0)
-        throw error("ctg: this store was moved from (it holds no buffers): use the store it was moved to");
+      s.check_not_moved_from();
       store_ = s.identity();
     }
   }
