@@ -219,3 +219,58 @@ TEST_CASE("feature rows of 256 tokens and more, in f32: the fused and the compos
   // Both in f32, their sums in other orders (of up to 260 terms).
   check_fused_as_composed<Q, K, V, R>(fused, plain, 75, 1.0, {1e-4, 1e-4, 1e-5});
 }
+
+TEST_CASE("f32 heads with large scores: the fused attention's gradients as accurate as the composed one's") {
+  // q and k near 40 give scores near 6400 and lse as large: rounded to f32,
+  // lse is off by up to 2^-24 of that, which scales every probability of
+  // the row alike. The output once kept that factor (its row not divided
+  // by the probabilities' sum), and then delta did, and the backward's ds
+  // no longer summed to 0 over the row: dq and dk were 56x less accurate
+  // than the composed attention's. Truth: the composed attention in f64.
+  constexpr std::size_t h = 2, t = 256, d = 16;
+  auto fused_step = [](auto q, auto k, auto v, auto r) {
+    return ctg::value_and_grad(ctg::sum(ctg::causal_attention(q, k, v) * r), ctg::wrt<decltype(q), decltype(k)>);
+  };
+  auto composed_step = [](auto q, auto k, auto v, auto r) {
+    auto scores = ctg::matmul(q, ctg::transpose(k)) * ctg::lit<0.25>;  // 1 / sqrt(16)
+    auto out = ctg::matmul(ctg::softmax(ctg::causal_mask(scores)), v);
+    return ctg::value_and_grad(ctg::sum(out * r), ctg::wrt<decltype(q), decltype(k)>);
+  };
+  using Q = ctg::param<"q", float, h, t, d>;
+  using K = ctg::param<"k", float, h, t, d>;
+  using V = ctg::param<"v", float, h, t, d>;
+  using R = ctg::frozen<"r", float, h, t, d>;
+  using Q64 = ctg::param<"q", double, h, t, d>;
+  using K64 = ctg::param<"k", double, h, t, d>;
+  using V64 = ctg::param<"v", double, h, t, d>;
+  using R64 = ctg::frozen<"r", double, h, t, d>;
+  gc::rng rng(77);
+  const std::size_t n = h * t * d;
+  auto near = [&](double centre) {
+    auto x = rng.vec(n, -1.0, 1.0);
+    for (double& e : x) e = static_cast<float>(centre + e);  // values f32 holds: every store gets the same
+    return x;
+  };
+  const auto q = near(40), k = near(40), v = near(0), r = near(0);
+  ctg::cpu::device dev;
+  // A step's dq and dk from those values.
+  auto grads = [&]<class Qs, class Ks, class Vs, class Rs>(auto step) {
+    auto st = ctg::make_store(dev, step);
+    gc::set<Qs>(st, q), gc::set<Ks>(st, k), gc::set<Vs>(st, v), gc::set<Rs>(st, r);
+    step(st);
+    return std::array{gc::to_vec(st.template grad<Qs>()), gc::to_vec(st.template grad<Ks>())};
+  };
+  const auto truth = grads.template operator()<Q64, K64, V64, R64>(composed_step(Q64{}, K64{}, V64{}, R64{}));
+  const auto fused = grads.template operator()<Q, K, V, R>(fused_step(Q{}, K{}, V{}, R{}));
+  const auto composed = grads.template operator()<Q, K, V, R>(composed_step(Q{}, K{}, V{}, R{}));
+  for (std::size_t g = 0; g < 2; ++g) {
+    double scale = 0, fused_error = 0, composed_error = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      scale = std::max(scale, std::abs(truth[g][i]));
+      fused_error = std::max(fused_error, std::abs(fused[g][i] - truth[g][i]));
+      composed_error = std::max(composed_error, std::abs(composed[g][i] - truth[g][i]));
+    }
+    INFO(std::string(g == 0 ? "dq" : "dk"), ": fused error ", fused_error / scale, ", composed ", composed_error / scale);
+    CHECK(fused_error <= 2 * composed_error);
+  }
+}

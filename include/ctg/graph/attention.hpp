@@ -4,8 +4,13 @@
 // attention's algorithm). Three nodes:
 //   attention_lse   each query's log-sum-exp of its scaled, masked scores
 //                   (in the compute type: f32, f64 for f64)
-//   attention       the output, o_i = sum_{j <= i} exp(s_ij - lse_i) v_j:
-//                   the exact probabilities, no rescaling, rounded once
+//   attention       the output, o_i = sum_{j <= i} p_ij v_j / sum_{j <= i} p_ij,
+//                   p_ij = exp(s_ij - lse_i), rounded once. The sum is 1 but
+//                   for lse's rounding (|lse| 2^-24 in f32), which would
+//                   scale a row's output and delta_i alike and leave
+//                   sum_j ds_ij = -delta_i (|lse| 2^-24) in place of 0: with
+//                   large scores, dq and dk lost digits (flash attention
+//                   divides by the sum too)
 //   attention_grad  dq, dk and dv in one buffer (three values of q's shape,
 //                   each read through a view, attention_grad_part), from q,
 //                   k, v, lse, the output's gradient g and

@@ -12,7 +12,7 @@
 // with v round them. The [block, T] scores and probabilities are scratch
 // for one block: nothing of [T, T] is stored.
 //   run_attention_lse   lse_i = m + log(sum_j exp(s_ij - m)), m = max_j s_ij
-//   run_attention       o_i = sum_j exp(s_ij - lse_i) v_j
+//   run_attention       o_i = sum_j p_ij v_j / sum_j p_ij, p_ij = exp(s_ij - lse_i)
 //   run_attention_grad  dq, dk, dv (three values of q's shape in one buffer)
 // (call.child: the node's children in graph/attention.hpp's order.)
 #include <algorithm>
@@ -95,6 +95,12 @@ template <class T, class C>
 void narrow(const C* in, C scale, const attention_heads& a, T* x) {
   for (dim_t t = 0; t < a.tokens; ++t)
     for (dim_t d = 0; d < a.features; ++d) x[a.at(t, d)] = store_as<T>(in[t * a.features + d] * scale);
+}
+
+// x[0..n) / d: a row of the output over the sum of its probabilities.
+template <class C>
+void divide_row(C* x, dim_t n, C d) {
+  for (dim_t e = 0; e < n; ++e) x[e] /= d;
 }
 
 // A block of queries [first, first + rows) and the keys they see, [0, keys).
@@ -208,7 +214,7 @@ void run_attention_lse(const group_call& g, const bindings_view& b, workspace& w
   });
 }
 
-// o_i = sum_{j <= i} exp(s_ij - lse_i) v_j, rounded once to T.
+// o_i = sum_{j <= i} p_ij v_j / sum_{j <= i} p_ij, p_ij = exp(s_ij - lse_i), rounded once to T.
 template <class T, class C, attention_layout L>
 void run_attention(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   namespace al = attention_loops;
@@ -231,11 +237,14 @@ void run_attention(const group_call& g, const bindings_view& b, workspace& ws, f
     al::gather(in.v + h * n, a, v);
     al::each_block(a, [&](al::query_block blk) {
       gemm(blk.rows, blk.keys, F, q + blk.first * F, k, s, gw, nullptr, {.transpose_b = true});
+      double sums[al::block_rows];
       for (dim_t r = 0; r < blk.rows; ++r) {
         C* sr = s + r * blk.keys;  // the scores, then in place their probabilities
         al::causal_probs(sr, blk.keys, blk.first + r, scale, in.lse[h * a.tokens + blk.first + r], sr);
+        sums[r] = al::row_sum(sr, blk.first + r + 1);
       }
       gemm(blk.rows, F, blk.keys, al::rounded(s, blk.rows * blk.keys, pp), v, o + blk.first * F, gw);
+      for (dim_t r = 0; r < blk.rows; ++r) al::divide_row(o + (blk.first + r) * F, F, static_cast<C>(sums[r]));
     });
     al::narrow(o, C(1), a, out + h * n);
   });

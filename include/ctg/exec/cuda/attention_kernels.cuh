@@ -114,7 +114,7 @@ __global__ void attention_lse(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, 
   if (b.active) lse[b.head * a.tokens + b.row] = m + math::log(l);
 }
 
-// o_i = sum_{j <= i} exp(s_ij - lse_i) v_j, rounded once to T.
+// o_i = sum_{j <= i} p_ij v_j / sum_{j <= i} p_ij, p_ij = exp(s_ij - lse_i), rounded once to T.
 template <class Ts, int F>  // <T, C>
 __global__ void attention_out(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, const type_at<Ts, 0>* v,
                               const type_at<Ts, 1>* lse, type_at<Ts, 0>* out, attention::attention_heads a) {
@@ -129,14 +129,16 @@ __global__ void attention_out(const type_at<Ts, 0>* q, const type_at<Ts, 0>* k, 
   for (int d = 0; d < F; ++d) acc[d] = 0;
   if (b.active) attention::load_row(qi, q, a, b.base, b.row);
   const C scale = a.template scale<C>(), l = b.active ? lse[b.head * a.tokens + b.row] : C(0);
+  C sum = 0;
   attention::over_causal_keys<R, F>(ks, vs, k, v, a, b, [&](int jj) {
     const C p = math::exp(attention::dot(qi, ks[jj]) * scale - l);
+    sum += p;
     CTG_UNROLL
     for (int d = 0; d < F; ++d) acc[d] = attention::fma_c(p, vs[jj][d], acc[d]);
   });
   if (!b.active) return;
   CTG_UNROLL
-  for (int d = 0; d < F; ++d) out[b.base + a.at(b.row, d)] = store_as<T>(acc[d]);
+  for (int d = 0; d < F; ++d) out[b.base + a.at(b.row, d)] = store_as<T>(acc[d] / sum);
 }
 
 // dq_i = scale sum_{j <= i} ds_ij k_j, ds_ij = p_ij (g_i . v_j - delta_i).

@@ -223,6 +223,20 @@ CTG_HD CTG_FORCEINLINE void grads_by_key(float (&p)[2][4], const float (&dp)[2][
   for (int i = 0; i < 4; ++i) p[nt][i] *= dp[nt][i] - delta[8 * nt + mma::c_element(lane, i).col];
 }
 
+// sums[h] += the lane's probabilities of row g + 8 h (of 16 x 16 fragments s).
+CTG_HD CTG_FORCEINLINE void add_row_sums(float (&sums)[2], const float (&s)[2][4]) {
+  CTG_UNROLL
+  for (int nt = 0; nt < 2; ++nt) CTG_UNROLL
+  for (int i = 0; i < 4; ++i) sums[i >> 1] += s[nt][i];
+}
+// acc's rows g and g + 8 over sums[0] and sums[1].
+template <int F>
+CTG_HD CTG_FORCEINLINE void divide_rows(float (&acc)[F / 8][4], const float (&sums)[2]) {
+  CTG_UNROLL
+  for (int nt = 0; nt < F / 8; ++nt) CTG_UNROLL
+  for (int i = 0; i < 4; ++i) acc[nt][i] /= sums[i >> 1];
+}
+
 // A lane's running max and sum of exp over its columns of rows g and g + 8.
 struct running_lse {
   float m[2] = {dtype_traits<float>::lowest, dtype_traits<float>::lowest}, l[2] = {0.f, 0.f};
@@ -336,7 +350,8 @@ CTG_HD void attention_lse_mma(const Thread& th, std::uint16_t* tile, const T* q,
   }
 }
 
-// o_i = sum_{j <= i} exp(s_ij - lse_i) v_j: shared `tile` (token-major) and `vt` (feature-major).
+// o_i = sum_{j <= i} p_ij v_j / sum_{j <= i} p_ij, p_ij = exp(s_ij - lse_i): shared `tile` (token-major)
+// and `vt` (feature-major). The sums are of p in f32, before its rounding to T for the product.
 template <class T, int F, class Thread>
 CTG_HD void attention_out_mma(const Thread& th, std::uint16_t* tile, std::uint16_t* vt, const T* q, const T* k,
                               const T* v, const float* lse, T* out, const attention_mma::attention_heads& a) {
@@ -348,7 +363,7 @@ CTG_HD void attention_out_mma(const Thread& th, std::uint16_t* tile, std::uint16
   am::load_block_rows<F>(th, qf, q, tile, a, p);
   float lse_rows[2];
   am::row_stats(lse_rows, lse, a, p);
-  float acc[F / 8][4] = {};
+  float acc[F / 8][4] = {}, sums[2] = {};
   for (dim_t j0 = 0; j0 < am::keys_end(a, p); j0 += tiles::tile_tokens) {
     th.sync();
     am::stage<F>(th, tile, nullptr, k, a, p.base, j0);
@@ -358,11 +373,15 @@ CTG_HD void attention_out_mma(const Thread& th, std::uint16_t* tile, std::uint16
       float s[2][4] = {};
       am::products_with_tokens<T, F>(th, s, qf, tile, p.lane, c);
       am::probs_by_query(s, p.lane, p.warp_first, j0 + c, scale, lse_rows);
+      am::add_row_sums(sums, s);
       std::uint32_t pf[4];
       mma::a_from_d<T>(s, pf);
       am::accumulate_features<T, F>(th, acc, pf, vt, p.lane, c);
     }
   }
+  for (int mask = 1; mask <= 2; mask <<= 1)  // the 4 lanes of a row group
+    for (int h = 0; h < 2; ++h) sums[h] += th.shfl_xor(sums[h], mask);
+  am::divide_rows<F>(acc, sums);
   am::write_rows<F>(acc, 1.f, out, a, p);
 }
 
