@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ struct temp_dir {
     std::filesystem::remove_all(path, ec);
   }
   std::filesystem::path operator/(const char* name) const { return path / name; }
+  // The names of the files in it, sorted (a save leaves its file and no temporary one).
+  std::set<std::string> names() const {
+    std::set<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path)) out.insert(e.path().filename().string());
+    return out;
+  }
 };
 
 inline std::vector<unsigned char> read_all(const std::filesystem::path& p) {

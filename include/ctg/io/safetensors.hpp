@@ -19,7 +19,7 @@
 // (tied weights; the parts of a fused one).
 //
 // save writes each tensor once (a fused tensor needs all its parts mapped),
-// atomically (`path + ".tmp"`, then a rename); save then load is bitwise.
+// atomically (a temporary file beside it, then a rename); save then load is bitwise.
 #include <algorithm>
 #include <filesystem>
 #include <span>

@@ -6,7 +6,7 @@
 //   auto f = ctg::io::safetensors_file::read("model.safetensors");   // checks all of it
 //   const ctg::io::safetensors_tensor* t = f.find("lm_head.weight");  // dtype, shape, bytes
 //   f.metadata();                                                     // the "__metadata__" pairs
-//   ctg::io::write_safetensors("out.safetensors", tensors, metadata);  // atomic (.tmp, rename)
+//   ctg::io::write_safetensors("out.safetensors", tensors, metadata);  // atomic (a temporary file, rename)
 //
 // Format: an 8-byte little-endian u64 N, then N bytes of JSON (an object:
 // tensor name -> {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]},
@@ -446,7 +446,7 @@ class safetensors_file {
   std::string where_;
 };
 
-// Writes `path + ".tmp"`, then renames it over `path`. Tensors are written in the given order.
+// Writes a temporary file beside `path`, then renames it over `path`. Tensors are written in the given order.
 inline void write_safetensors(const std::filesystem::path& path, std::span<const safetensors_out> tensors,
                               const safetensors_metadata& metadata = {}) {
   std::string h = "{";
@@ -480,13 +480,13 @@ inline void write_safetensors(const std::filesystem::path& path, std::span<const
   h += '}';
   h.append((8 - h.size() % 8) % 8, ' ');
 
-  ctg::detail::write_atomically(path, "safetensors file", [&](std::FILE* f) {
+  ctg::detail::write_atomically(path, "safetensors file", [&](std::FILE* f, const std::string& where) {
     unsigned char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(std::uint64_t(h.size()) >> (8 * i));
     bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
     for (const auto& t : tensors)
       ok = ok && (t.data.empty() || std::fwrite(t.data.data(), 1, t.data.size(), f) == t.data.size());
-    if (!ok) throw error("ctg: cannot write safetensors file '" + path.string() + ".tmp': " + std::strerror(errno));
+    if (!ok) throw error("ctg: cannot write safetensors file '" + where + "': " + std::strerror(errno));
   });
 }
 

@@ -9,10 +9,10 @@
 //   const std::vector<std::byte> bytes = state_file::read(path);
 //   state_file::contents c = state_file::parse(bytes, path.string());   // ctg::error unless well-formed
 //
-// write writes `path + ".tmp"` (and fsyncs it where POSIX is available), then
+// write writes a temporary file beside `path` (and fsyncs it where POSIX is available), then
 // renames it over `path` with std::filesystem::rename, so `path` holds either
 // the old file or the complete new one (the directory itself is not fsynced).
-// I/O failures throw ctg::error naming the path; the .tmp file is removed.
+// I/O failures throw ctg::error naming the path; the temporary file is removed.
 // parse checks the header, the size, the checksum and every record's framing
 // and codes; it throws ctg::error naming the file, the record, the expected
 // and the found value.
@@ -262,8 +262,7 @@ inline void encode(std::span<const record> recs, file_sink& out) {
 
 // ---------------------------------------------------------------- write ----
 inline void write(const std::filesystem::path& path, std::span<const record> recs) {
-  write_atomically(path, "state file", [&](std::FILE* f) {
-    const std::string where = path.string() + ".tmp";
+  write_atomically(path, "state file", [&](std::FILE* f, const std::string& where) {
     file_sink out(f, where);
     encode(recs, out);
     out.flush();
