@@ -99,14 +99,12 @@ class shared_store : public basic_store<Backend, MainKey> {
   using steps = tl::list<step_of<MainKey>, step_of<OtherKeys>...>;
   static_assert((detail::check_shares_leaves<MainKey, step_of<OtherKeys>>() && ...));
 
-  shared_store() {
-    std::apply([&](auto&... other) { (bind(other), ...); }, others_);
-  }
+  shared_store() { share_with_others(); }
   // On a device whose workspace is made from it (a GPU's).
   template <class Device>
     requires std::constructible_from<typename Backend::workspace, Device&>
   explicit shared_store(Device& dev) : main_store(dev) {
-    std::apply([&](auto&... other) { (bind(other), ...); }, others_);
+    share_with_others();
   }
 
   // The store that runs Step: this one, or the runner of another step
@@ -159,6 +157,10 @@ class shared_store : public basic_store<Backend, MainKey> {
     else return other<Step>();
   }
 
+  // The other steps read the training step's leaves and run under its lock.
+  void share_with_others() {
+    std::apply([&](auto&... other) { ((bind(other), this->run_lock_.share_with(other.run_lock_)), ...); }, others_);
+  }
   // Every leaf the other step stores is the training step's (checked above;
   // after a reported mistake, those that are).
   template <class OtherKey>

@@ -64,6 +64,7 @@
 #include <ctg/exec/index_checks.hpp>
 #include <ctg/exec/micro_batch_set.hpp>
 #include <ctg/exec/replica_group.hpp>
+#include <ctg/exec/run_lock.hpp>
 #include <ctg/exec/stack_runner.hpp>
 #include <ctg/graph/autodiff.hpp>
 
@@ -434,6 +435,11 @@ class basic_store {
     if (identity_.value() == 0)
       throw error("ctg: this store was moved from (it holds no buffers): use the store it was moved to");
   }
+  // Held by an optimizer's update (exec/run_lock.hpp): no step runs meanwhile.
+  [[nodiscard]] detail::run_lock::held hold_alone() {
+    check_not_moved_from();
+    return run_lock_.enter();
+  }
 
   // Run one step: check the feeds (which at compile time; their sizes and
   // index values at run time), resolve shapes, run every group, then commit.
@@ -442,6 +448,7 @@ class basic_store {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     check_not_moved_from();
+    const auto alone = run_lock_.enter();
     if (group_) return run_as_replica(feeds...);
     check_stacked_params_held();
     for (std::size_t i = 0; i < N; ++i)
@@ -466,6 +473,7 @@ class basic_store {
     [[maybe_unused]] constexpr bool fed =
         detail::check_feeds<typename step_buffers<Backend, Key>::inputs, typename Feeds::leaf...>();
     check_not_moved_from();
+    const auto alone = run_lock_.enter();
     prepare(nullptr, feeds...);
     reserve_scratch();
     return kept_bytes();
@@ -943,6 +951,7 @@ class basic_store {
   bool check_finite_ = false;
   std::array<bool, N> rows_only_{};  // (hold_rows_only)
   detail::store_identity identity_;
+  detail::run_lock run_lock_;  // one run or update at a time (hold_alone)
   // A stack's block store: the parent's group when it gathers the layers
   // (their quantize values may come from it), and the parent's stack node.
   const replica_group* layer_group_ = nullptr;

@@ -73,6 +73,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include <ctg/core/config.hpp>
 #include <ctg/core/error.hpp>
 #include <ctg/graph/step.hpp>
 
@@ -180,6 +181,8 @@ struct adamw_coeffs {
   float neg_step_size;  // -lr / (1 - beta1^t)
 };
 
+CTG_HOT_BEGIN  // (each a*b+c of the update rounded twice, with or without FMA: core/config.hpp)
+
 // out[i] = sqrt(in[i]) for in[i] >= 0. A separate loop because g++ keeps a
 // loop with std::sqrt scalar unless -fno-math-errno (sqrt of a negative sets
 // errno); the SSE instruction is IEEE sqrt, correctly rounded, like std::sqrt.
@@ -243,6 +246,8 @@ inline void adamw_update(const G* __restrict g, float* __restrict w, float* __re
     }
   }
 }
+CTG_HOT_END
+
 // Where each trainable leaf's state lies in one float buffer (in order of
 // Trainable): exp_avg, exp_avg_sq and (non-f32 leaves) the master, each
 // region padded to 64 bytes; shared by the CPU and CUDA optimizers.
@@ -432,6 +437,7 @@ class adamw : public detail::adamw_counters {
   // a gradient is not finite or lr is not finite and >= 0.
   float step(Store& s, float lr) {
     check_store(s);
+    const auto alone = s.hold_alone();  // (no step runs meanwhile)
     detail::check_adamw_lr(lr);
     detail::check_adamw_grads_complete(s);
     // Pass 1: read only. Norm and finiteness of every gradient.
@@ -492,6 +498,7 @@ class adamw : public detail::adamw_counters {
   // re-initialising, a params-only load). Moments and the step count are kept.
   void sync_masters(Store& s) {
     check_store(s);
+    const auto alone = s.hold_alone();  // (no step runs meanwhile)
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
       if constexpr (detail::has_master_copy<T>) {

@@ -138,6 +138,7 @@ class adamw<Store> : public detail::adamw_counters {
 
   float step(store_type& s, float lr) {
     check_store(s);
+    const auto alone = s.hold_alone();  // (no step runs meanwhile)
     ctg::detail::check_adamw_lr(lr);
     detail::check_adamw_grads_complete(s);
     cuda::workspace& ws = s.workspace();
@@ -208,6 +209,7 @@ class adamw<Store> : public detail::adamw_counters {
   // Re-take every master from the store's parameters (after writing them).
   void sync_masters(store_type& s) {
     check_store(s);
+    const auto alone = s.hold_alone();  // (no step runs meanwhile)
     cuda::workspace& ws = s.workspace();
     tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
