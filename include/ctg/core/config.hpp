@@ -10,6 +10,23 @@
 #error "ctg: this compiler lacks C++20 template arguments of class and floating-point type (P1907), which ctg's types carry: use g++ 12 or newer, or clang 18 or newer, with -std=c++20"
 #endif
 
+// Every check of a value for NaN or inf (a failing step writes nothing, an
+// optimizer refuses a non-finite gradient) is folded away to "finite" by
+// -ffinite-math-only, and -fassociative-math undoes exp's range reduction
+// (exp(-0.3) came out 1): with -ffast-math or -Ofast, ctg returned wrong
+// values and wrote NaN silently. -freciprocal-math changes a division's
+// bits (fused and unfused steps, CPU and GPU, would differ).
+#if (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__) || defined(__ASSOCIATIVE_MATH__) || \
+    defined(__RECIPROCAL_MATH__) || defined(__FAST_MATH__)
+#error "ctg: -ffast-math (and -Ofast, -ffinite-math-only, -fassociative-math, -freciprocal-math) would fold ctg's NaN and inf checks away and change its results: compile the files that include ctg without them"
+#endif
+
+// Errors are exceptions (ctg::error): without them the first error was one
+// deep in a header.
+#if !defined(__cpp_exceptions) && !defined(__CUDA_ARCH__)
+#error "ctg: reports errors as exceptions (ctg::error): compile the files that include ctg with exceptions (without -fno-exceptions)"
+#endif
+
 // CTG_HD marks functions callable from host and device code. It vanishes for a
 // plain C++ compiler, so the same element functions serve the CPU backend and
 // the CUDA kernels.
@@ -54,14 +71,22 @@
 
 // CTG_HOT_BEGIN ... CTG_HOT_END enclose the code that runs once per element
 // (dtype conversions, element functions, group loops, the GEMM, the
-// optimizer's update). Under g++ without optimization (-O0: a Debug build,
-// the asan preset) that code is compiled with -O2 anyway, so a debug build of
-// a model can train; everything else keeps the debug flags (and -g applies
-// to all of it). -DCTG_DEBUG_KERNELS keeps the hot code at -O0 too. Other
-// compilers have no per-function optimization level: there it does nothing.
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__OPTIMIZE__) && \
-    !defined(CTG_DEBUG_KERNELS)
-#define CTG_HOT_BEGIN _Pragma("GCC push_options") _Pragma("GCC optimize(\"O2\")")
+// optimizer's update). Under g++ it is compiled with -ffp-contract=off: each
+// node's output is rounded once, as the unfused reference, PyTorch and the
+// GPU (--fmad=false) round it, and g++'s default (fast) fused a product node
+// into the add node after it wherever the target has an FMA (-march=native,
+// -mfma): fused and unfused steps then differed in their last bits. Without
+// optimization (-O0: a Debug build, the asan preset) that code is compiled
+// with -O2 too, so a debug build of a model can train; everything else keeps
+// the debug flags (and -g applies to all of it). -DCTG_DEBUG_KERNELS keeps
+// the hot code at -O0. (clang: its default contracts within one expression
+// only.)
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#if !defined(__OPTIMIZE__) && !defined(CTG_DEBUG_KERNELS)
+#define CTG_HOT_BEGIN _Pragma("GCC push_options") _Pragma("GCC optimize(\"O2\", \"fp-contract=off\")")
+#else
+#define CTG_HOT_BEGIN _Pragma("GCC push_options") _Pragma("GCC optimize(\"fp-contract=off\")")
+#endif
 #define CTG_HOT_END _Pragma("GCC pop_options")
 #else
 #define CTG_HOT_BEGIN

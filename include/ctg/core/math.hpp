@@ -28,10 +28,10 @@
 // rounded operations. On the device the products are __fmul_rn, which nvcc
 // never fuses. On the host g++ fuses a*b+c into an FMA whenever the target
 // has one (-march=native, -mfma, x86-64-v3), in every -std mode: its C++
-// default is -ffp-contract=fast. Host code that must match the GPU bit for bit
-// needs -ffp-contract=off; fused or not, the error bounds above hold.
-// -ffast-math breaks the range reduction ((t + 1.5*2^23) - 1.5*2^23 must not
-// be simplified): not with this header.
+// default is -ffp-contract=fast. So this file's code, as all of ctg's per-
+// element code, is compiled with -ffp-contract=off (CTG_HOT_BEGIN,
+// config.hpp). -ffast-math would break the range reduction ((t + 1.5*2^23)
+// - 1.5*2^23 must not be simplified): config.hpp refuses it.
 #include <cmath>
 #include <cstdint>
 
