@@ -21,6 +21,7 @@
 
 #include <ctg/ctg.hpp>
 #include <ctg/io/safetensors.hpp>
+#include <ctg/optim/optim.hpp>
 #include <ctg/io/torch_transformer_map.hpp>
 
 namespace fs = std::filesystem;
@@ -184,6 +185,42 @@ TEST_CASE("a real CPU store: save, change, load gives the same bits and the same
   io::load_safetensors(dir / "m.safetensors", st, io::tensor_map{}.add("w", "w", io::torch_linear));
   CHECK(std::vector<float>(st.param<W>().begin(), st.param<W>().end()) == w);
   CHECK(run() == before);
+}
+
+TEST_CASE("a load replaces the values the store's gradients were taken at: no update applies them, and no set is cut") {
+  // (load_safetensors kept them: the next opt.step applied the gradient of
+  // the old weights to the loaded ones, w 1 -> 0.9; and a load between a
+  // set's micro-batches mixed two models' gradients in one set.)
+  using W = ctg::param<"w", float, 3>;
+  auto step = ctg::value_and_grad(ctg::mean(ctg::square(X{} * W{})));
+  ctg::cpu::device dev;
+  const std::vector<float> x{1, 2, 3, 4, 5, 6};
+  auto feed = [&] { return ctg::feed<X>(std::span<const float>(x), 2); };
+  temp_dir dir;
+  {
+    auto ones = ctg::make_store(dev, step);
+    for (float& v : ones.param<W>()) v = 1.0f;
+    io::save_safetensors(dir / "ones.safetensors", ones);
+  }
+  auto st = ctg::make_store(dev, step);
+  for (float& v : st.param<W>()) v = 10.0f;
+  ctg::optim::adamw opt(st, {.lr = 0.1f, .weight_decay = 0.0f});
+  step(st, feed());  // (gradients at w = 10)
+  io::load_safetensors(dir / "ones.safetensors", st);
+  CHECK_THROWS_WITH_AS(opt.step(st), doctest::Contains("ctg: adamw: no gradients since the last update"), ctg::error);
+  CHECK(std::vector<float>(st.param<W>().begin(), st.param<W>().end()) == std::vector<float>(3, 1.0f));
+  // In the middle of a set: refused, the store untouched; between sets: loaded.
+  for (float& v : st.param<W>()) v = 10.0f;
+  st.accumulate(2);
+  step(st, feed());
+  const std::string message = message_of([&] { io::load_safetensors(dir / "ones.safetensors", st); });
+  CHECK(message == "ctg: safetensors file '" + (dir / "ones.safetensors").string() +
+                       "': the store is in the middle of a set of micro-batches (1 of 2), whose gradients and FP8 "
+                       "amaxes a file does not keep: save or load between sets");
+  CHECK(std::vector<float>(st.param<W>().begin(), st.param<W>().end()) == std::vector<float>(3, 10.0f));
+  step(st, feed());
+  io::load_safetensors(dir / "ones.safetensors", st);
+  CHECK(st.param<W>()[0] == 1.0f);
 }
 
 TEST_CASE("the transformer map writes the PyTorch twin's state_dict names and shapes") {

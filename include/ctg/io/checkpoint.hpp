@@ -62,6 +62,7 @@
 #include <ctg/core/fixed_string.hpp>
 #include <ctg/core/type_list.hpp>
 #include <ctg/graph/step.hpp>
+#include <ctg/io/between_sets.hpp>
 #include <ctg/io/state_file.hpp>
 
 namespace ctg {
@@ -311,18 +312,6 @@ record_list checkpoint_records(Store& store, store_key<Store>& key, Optimizer&..
   return recs;
 }
 
-// A store in the middle of a set of micro-batches (store.accumulate(k)) holds
-// a partial gradient sum and FP8 amaxes that no file keeps: it is neither
-// saved nor loaded into.
-template <class Store>
-void check_between_sets(const Store& s, const std::filesystem::path& path) {
-  if constexpr (requires { s.accumulated(); s.micro_batches(); })
-    if (s.accumulated() != 0 && s.accumulated() != s.micro_batches())
-      throw error(file_where(path) + "the store is in the middle of a set of micro-batches (" +
-                  std::to_string(s.accumulated()) + " of " + std::to_string(s.micro_batches()) +
-                  "), whose gradients and FP8 amaxes a file does not keep: save or load between sets");
-}
-
 // An optimizer made for another store: its state is that store's (an
 // error before anything is read or written).
 template <class Optimizer, class Store>
@@ -334,7 +323,7 @@ void check_optimizer_of(const Optimizer& opt, const Store& store) {
 template <class Store, class... Optimizer>
 void save_checkpoint(const std::filesystem::path& path, Store& store, const Optimizer&... opt) {
   (check_optimizer_of(opt, store), ...);
-  check_between_sets(store, path);
+  check_between_sets(store, file_where(path));
   auto key = store_key<Store>::of(store);
   const record_list recs = checkpoint_records(store, key, opt...);
   std::vector<state_file::record> out;
@@ -345,7 +334,7 @@ void save_checkpoint(const std::filesystem::path& path, Store& store, const Opti
 template <class Store, class... Optimizer>
 void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&... opt) {
   (check_optimizer_of(opt, store), ...);
-  check_between_sets(store, path);
+  check_between_sets(store, file_where(path));
   auto load = [&] {
     auto key = store_key<Store>::of(store);
     record_list recs = checkpoint_records(store, key, opt...);
@@ -371,10 +360,7 @@ void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&
   } else {
     load();
   }
-  // A complete set no optimizer applied holds the gradients of the values
-  // just replaced: no update may apply them to the loaded ones.
-  if constexpr (requires { store.consume_grads(); })
-    if (store.accumulated() != 0) store.consume_grads();
+  drop_replaced_grads(store);
 }
 }  // namespace detail
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <ctg/graph/traits.hpp>
+#include <ctg/io/between_sets.hpp>
 #include <ctg/io/safetensors_format.hpp>
 #include <ctg/io/tensor_map.hpp>
 
@@ -112,6 +113,7 @@ namespace ctg::io {
 
 template <class Store>
 void load_safetensors(const std::filesystem::path& path, Store& store, const tensor_map& map = {}) {
+  detail::check_between_sets(store, "ctg: safetensors file '" + path.string() + "': ");
   const safetensors_file file = safetensors_file::read(path);
   const std::vector<detail::st_target> targets = detail::st_targets(store, map);
   const auto& tensors = file.tensors();
@@ -143,6 +145,7 @@ void load_safetensors(const std::filesystem::path& path, Store& store, const ten
     const auto& t = targets[k];
     detail::layout_copy(t.how, t.slice, t.data, const_cast<std::byte*>(src[k]->data.data()), size_of(t.dtype), true);
   }
+  detail::drop_replaced_grads(store);
 }
 
 template <class Store>
