@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <ctg/ctg.hpp>
+#include <ctg/dist/checkpoint.hpp>
 #include <ctg/optim/optim.hpp>
 
 namespace fs = std::filesystem;
@@ -590,6 +591,19 @@ TEST_CASE("a version-1 file loads what it holds and leaves the store's seed and 
   fresh c;
   ctg::optim::load(dir / "v1.ctg", c.m.store);
   CHECK(params_image(c.m.store) == params_image(a.m.store));
+  // dist::load too (it loads into a store of its own first: it handed on
+  // that store's seed and count, 0 and 0, where the file had none).
+  fresh d;
+  d.m.store.seed(7);
+  d.m.store.set_steps_run(5);
+  {
+    ctg::dist::data_parallel dp(d.m.store, ctg::dist::emulate{2});
+    ctg::dist::sharded_adamw opt(dp);
+    ctg::dist::load((dir / "v1.ctg").string(), dp, opt);
+    CHECK(d.m.store.seed() == 7);
+  }
+  CHECK(d.m.store.steps_run() == 5);
+  CHECK(params_image(d.m.store) == params_image(a.m.store));
 
   // A store record (kind 6) or a u64 (dtype 8) has no meaning in version 1: the file is corrupt.
   const image before = b.snapshot();
