@@ -458,7 +458,7 @@ TEST_CASE("a leaf with another dtype, other dims, missing or extra is named with
   }
 }
 
-TEST_CASE("invalid optimizer scalars in a well-formed file are rejected before anything is written") {
+TEST_CASE("invalid optimizer scalars, moments and masters in a well-formed file are rejected before anything is written") {
   temp_dir dir;
   trained a(2);
   ctg::optim::save(dir / "ckpt.ctg", a.m.store, a.opt);
@@ -480,6 +480,23 @@ TEST_CASE("invalid optimizer scalars in a well-formed file are rejected before a
     const std::string m = message_of([&] { ctg::optim::load(dir / "bad.ctg", b.m.store, b.opt); });
     CHECK(m.find(r.name == "adamw.beta1" ? "beta1" : "adamw.step") != std::string::npos);
     CHECK(b.snapshot() == before);
+  }
+  // Moments and masters a well-formed file holds: NaN, inf, or a negative
+  // second moment (the next update wrote NaN into the weight).
+  for (const record& r : records_of(f)) {
+    if (r.kind < 2 || r.kind > 4 || r.dtype != 1) continue;  // (master, exp_avg, exp_avg_sq in f32)
+    for (const float v : {NAN, INFINITY, -1.0f}) {
+      if (v == -1.0f && r.kind != 4) continue;  // (a master or a first moment may be negative)
+      std::vector<unsigned char> g = f;
+      std::memcpy(g.data() + r.data_offset + 4, &v, 4);  // (element 1)
+      reseal(g);
+      write_all(dir / "bad.ctg", g.data(), g.size());
+      const std::string m = message_of([&] { ctg::optim::load(dir / "bad.ctg", b.m.store, b.opt); });
+      INFO(r.name, " ", v, ": ", m);
+      CHECK(m.find("'" + r.name + "': element 1 is ") != std::string::npos);
+      CHECK(m.find("the file is corrupt; nothing was loaded") != std::string::npos);
+      CHECK(b.snapshot() == before);
+    }
   }
   // A duplicated record is rejected too: append a copy of the first record.
   std::vector<unsigned char> g(f.begin(), f.end() - 16);

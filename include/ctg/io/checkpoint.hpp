@@ -45,6 +45,7 @@
 // load writes the scalars, calls validate_state() (restoring them if it throws), and
 // only then writes the leaf records.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -254,6 +255,24 @@ inline std::vector<const state_file::record*> match_records(const state_file::co
   return src;
 }
 
+// An optimizer's per-leaf state as a file holds it: masters and first
+// moments finite, second moments finite and >= 0. (A NaN or negative
+// exp_avg_sq behind a valid checksum loaded, and the next update wrote NaN
+// into the weight without an error.)
+inline void check_optimizer_values(const state_file::record& r, const std::string& where) {
+  const std::string_view kind = state_file::kind_name(r.kind);
+  const bool second_moment = kind == "exp_avg_sq";
+  if (r.dtype != state_dtype_code<float>() || !(kind == "master" || kind == "exp_avg" || second_moment)) return;
+  for (std::uint64_t i = 0; i < r.elements(); ++i) {
+    float v;
+    state_file::copy_le(&v, r.data + 4 * i, 4, 1);
+    if (std::isfinite(v) && (!second_moment || v >= 0.0f)) continue;
+    throw error(where + r.what() + ": element " + std::to_string(i) + " is " + std::to_string(v) + ", where " +
+                (second_moment ? "a second moment is finite and >= 0" : "an optimizer's state is finite") +
+                ": the file is corrupt; nothing was loaded");
+  }
+}
+
 // Reads, matches and checks everything, then writes: the scalars first (kept
 // for `validate` to check, and put back if it throws), then every other record.
 template <class Validate>
@@ -263,6 +282,8 @@ void load_records(const std::filesystem::path& path, std::span<const wanted_reco
   const std::vector<std::byte> bytes = state_file::read(path);
   const state_file::contents file = state_file::parse(bytes, path.string());
   const std::vector<const state_file::record*> src = match_records(file, want, with_optimizer, where);
+  for (const state_file::record* r : src)
+    if (r) check_optimizer_values(*r, where);
 
   auto is_scalar = [&](std::size_t k) {
     return src[k] && want[k].rec.rank == 0 && state_file::holder_of(want[k].rec.kind) != state_file::holder::model;
