@@ -4,6 +4,7 @@
 // stored leaves (parameters and FP8 amax histories and scales) of 6 steps
 // run without stopping. The dropout masks are keyed by the store's seed and
 // step count, so both must come back from the file.
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -227,4 +228,48 @@ TEST_CASE("a store the host cannot read (a GPU's contract) saves and loads the C
   const std::vector<std::byte> before = downloaded_leaves(o);
   CHECK_THROWS_WITH_AS(ctg::io::load(other, o), doctest::Contains("found no such record"), ctg::error);
   CHECK(downloaded_leaves(o) == before);
+}
+
+TEST_CASE("a file's FP8 state no step could have written is refused at load, nothing loaded") {
+  // (An FP8 scale of 0 or NaN, or a NaN in an amax history, behind a valid
+  // checksum loaded: the next step's FP8 products were all 0 or NaN.)
+  const fs::path dir = fs::temp_directory_path() / ("ctg_resume_fp8_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  run a, b;
+  a.go(0);
+  const std::vector<float> scale_before(b.store.param<GScale>().begin(), b.store.param<GScale>().end());
+  auto refused = [&](auto leaf, float v, const char* rule) {
+    using L = decltype(leaf);
+    const float kept = a.store.param<L>()[0];
+    a.store.param<L>()[0] = v;
+    ctg::io::save(dir / "bad.ctg", a.store);  // (well formed: the store's own values)
+    a.store.param<L>()[0] = kept;
+    const std::string want = "ctg: state file '" + (dir / "bad.ctg").string() + "': param '" +
+                             std::string(L::name.c_str()) + "': element 0 is ";
+    std::string message = "(loaded)";
+    try {
+      ctg::io::load(dir / "bad.ctg", b.store);
+    } catch (const ctg::error& e) {
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(message.starts_with(want));
+    CHECK(message.ends_with(std::string(", where it is ") + rule + ": the file is corrupt; nothing was loaded"));
+  };
+  refused(GScale{}, 0.0f, "finite and > 0");
+  refused(GScale{}, -2.0f, "finite and > 0");
+  refused(GScale{}, NAN, "finite and > 0");
+  refused(XHistory{}, -1.0f, "not negative");
+  CHECK(std::vector<float>(b.store.param<GScale>().begin(), b.store.param<GScale>().end()) == scale_before);
+  // What a step can record loads: an amax of 0 (a tensor of zeros), NaN or
+  // inf (a non-finite step with check_finite off records them, as
+  // TransformerEngine does).
+  for (const float v : {0.0f, NAN, INFINITY}) {
+    a.store.param<XHistory>()[0] = v;
+    ctg::io::save(dir / "recorded.ctg", a.store);
+    ctg::io::load(dir / "recorded.ctg", b.store);
+    const float got = b.store.param<XHistory>()[0];
+    CHECK(std::memcmp(&got, &v, sizeof v) == 0);
+  }
+  fs::remove_all(dir);
 }

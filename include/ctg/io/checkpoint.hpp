@@ -83,10 +83,34 @@ consteval std::uint8_t state_dtype_code() {
 }
 
 // A record of this model, store or optimizer, and where load writes its values.
+// What a record's values must be for any run or update to have written them:
+// a load checks them before it writes anything. (A NaN or negative exp_avg_sq,
+// or an FP8 scale of 0, behind a valid checksum loaded, and the next update
+// wrote NaN into a weight, or the next step's FP8 products were all 0,
+// without an error.)
+enum class value_rule : std::uint8_t { any, finite, finite_nonnegative, finite_positive, not_negative };
+
 struct wanted_record {
   state_file::record rec;  // what the file must hold; rec.data is the source for save
   std::byte* destination;  // for load; nullptr when collected for save
+  value_rule rule = value_rule::any;
 };
+
+// The rule of a record of kind Kind for leaf L: an optimizer's masters and
+// first moments are finite, its second moments >= 0 too; of a state leaf, an
+// FP8 scale (it starts at 1) is finite and > 0, an amax history (it starts at
+// 0) not negative (a NaN or inf amax is recorded as TransformerEngine records
+// it: core/fp8_scaling.hpp).
+template <fixed_string Kind, class L>
+consteval value_rule rule_of() {
+  const std::string_view kind = Kind.c_str();
+  if (kind == "master" || kind == "exp_avg") return value_rule::finite;
+  if (kind == "exp_avg_sq") return value_rule::finite_nonnegative;
+  if constexpr (requires { L::initial_value; })
+    if (kind == "param" && L::role == leaf_role::state)
+      return L::initial_value > 0 ? value_rule::finite_positive : value_rule::not_negative;
+  return value_rule::any;
+}
 
 // The collector an optimizer's state_records() fills, and that save and load
 // read: one wanted_record per piece of state.
@@ -101,6 +125,7 @@ class record_list {
     static_assert(kind != 0, "ctg: the state file has no record kind of this name");
     add(kind, std::string_view(L::name.c_str(), L::name.size()),
         std::span<const dim_t>(L::dims::dims.data(), L::dims::rank), values);
+    records.back().rule = rule_of<Kind, L>();
   }
   // The same for values the host cannot read (a GPU's): a host copy, which
   // fetch(std::span<T>) fills now (what save writes) and, once a load has
@@ -255,21 +280,23 @@ inline std::vector<const state_file::record*> match_records(const state_file::co
   return src;
 }
 
-// An optimizer's per-leaf state as a file holds it: masters and first
-// moments finite, second moments finite and >= 0. (A NaN or negative
-// exp_avg_sq behind a valid checksum loaded, and the next update wrote NaN
-// into the weight without an error.)
-inline void check_optimizer_values(const state_file::record& r, const std::string& where) {
-  const std::string_view kind = state_file::kind_name(r.kind);
-  const bool second_moment = kind == "exp_avg_sq";
-  if (r.dtype != state_dtype_code<float>() || !(kind == "master" || kind == "exp_avg" || second_moment)) return;
+// The f32 values of record r against its rule (values of other types have none).
+inline void check_values(const state_file::record& r, value_rule rule, const std::string& where) {
+  if (rule == value_rule::any || r.dtype != state_dtype_code<float>()) return;
   for (std::uint64_t i = 0; i < r.elements(); ++i) {
     float v;
     state_file::copy_le(&v, r.data + 4 * i, 4, 1);
-    if (std::isfinite(v) && (!second_moment || v >= 0.0f)) continue;
-    throw error(where + r.what() + ": element " + std::to_string(i) + " is " + std::to_string(v) + ", where " +
-                (second_moment ? "a second moment is finite and >= 0" : "an optimizer's state is finite") +
-                ": the file is corrupt; nothing was loaded");
+    const bool ok = rule == value_rule::not_negative
+                        ? !(v < 0.0f)
+                        : std::isfinite(v) && (rule == value_rule::finite || v > 0.0f ||
+                                               (rule == value_rule::finite_nonnegative && v == 0.0f));
+    if (ok) continue;
+    const char* what = rule == value_rule::finite                ? "finite"
+                       : rule == value_rule::finite_nonnegative ? "finite and >= 0"
+                       : rule == value_rule::finite_positive    ? "finite and > 0"
+                                                                : "not negative";
+    throw error(where + r.what() + ": element " + std::to_string(i) + " is " + std::to_string(v) + ", where it is " +
+                what + ": the file is corrupt; nothing was loaded");
   }
 }
 
@@ -282,8 +309,8 @@ void load_records(const std::filesystem::path& path, std::span<const wanted_reco
   const std::vector<std::byte> bytes = state_file::read(path);
   const state_file::contents file = state_file::parse(bytes, path.string());
   const std::vector<const state_file::record*> src = match_records(file, want, with_optimizer, where);
-  for (const state_file::record* r : src)
-    if (r) check_optimizer_values(*r, where);
+  for (std::size_t k = 0; k < want.size(); ++k)
+    if (src[k]) check_values(*src[k], want[k].rule, where);
 
   auto is_scalar = [&](std::size_t k) {
     return src[k] && want[k].rec.rank == 0 && state_file::holder_of(want[k].rec.kind) != state_file::holder::model;
