@@ -330,6 +330,12 @@ TEST_CASE("every kind of bad file is rejected, naming the tensor, with nothing w
       {"a byte count not the shape's", std::string(R"({"p":{"dtype":"F32","shape":[2],"data_offsets":[0,7]},)") +
                                            R"("q":{"dtype":"BF16","shape":[3],"data_offsets":[7,13]}})",
        13, {"tensor 'p' (F32 [2]): expected 8 data bytes, found data_offsets [0, 7)"}},
+      {"dims holding more than 2^63 elements", R"({"p":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]},)" + q_ok + "}", 14,
+       {where + "tensor 'p' (F32 [4611686018427387904, 4]): its dims hold more than 2^63 elements"}},
+      {"dims a 0 hides an overflow of", R"({"p":{"dtype":"F32","shape":[0,4294967296,4294967296],"data_offsets":[0,0]},)" + q_ok + "}", 14,
+       {where + "tensor 'p' (F32 [0, 4294967296, 4294967296]): its dims hold more than 2^63 elements"}},
+      {"data of more than 2^64 bytes", R"({"p":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]},)" + q_ok + "}", 14,
+       {where + "tensor 'p' (F64 [4611686018427387904]): its data would take more than 2^64 bytes"}},
       {"overlapping offsets", "{" + p_ok + R"(,"q":{"dtype":"BF16","shape":[3],"data_offsets":[6,12]}})", 12,
        {"tensor 'q' data_offsets [6, 12) overlap tensor 'p'"}},
       {"a gap", "{" + p_ok + R"(,"q":{"dtype":"BF16","shape":[3],"data_offsets":[10,16]}})", 16,

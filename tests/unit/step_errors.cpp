@@ -108,6 +108,15 @@ TEST_CASE("a size that overflows is reported, not wrapped") {
   const ctg::dim_t n = ctg::dim_t{1} << 31;
   const auto bytes = message_of([&] { product(s, ctg::feed<A>(none, n, 0), ctg::feed<B>(none, 0, n)); });
   CHECK(bytes.find("ctg: size overflows: a buffer of 4611686018427387904 elements of 4 bytes") != std::string::npos);
+  // No elements, dims whose product overflows: a 0 first hid it from the
+  // check, and strides computed from the others overflowed (UB).
+  using X3 = ctg::input<"x3", ctg::f32, ctg::dyn, ctg::dyn, ctg::dyn>;
+  auto total = ctg::forward(ctg::sum(X3{}));
+  auto st = ctg::make_store(f.dev, total);
+  const ctg::dim_t d = ctg::dim_t{1} << 40;
+  CHECK(message_of([&] { total(st, ctg::feed<X3>(none, 0, d, d)); }) ==
+        "ctg: size overflows in input 'x3': dims [0, 1099511627776, 1099511627776]");
+  CHECK(total(st, ctg::feed<X3>(none, 0, 3, 5)) == 0.0f);  // (an empty input that fits is a sum of 0)
 }
 
 TEST_CASE("a non-finite loss throws when checking is on, and writes nothing") {

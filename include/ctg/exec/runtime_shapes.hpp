@@ -12,13 +12,17 @@
 namespace ctg::detail {
 
 inline dim_t checked_numel(const rt_shape& s, const char* what) {
-  dim_t n = 1;
+  // The product of the dims that are not 0 must fit too: a 0 first hid an
+  // overflow of the rest, which strides and sizes then computed ([0, 2^40, 2^40]).
+  dim_t product = 1;
+  bool empty = false;
   for (std::size_t i = 0; i < s.rank; ++i) {
     if (s.d[i] < 0) throw error(std::string("ctg: negative size in ") + what + " dims " + dims_text(s));
-    if (__builtin_mul_overflow(n, s.d[i], &n))
+    empty = empty || s.d[i] == 0;
+    if (s.d[i] != 0 && __builtin_mul_overflow(product, s.d[i], &product))
       throw error(std::string("ctg: size overflows in ") + what + ": dims " + dims_text(s));
   }
-  return n;
+  return empty ? 0 : product;
 }
 
 // numpy broadcast of two run-time shapes (a, b) whose static dims are (as,

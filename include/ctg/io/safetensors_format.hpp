@@ -39,6 +39,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <unordered_set>
 #include <vector>
 
 #include <ctg/core/dtypes.hpp>
@@ -315,19 +316,20 @@ inline void parse_safetensors(std::span<const std::byte> file, const std::string
 
   std::vector<std::pair<std::uint64_t, std::uint64_t>> offsets;
   bool have_metadata = false;
+  // (Sets: a scan of the names so far made a header of n tensors take n^2 / 2 compares.)
+  std::unordered_set<std::string> tensor_names, metadata_keys;
   j.object([&](const std::string& key) {
     if (key == "__metadata__") {
       if (have_metadata) throw error(where + "malformed header: \"__metadata__\" occurs twice");
       have_metadata = true;
       j.object([&](const std::string& k) {
-        for (const auto& kv : metadata)
-          if (kv.first == k) throw error(where + "malformed header: metadata key '" + k + "' occurs twice");
+        if (!metadata_keys.insert(k).second)
+          throw error(where + "malformed header: metadata key '" + k + "' occurs twice");
         metadata.emplace_back(k, j.string());
       });
       return;
     }
-    for (const auto& t : tensors)
-      if (t.name == key) throw error(where + "malformed header: tensor '" + key + "' occurs twice");
+    if (!tensor_names.insert(key).second) throw error(where + "malformed header: tensor '" + key + "' occurs twice");
     safetensors_tensor t{key, st_dtype::U8, {}, {}};
     bool seen[3] = {false, false, false};
     std::uint64_t off[2] = {0, 0};
@@ -373,10 +375,22 @@ inline void parse_safetensors(std::span<const std::byte> file, const std::string
     if (off[0] > off[1])
       throw error(where + "tensor '" + key + "': data_offsets [" + std::to_string(off[0]) + ", " +
                   std::to_string(off[1]) + ") end before they begin");
-    const dim_t numel = ctg::detail::checked_numel(t.shape, ("safetensors tensor '" + key + "'").c_str());
+    // The dims' product (of those not 0: no dim may make another's product
+    // overflow where a 0 hides it), then the bytes, each checked.
+    dim_t product = 1;
+    bool empty = false;
+    for (std::size_t i = 0; i < t.shape.rank; ++i) {
+      empty = empty || t.shape.d[i] == 0;
+      if (t.shape.d[i] != 0 && __builtin_mul_overflow(product, t.shape.d[i], &product))
+        throw error(where + "tensor " + tensor_text(t) + ": its dims hold more than 2^63 elements");
+    }
     const std::uint64_t es = size_of(t.dtype);
-    if (static_cast<std::uint64_t>(numel) > ~std::uint64_t(0) / es || off[1] - off[0] != std::uint64_t(numel) * es)
-      throw error(where + "tensor " + tensor_text(t) + ": expected " + std::to_string(std::uint64_t(numel) * es) +
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(static_cast<std::uint64_t>(product), es, &bytes))
+      throw error(where + "tensor " + tensor_text(t) + ": its data would take more than 2^64 bytes");
+    if (empty) bytes = 0;
+    if (off[1] - off[0] != bytes)
+      throw error(where + "tensor " + tensor_text(t) + ": expected " + std::to_string(bytes) +
                   " data bytes, found data_offsets [" + std::to_string(off[0]) + ", " + std::to_string(off[1]) + ") (" +
                   std::to_string(off[1] - off[0]) + " bytes)");
     if (off[1] > data.size())
