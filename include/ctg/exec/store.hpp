@@ -92,9 +92,22 @@ class store_identity {
   std::uint64_t value() const { return value_; }
 
  private:
+  // Each copy of ctg counts from a place of its own: a shared library built
+  // with hidden symbols has a counter of its own, and two counters from 0
+  // gave two live stores one number (tests/shared_library). The place is
+  // the counter's own address, scrambled (splitmix64): distinct for every
+  // copy loaded, and far apart.
   static std::uint64_t next() {
-    static std::atomic<std::uint64_t> count{0};
-    return ++count;
+    static std::atomic<std::uint64_t> count{scrambled(reinterpret_cast<std::uintptr_t>(&count))};
+    std::uint64_t v = ++count;
+    while (v == 0) v = ++count;  // (0: moved from)
+    return v;
+  }
+  static constexpr std::uint64_t scrambled(std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
   }
   std::uint64_t value_;
 };
