@@ -56,7 +56,11 @@ using lanes8_t = typename lanes8<T>::type;
 class f64_sum_lanes {
  public:
   explicit f64_sum_lanes(double start) {
+#if CTG_VECTOR_TYPES
+    lo_ = hi_ = lanes8_t<double>{} + start;  // (whole: g++ -O3 warned of lanes set one by one as maybe unset)
+#else
     for (int u = 0; u < 8; ++u) lo_[u] = hi_[u] = start;
+#endif
   }
   template <class V>
   CTG_FORCEINLINE void add(const V (&v)[16]) {
@@ -88,7 +92,11 @@ template <class V>
 class max_lanes {
  public:
   explicit max_lanes(V start) {
+#if CTG_VECTOR_TYPES
+    lo_ = hi_ = lanes8_t<V>{} + start;
+#else
     for (int u = 0; u < 8; ++u) lo_[u] = hi_[u] = start;
+#endif
   }
   CTG_FORCEINLINE void add(const V (&v)[16]) {
 #if CTG_VECTOR_TYPES
