@@ -167,8 +167,8 @@ class data_parallel final : public replica_group {
   // This store playing all of `e.world` ranks.
   data_parallel(Store& s, emulate e) : data_parallel(s, own_, e.world, e.world, std::nullopt) {}
   // The same, a stack's parameters held in shards (FSDP2: see above).
-  data_parallel(Store& s, communicator& c, fsdp f) : data_parallel(s, c, c.size(), 1, f) {}
-  data_parallel(Store& s, emulate e, fsdp f) : data_parallel(s, own_, e.world, e.world, f) {}
+  data_parallel(Store& s, communicator& c, fsdp f) : data_parallel(s, c, c.size(), 1, f) { check_fsdp_model(); }
+  data_parallel(Store& s, emulate e, fsdp f) : data_parallel(s, own_, e.world, e.world, f) { check_fsdp_model(); }
 
   data_parallel(const data_parallel&) = delete;
   data_parallel& operator=(const data_parallel&) = delete;
@@ -541,6 +541,14 @@ class data_parallel final : public replica_group {
     double sum = 0.0;
     for (double l : losses) sum += l;
     loss_ = static_cast<float>(sum / static_cast<double>(w * static_cast<std::size_t>(micro_)));
+  }
+
+  // (Instantiated only with dist::fsdp.)
+  static void check_fsdp_model() {
+    static_assert(detail::stack_params_read_by_their_stack_only(typename step_type::nodes{}),
+                  "ctg: dist::fsdp gathers a stack's parameters layer by layer inside that stack: a stacked "
+                  "parameter read by a second stack (two stacks of one block) or outside its stack cannot be held "
+                  "in shards; run this model's data_parallel without dist::fsdp");
   }
 
   // Every rank runs the same step, from the same values, at the same count,

@@ -41,6 +41,27 @@ struct fsdp {
 };
 
 namespace detail {
+// Is every parameter of a stack (trainable or frozen) read by that stack
+// alone? dist::fsdp frees the store's whole copy and gathers each layer's
+// slices inside the stack that reads them: a second stack of the same block
+// (shared weights), or a node outside the stack, read the freed copy (a crash).
+template <class... Ns>
+consteval bool stack_params_read_by_their_stack_only(tl::list<Ns...>) {
+  bool ok = true;
+  auto check = [&]<class L>(std::type_identity<L>) {
+    if constexpr (is_leaf_v<L>) {
+      if constexpr (L::role == leaf_role::param || L::role == leaf_role::frozen) {
+        std::size_t uses = 0, stacks = 0;
+        ((tl::contains<L, typename Ns::children>::value ? (++uses, stacks += Ns::kind == node_kind::stack) : 0), ...);
+        ok = ok && (stacks == 0 || uses == 1);
+      }
+    }
+  };
+  (check(std::type_identity<Ns>{}), ...);
+  (void)check;
+  return ok;
+}
+
 // The node index of leaf L's one use when that use is shard(quantize<Fmt,
 // S>(L)) with delayed scaling, else `none` (then L travels in its dtype).
 template <class L, class... Ns>
