@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <ctg/optim/optim.hpp>
+
 #include "grad_check.hpp"
 
 namespace {
@@ -92,6 +94,42 @@ TEST_CASE("current scaling of a tensor holding an inf or a NaN: every value NaN 
     ctg::nn::init_params(st, 3, 0.5);
     st.check_finite(true);
     CHECK_THROWS_WITH_AS(step(st, ctg::feed<X>(xs, 2)), doctest::Contains("the loss is not finite"), ctg::error);
+  }
+}
+
+TEST_CASE("delayed scaling of a tensor holding an inf or a NaN: it reads back NaN, so AdamW refuses the gradient") {
+  // (The cast saturated an inf to e5m2's 57344: a backward that overflowed
+  // gave a finite gradient, which AdamW applied; then the inf in the history
+  // kept the scale at 1 and the next steps' small gradients came out 0.)
+  using D = pr::delayed<4>;
+  using SX = ctg::scaling::delayed<"lin.x", D>;
+  using SW = ctg::scaling::delayed<"lin.w", D>;
+  using SG = ctg::scaling::delayed<"lin.grad", D>;
+  for (const float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    auto y = ctg::fp8_matmul<ctg::f32, SG>(ctg::quantize<ctg::e4m3, SX>(X{}), ctg::quantize<ctg::e4m3, SW>(W{}));
+    auto step = ctg::value_and_grad(ctg::sum(y * R{}), ctg::wrt<W>);
+    ctg::cpu::device dev;
+    auto st = ctg::make_store(dev, step);
+    ctg::nn::init_params(st, 3, 0.5);
+    ctg::optim::adamw opt(st);
+    std::vector<float> xs(16, 0.5f), rs(8, 0.25f);
+    step(st, ctg::feed<X>(xs, 2), ctg::feed<R>(rs, 2));
+    opt.step(st);
+    const std::vector<float> w(st.param<W>().begin(), st.param<W>().end());
+    // An upstream gradient that overflowed: the weight's gradient is not finite, and no update is made.
+    rs[5] = bad;
+    step(st, ctg::feed<X>(xs, 2), ctg::feed<R>(rs, 2));  // (unchecked: the loss reads r too)
+    bool finite = true;
+    for (const float g : st.grad<W>()) finite = finite && std::isfinite(g);
+    CHECK_FALSE(finite);
+    CHECK_THROWS_WITH_AS(opt.step(st), doctest::Contains("is not finite"), ctg::error);
+    CHECK(std::vector<float>(st.param<W>().begin(), st.param<W>().end()) == w);
+    // An input holding it: the product reads back NaN, and a checked loss fails.
+    rs[5] = 0.25f;
+    xs[3] = bad;
+    st.check_finite(true);
+    CHECK_THROWS_WITH_AS(step(st, ctg::feed<X>(xs, 2), ctg::feed<R>(rs, 2)), doctest::Contains("the loss is not finite"),
+                         ctg::error);
   }
 }
 

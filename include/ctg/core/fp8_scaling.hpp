@@ -91,6 +91,18 @@ CTG_HD constexpr void delayed_update(float* history, std::size_t length, float& 
   history[0] = 0.0f;
 }
 
+// The scale_inv a quantized tensor is read back with: 1 / scale, or NaN
+// when its amax is not finite. Under delayed scaling the cast saturates an
+// inf to the format's max (as TransformerEngine's does), so a product, and a
+// gradient through it, came out finite from an inf, and a step whose
+// backward overflowed went past AdamW's check of the gradients. So every
+// value of such a tensor reads back NaN, as under current scaling, whose
+// scale is then NaN or 0 anyway. (The history still records the amax, as
+// TE's.)
+CTG_HD constexpr float scale_inv_of(float amax, float scale) noexcept {
+  return is_finite(amax) ? 1.0f / scale : detail::f32_from_bits(detail::f32_canonical_nan_bits);
+}
+
 // Current scaling, torchao tensorwise: fp8_max / clamp(amax, min=1e-12) in f64,
 // then rounded to f32; divided by 2^margin. A NaN amax gives a NaN scale (as
 // torch.clamp propagates NaN), an infinite one 0: either way every value of

@@ -49,6 +49,22 @@ class stack_runner {
   static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
   static constexpr std::size_t states = fp8_state<block_key>::states;
 
+  // Each block scaling state's stacked leaves in the parent.
+  struct state_pair {
+    std::size_t scale = 0, history = 0;
+  };
+  static constexpr auto stacked_state = []<std::size_t... K>(std::index_sequence<K...>) {
+    using parent_nodes = typename step_of<ParentKey>::nodes;
+    using block_nodes = typename block_step::nodes;
+    constexpr const auto& t = fp8_state<block_key>::table;
+    return std::array<state_pair, states>{
+        state_pair{tl::index_of<typename detail::stacked_leaf<S::layers, tl::at_t<t.state[K].scale, block_nodes>>::type,
+                                  parent_nodes>::value,
+                   tl::index_of<
+                       typename detail::stacked_leaf<S::layers, tl::at_t<t.state[K].history, block_nodes>>::type,
+                       parent_nodes>::value}...};
+  }(std::make_index_sequence<states>{});
+
   // What all layers keep, as sized by the last plan.
   std::size_t kept_bytes() const { return kept_stride_ * layers_kept; }
 
@@ -126,7 +142,6 @@ class stack_runner {
  private:
   static constexpr std::size_t block_out = tl::index_of<typename S::block_out, typename block_step::nodes>::value;
 
-
   // Each block leaf, by node index in the block's graph and in the parent's
   // (its stacked copy), with the bytes of one layer's slice.
   struct leaf_slice {
@@ -151,22 +166,6 @@ class stack_runner {
         S::grad_offset(tl::index_of<Ps, typename S::leaves>::value),
         Ps::dims::static_numel * sizeof(typename Ps::dtype)}...};
   }(typename S::trainable{});
-
-  // Each block scaling state's stacked leaves in the parent.
-  struct state_pair {
-    std::size_t scale = 0, history = 0;
-  };
-  static constexpr auto stacked_state = []<std::size_t... K>(std::index_sequence<K...>) {
-    using parent_nodes = typename step_of<ParentKey>::nodes;
-    using block_nodes = typename block_step::nodes;
-    constexpr const auto& t = fp8_state<block_key>::table;
-    return std::array<state_pair, states>{
-        state_pair{tl::index_of<typename detail::stacked_leaf<S::layers, tl::at_t<t.state[K].scale, block_nodes>>::type,
-                                  parent_nodes>::value,
-                   tl::index_of<
-                       typename detail::stacked_leaf<S::layers, tl::at_t<t.state[K].history, block_nodes>>::type,
-                       parent_nodes>::value}...};
-  }(std::make_index_sequence<states>{});
 
   // The block's leaves at layer i's slice of every stacked leaf (read in
   // place: the block's parts never write a leaf), or at the slices a replica

@@ -807,10 +807,10 @@ class basic_store {
     profile_->ran(profile_stack_, c.root, moved, flops, from, to);
   }
   // Quantize node r's value as its replica group gave it: the payload, its
-  // side data (amax, scale, 1 / scale: exec/buffers.hpp) and the amax it records.
+  // side data (amax, scale, scale_inv: exec/buffers.hpp) and the amax it records.
   void use_provided(std::size_t r, const replica_group::quantized& given, const bindings_view& b, float* amax) {
     Backend::upload(ws_, b.buf[r], given.payload, static_cast<std::size_t>(b.shape[r].numel()) * table.node[r].elem_bytes);
-    const fp8_side_data side{given.amax, given.scale, {}, 1.0f / given.scale};
+    const fp8_side_data side{given.amax, given.scale, {}, fp8_scaling::scale_inv_of(given.amax, given.scale)};
     Backend::upload(ws_, reinterpret_cast<std::byte*>(fp8_side(b, r)), &side, sizeof side);
     if (amax) Backend::upload(ws_, reinterpret_cast<std::byte*>(amax), &given.amax, sizeof(float));
   }
@@ -905,7 +905,54 @@ class basic_store {
       amaxes_.update(ws_, s, reinterpret_cast<float*>(mem_.param_bytes(st.history)),
                      reinterpret_cast<float*>(mem_.param_bytes(st.scale)));
     }
-    std::apply([&](auto&... rt) { (rt.update_state(*this), ...); }, stacks_);
+    update_stack_states(std::make_index_sequence<std::tuple_size_v<stack_runner_tuple>>{});
+  }
+  // Two stacks of one block and layer count share their FP8 states (the
+  // same stacked state leaves): the first updates them once, from the max
+  // of every sharing stack's amaxes; the others not at all. (Each updated
+  // them: two entries a step in a history, a scale from the last stack's
+  // amax alone.)
+  template <std::size_t I, std::size_t J>
+  static consteval bool same_states() {
+    using A = std::tuple_element_t<I, stack_runner_tuple>;
+    using B = std::tuple_element_t<J, stack_runner_tuple>;
+    if constexpr (I == J || A::states == 0 || A::states != B::states) {
+      return false;
+    } else {
+      for (std::size_t s = 0; s < A::states; ++s)
+        if (A::stacked_state[s].history != B::stacked_state[s].history) return false;
+      return true;
+    }
+  }
+  template <std::size_t... J>
+  void update_stack_states(std::index_sequence<J...> all) {
+    (update_stack_state<J>(all), ...);
+  }
+  template <std::size_t J, std::size_t... I>
+  void update_stack_state(std::index_sequence<I...>) {
+    if constexpr (!((I < J && same_states<I, J>()) || ...)) {  // (else an earlier stack updated them)
+      auto& first = std::get<J>(stacks_);
+      auto take = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+        if constexpr (K > J && same_states<J, K>()) take_amaxes(first.amaxes(), std::get<K>(stacks_).amaxes());
+      };
+      (take(std::integral_constant<std::size_t, I>{}), ...);
+      first.update_state(*this);
+    }
+  }
+  // into's amaxes made the max of its and from's; from's start again from 0
+  // (through the host: only two stacks of one block with FP8 states take it).
+  template <class Record>
+  void take_amaxes(Record& into, Record& from) {
+    const std::size_t n = into.combined_count();
+    shared_amax_.resize(2 * n);
+    float* a = shared_amax_.data();
+    float* b = a + n;
+    Backend::download(ws_, a, reinterpret_cast<const std::byte*>(into.combined()), n * sizeof(float));
+    Backend::download(ws_, b, reinterpret_cast<const std::byte*>(from.combined()), n * sizeof(float));
+    for (std::size_t i = 0; i < n; ++i) a[i] = fp8_scaling::amax_combine(a[i], b[i]);
+    std::fill(b, b + n, 0.0f);
+    Backend::upload(ws_, reinterpret_cast<std::byte*>(into.combined()), a, n * sizeof(float));
+    Backend::upload(ws_, reinterpret_cast<std::byte*>(from.combined()), b, n * sizeof(float));
   }
 
   // Every amax of this step (its own states', then each stack's), made the
@@ -970,6 +1017,7 @@ class basic_store {
   const replica_group* layer_group_ = nullptr;
   std::size_t layer_stack_ = 0;
   std::vector<float> replica_amax_;  // every amax of a step, as its group maxes them
+  std::vector<float> shared_amax_;   // two stacks' amaxes of shared FP8 states (take_amaxes)
   std::vector<i32> ids_copy_;        // fed ids copied to the host for their check (host_ids)
   std::vector<std::byte> replay_key_;  // the bindings' bytes (run_launches)
   std::array<rt_shape, N> reserved_shapes_{};  // the shapes the scratch was last reserved for (reserve_scratch)

@@ -29,9 +29,9 @@ void run_quantize(const group_call& g, const bindings_view& b, workspace&, float
   const TX* x = b.template as<const TX>(ix);
   Fmt* q = b.template as<Fmt>(R);
   float amax = 0.0f;
-  // (a NaN amax stays: delayed scaling keeps its scale; under current
-  // scaling a NaN or an inf amax gives a NaN or 0 scale, as torchao's: every
-  // value then dequantizes to NaN, and a checked loss fails)
+  // (a NaN or inf amax: delayed scaling keeps its scale, current scaling's
+  // is NaN or 0, as torchao's; either way the tensor reads back as NaN,
+  // fp8_scaling::scale_inv_of, and a checked loss, or AdamW's check, fails)
   auto take = [&](float v) { amax = fp8_scaling::amax_combine(amax, std::fabs(v)); };
   float scale = 1.0f;
   if constexpr (Delayed) {
@@ -50,7 +50,7 @@ void run_quantize(const group_call& g, const bindings_view& b, workspace&, float
   fp8_side_data* side = fp8_side(b, R);
   side->amax = amax;
   side->scale = scale;
-  side->scale_inv = 1.0f / scale;
+  side->scale_inv = fp8_scaling::scale_inv_of(amax, scale);
 }
 
 template <class Fmt, class T>

@@ -148,8 +148,15 @@ __global__ void quantize(const type_at<Ts, 0>* x, type_at<Ts, 1>* q, dim_t n, co
   if constexpr (Delayed) block_amax(m, reinterpret_cast<unsigned*>(&side->amax));
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     side->scale = scale;
-    side->scale_inv = 1.0f / scale;
+    // (Current: the amax is known. Delayed: set by delayed_scale_inv once every block's amax is in.)
+    if constexpr (!Delayed) side->scale_inv = fp8_scaling::scale_inv_of(side->amax, scale);
   }
+}
+
+// Delayed scaling, after quantize: the tensor's scale_inv from its amax
+// (fp8_scaling::scale_inv_of: NaN when the amax is not finite). One thread.
+__global__ void delayed_scale_inv(fp8_side_data* side) {
+  side->scale_inv = fp8_scaling::scale_inv_of(side->amax, side->scale);
 }
 
 template <class Ts>  // <Fmt, T>
