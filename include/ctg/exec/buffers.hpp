@@ -200,7 +200,19 @@ class step_buffers {
     kept_area_ = kept_area;
     (bind_input(ws, feeds), ...);
     detail::resolve_shapes(table, b_.shape.data());
-    place();
+    place(true);
+  }
+  // The pools' sizes for these feeds, for a caller that keeps the kept pool
+  // itself (a stack's block: its layers' kept values live in the stack's
+  // area): the scratch is grown for the rest only, and no buffer is bound.
+  // (Planned as a store, the block's scratch held a layer's kept values
+  // that no run used.)
+  template <class... Feeds>
+  void size_pools(typename Backend::workspace& ws, const Feeds&... feeds) {
+    kept_area_ = nullptr;
+    (bind_input(ws, feeds), ...);
+    detail::resolve_shapes(table, b_.shape.data());
+    place(false);
   }
 
   // Backward reads the recomputed values of a region from here on.
@@ -225,6 +237,7 @@ class step_buffers {
   std::size_t published_count() const { return value_count_; }
 
   std::size_t kept_bytes() const { return kept_bytes_; }
+  std::size_t rest_bytes() const { return rest_bytes_; }
   std::size_t scratch_bytes() const { return kept_bytes_ + rest_bytes_; }
 
  private:
@@ -238,11 +251,13 @@ class step_buffers {
     rt_shape s = detail::static_rt(value_of<typename L::dims>());
     for (std::size_t d = 0, k = 0; d < s.rank; ++d)
       if (s.d[d] == dyn) s.d[d] = f.dyn_dims[k++];
-    const std::string what = std::string("input '") + L::name.c_str() + "'";
-    const dim_t n = detail::checked_numel(s, what.c_str());
-    if (f.data.data() == nullptr && n > 0) throw error("ctg: " + what + " is fed a null pointer");
+    // (The message's text is made only for an error: a step allocates nothing.)
+    auto what = [] { return std::string("input '") + L::name.c_str() + "'"; };
+    dim_t n = 0;
+    if (!detail::numel_fits(s, n)) detail::checked_numel(s, what().c_str());  // (throws, naming the input)
+    if (f.data.data() == nullptr && n > 0) throw error("ctg: " + what() + " is fed a null pointer");
     if (static_cast<dim_t>(f.data.size()) != n)
-      throw error("ctg: " + what + " expects " + std::to_string(n) + " elements (dims " + detail::dims_text(s) +
+      throw error("ctg: " + what() + " expects " + std::to_string(n) + " elements (dims " + detail::dims_text(s) +
                   ") but was fed " + std::to_string(f.data.size()));
     b_.shape[i] = s;
     b_.buf[i] = Backend::bind_input(ws, f.data.data(), static_cast<std::size_t>(n) * sizeof(typename L::dtype),
@@ -275,7 +290,7 @@ class step_buffers {
     return o;
   }();
 
-  void place() {
+  void place(bool bind) {
     std::array<std::size_t, N> bytes{};
     for (std::size_t i = 0; i < N; ++i) {
       if (!prog.owns[i]) continue;
@@ -284,7 +299,8 @@ class step_buffers {
     }
     if (bytes != bytes_) place_lives(bytes);
     if constexpr (prog.owns[first_output]) out_[1 - published_].reserve(bytes[first_output]);
-    scratch_.reserve(rest_bytes_ + (kept_area_ ? 0 : kept_bytes_));
+    scratch_.reserve(rest_bytes_ + (kept_area_ || !bind ? 0 : kept_bytes_));
+    if (!bind) return;
     for (std::size_t j = 0; j < N; ++j)
       if (prog.owns[j]) b_.buf[j] = j == first_output ? out_[1 - published_].data() : buffer_at(j, false);
     bind_views();

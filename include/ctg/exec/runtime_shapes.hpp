@@ -11,6 +11,19 @@
 
 namespace ctg::detail {
 
+// n = the element count of s, when no dim is negative and the dims that are
+// not 0 have a product that fits (checked_numel says which is wrong).
+inline bool numel_fits(const rt_shape& s, dim_t& n) {
+  dim_t product = 1;
+  bool empty = false;
+  for (std::size_t i = 0; i < s.rank; ++i) {
+    if (s.d[i] < 0) return false;
+    empty = empty || s.d[i] == 0;
+    if (s.d[i] != 0 && __builtin_mul_overflow(product, s.d[i], &product)) return false;
+  }
+  n = empty ? 0 : product;
+  return true;
+}
 inline dim_t checked_numel(const rt_shape& s, const char* what) {
   // The product of the dims that are not 0 must fit too: a 0 first hid an
   // overflow of the rest, which strides and sizes then computed ([0, 2^40, 2^40]).

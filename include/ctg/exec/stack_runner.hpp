@@ -46,7 +46,10 @@ class stack_runner {
     return g;
   }();
   static constexpr bool has_backward = grad_node < schedule<ParentKey>::size;
-  static constexpr std::size_t layers_kept = S::recompute ? 1 : S::layers;
+  // Layers whose values are kept at once: all of them for a backward that
+  // does not recompute; one (the layer running) when it recomputes, or when
+  // no backward reads them (a forward step's stack kept every layer's).
+  static constexpr std::size_t layers_kept = S::recompute || !has_backward ? 1 : S::layers;
   static constexpr std::size_t states = fp8_state<block_key>::states;
 
   // Each block scaling state's stacked leaves in the parent.
@@ -65,8 +68,10 @@ class stack_runner {
                        parent_nodes>::value}...};
   }(std::make_index_sequence<states>{});
 
-  // What all layers keep, as sized by the last plan.
+  // What all layers keep, as sized by the last plan; and that with the
+  // block's other buffers (its scratch holds no kept values of its own).
   std::size_t kept_bytes() const { return kept_stride_ * layers_kept; }
+  std::size_t scratch_bytes() const { return kept_bytes() + block_.scratch_bytes() - block_.mem_.kept_bytes(); }
 
   // Size the area the layers keep their values in, and the block's buffers
   // and scratch, for this run's shapes (first before the parent's step
@@ -76,7 +81,8 @@ class stack_runner {
     const auto& b = p.mem_.bound();
     const auto* in = reinterpret_cast<const typename S::dtype*>(b.buf[Parent::table.child(R, 0)]);
     if constexpr (requires { block_.ws_.follow(p.ws_); }) block_.ws_.follow(p.ws_);  // (the CPU's threads)
-    kept_stride_ = align_up(block_.plan(feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in)));
+    kept_stride_ =
+        align_up(block_.size_as_block(feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in)));
     kept_.reserve(kept_stride_ * layers_kept + 64);
   }
 
@@ -91,7 +97,7 @@ class stack_runner {
     for (std::size_t i = 0; i < S::layers; ++i) {
       enter_layer(p, i, false);
       // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
-      block_.run_forward_part(kept_.data() + (S::recompute ? 0 : i * kept_stride_),
+      block_.run_forward_part(kept_.data() + (layers_kept == 1 ? 0 : i * kept_stride_),
                               feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in));
       T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
       Backend::copy(p.ws_, reinterpret_cast<std::byte*>(next), block_.template value_bytes<block_out>(), n * sizeof(T));

@@ -477,8 +477,8 @@ class basic_store {
   // Bytes of the forward values kept for backward, and of all scratch
   // buffers, as placed for the last run (or plan); a stack's layers count
   // with all they keep.
-  std::size_t kept_bytes() const { return mem_.kept_bytes() + stack_kept_bytes(); }
-  std::size_t scratch_bytes() const { return mem_.scratch_bytes() + stack_kept_bytes(); }
+  std::size_t kept_bytes() const { return identity() ? mem_.kept_bytes() + stack_kept_bytes() : 0; }
+  std::size_t scratch_bytes() const { return identity() ? mem_.scratch_bytes() + stack_scratch_bytes() : 0; }
 
   // Place every buffer for these feeds without running: returns kept_bytes().
   template <class... Feeds>
@@ -506,6 +506,18 @@ class basic_store {
   // A store over several steps binds its other steps' leaves to its own.
   template <class, class, class...>
   friend class shared_store;
+
+  // Sized as a stack's block for these feeds: its layers' kept values live
+  // in the stack's area (stack_runner::plan), so its scratch holds the rest
+  // only. Returns the kept bytes of one layer. (A block with stacks of its
+  // own is placed whole: their plans read its buffers.)
+  template <class... Feeds>
+  std::size_t size_as_block(const Feeds&... feeds) {
+    if constexpr (std::tuple_size_v<stack_runner_tuple> == 0) mem_.size_pools(ws_, feeds...);
+    else prepare(nullptr, feeds...);
+    reserve_scratch();
+    return kept_bytes();
+  }
 
   // ---------------------------------------------- the parts of a step ----
   // The forward and backward parts run apart: run_forward_part writes the
@@ -840,11 +852,14 @@ class basic_store {
     using T = typename tl::at_t<0, typename Step::outputs>::dtype;
     constexpr std::size_t il = tl::index_of<tl::at_t<0, typename Step::outputs>, nodes>::value;
     const std::size_t count = static_cast<std::size_t>(mem_.bound().shape[il].numel());
-    std::vector<T> host(check_finite_ ? count : (count ? 1 : 0));
-    Backend::download(ws_, host.data(), mem_.bound().buf[il], host.size() * sizeof(T));
-    for (const T& v : host)
-      if (check_finite_ && !std::isfinite(static_cast<double>(load_as(v))))
-        throw error("ctg: the loss is not finite (" + std::to_string(static_cast<double>(load_as(v))) +
+    const std::size_t read = check_finite_ ? count : (count ? 1 : 0);
+    const std::size_t words = (read * sizeof(T) + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+    if (loss_host_.size() < words) loss_host_.resize(words);  // (grown once: a step allocates nothing)
+    T* host = reinterpret_cast<T*>(loss_host_.data());
+    Backend::download(ws_, host, mem_.bound().buf[il], read * sizeof(T));
+    for (std::size_t i = 0; check_finite_ && i < read; ++i)
+      if (!std::isfinite(static_cast<double>(load_as(host[i]))))
+        throw error("ctg: the loss is not finite (" + std::to_string(static_cast<double>(load_as(host[i]))) +
                     "); nothing was written");
     return {count, count ? static_cast<result>(load_as(host[0])) : result(0)};
   }
@@ -986,6 +1001,9 @@ class basic_store {
   std::size_t stack_kept_bytes() const {
     return std::apply([](const auto&... rt) { return (std::size_t(0) + ... + rt.kept_bytes()); }, stacks_);
   }
+  std::size_t stack_scratch_bytes() const {
+    return std::apply([](const auto&... rt) { return (std::size_t(0) + ... + rt.scratch_bytes()); }, stacks_);
+  }
 
   template <std::size_t... I>
   static auto stack_runners(std::index_sequence<I...>)
@@ -1018,6 +1036,7 @@ class basic_store {
   std::size_t layer_stack_ = 0;
   std::vector<float> replica_amax_;  // every amax of a step, as its group maxes them
   std::vector<float> shared_amax_;   // two stacks' amaxes of shared FP8 states (take_amaxes)
+  std::vector<std::max_align_t> loss_host_;  // the loss's values read to the host (checked_loss)
   std::vector<i32> ids_copy_;        // fed ids copied to the host for their check (host_ids)
   std::vector<std::byte> replay_key_;  // the bindings' bytes (run_launches)
   std::array<rt_shape, N> reserved_shapes_{};  // the shapes the scratch was last reserved for (reserve_scratch)
