@@ -940,7 +940,7 @@ class basic_store {
     }
   }
   template <std::size_t... J>
-  void update_stack_states(std::index_sequence<J...> all) {
+  void update_stack_states([[maybe_unused]] std::index_sequence<J...> all) {
     (update_stack_state<J>(all), ...);
   }
   template <std::size_t J, std::size_t... I>

@@ -155,6 +155,9 @@ __global__ void quantize(const type_at<Ts, 0>* x, type_at<Ts, 1>* q, dim_t n, co
 
 // Delayed scaling, after quantize: the tensor's scale_inv from its amax
 // (fp8_scaling::scale_inv_of: NaN when the amax is not finite). One thread.
+// (A template, as every kernel of a header: defined plainly, it was defined
+// again in each .cu that includes it, and a program of two did not link.)
+template <int = 0>
 __global__ void delayed_scale_inv(fp8_side_data* side) {
   side->scale_inv = fp8_scaling::scale_inv_of(side->amax, side->scale);
 }

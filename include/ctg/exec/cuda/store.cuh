@@ -300,7 +300,7 @@ void run_quantize(const group_call& g, const bindings_view& b, workspace& ws, fl
       <<<ws.dev().blocks_for(flat_work(n, width), threads), threads, 0, ws.stream()>>>(x, q, n, scale_leaf, side, width);
   check_launch("ctg::cuda::kernels::quantize");
   if constexpr (Delayed) {
-    kernels::delayed_scale_inv<<<1, 1, 0, ws.stream()>>>(side);
+    kernels::delayed_scale_inv<><<<1, 1, 0, ws.stream()>>>(side);
     check_launch("ctg::cuda::kernels::delayed_scale_inv");
   }
   if (amax_out)  // (the amax record's slot, in device memory: no wait)
