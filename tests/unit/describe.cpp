@@ -278,6 +278,10 @@ TEST_CASE("a stack's block is described as its own step, drawn inside the stack'
                          "each layer's forward part runs again in backward:")) != std::string::npos);
   const std::string kept = ctg::io::group_summary(SStep<C::none>{});
   CHECK(kept.find("(stack x2): runs once per layer; every layer's values kept:") != std::string::npos);
+  // A forward step keeps one layer's values at a time (exec/stack_runner.hpp).
+  const std::string forward = ctg::io::group_summary(decltype(ctg::forward(Stacked<C::none>{})){});
+  CHECK(forward.find("(stack x2): runs once per layer; one layer's values at a time (no backward):") !=
+        std::string::npos);
 }
 
 TEST_CASE("the group summary: one line per group, in order, with its fused ops, then the duplicated nodes") {

@@ -1,7 +1,8 @@
 #pragma once
 // Per-tensor FP8 scaling math (DESIGN.md, "Numerics"). An FP8 value is a pair
 // (payload, f32 scale) with real = payload / scale; kernels also keep
-// scale_inv = 1 / scale. This header holds the scalar rules only: scale from
+// scale_inv = 1 / scale, or NaN when the tensor's amax is not finite
+// (scale_inv_of). This header holds the scalar rules only: scale from
 // amax, the delayed-scaling history update, and the quantize / dequantize of
 // one value. Host and device share it; every backend calls it. The recipes a
 // user names (precision::delayed<>, precision::current<>) are in

@@ -97,6 +97,7 @@ class sharded_adamw : detail::data_parallel_optimizer {
   float step() { return step(cfg_.lr); }
   float step(float lr) {
     ctg::detail::check_adamw_lr(lr);
+    const auto alone = dp().store().hold_alone();  // (no step runs on the store meanwhile)
     if (!dp().has_gradient())
       throw error("ctg: adamw: no gradient since the last update (each step's is applied once): run a step on "
                   "every rank first; nothing was updated");

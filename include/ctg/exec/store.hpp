@@ -475,8 +475,9 @@ class basic_store {
   }
 
   // Bytes of the forward values kept for backward, and of all scratch
-  // buffers, as placed for the last run (or plan); a stack's layers count
-  // with all they keep.
+  // buffers, as placed for the last run (or plan): a stack's layers count
+  // with what they keep, and scratch_bytes with the stack's block buffers
+  // too; 0 for a store moved from.
   std::size_t kept_bytes() const { return identity() ? mem_.kept_bytes() + stack_kept_bytes() : 0; }
   std::size_t scratch_bytes() const { return identity() ? mem_.scratch_bytes() + stack_scratch_bytes() : 0; }
 

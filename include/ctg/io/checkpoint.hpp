@@ -17,8 +17,10 @@
 // optimizer untouched: a wrong magic or version, a truncated file, a bad
 // checksum, a malformed or duplicated record, a record missing for a leaf (or
 // for optimizer state), a record the model does not have, a record whose
-// dtype, dims or byte count differ from the model's, or optimizer state the
-// optimizer rejects. The message names the record ("param 'mlp.w1'"), the
+// dtype, dims or byte count differ from the model's, optimizer state the
+// optimizer rejects, or a value no run or update could have written (a NaN
+// or inf moment or master, a negative exp_avg_sq, an FP8 scale that is 0,
+// negative, NaN or inf, a negative amax: value_rule). The message names the record ("param 'mlp.w1'"), the
 // expected and the found value. load(path, store, opt) requires exactly the
 // records save(path, store, opt) writes for this model; load(path, store)
 // requires exactly the store's records and ignores the others. load also
@@ -82,7 +84,6 @@ consteval std::uint8_t state_dtype_code() {
   return code;
 }
 
-// A record of this model, store or optimizer, and where load writes its values.
 // What a record's values must be for any run or update to have written them:
 // a load checks them before it writes anything. (A NaN or negative exp_avg_sq,
 // or an FP8 scale of 0, behind a valid checksum loaded, and the next update
@@ -90,6 +91,7 @@ consteval std::uint8_t state_dtype_code() {
 // without an error.)
 enum class value_rule : std::uint8_t { any, finite, finite_nonnegative, finite_positive, not_negative };
 
+// A record of this model, store or optimizer, and where load writes its values.
 struct wanted_record {
   state_file::record rec;  // what the file must hold; rec.data is the source for save
   std::byte* destination;  // for load; nullptr when collected for save

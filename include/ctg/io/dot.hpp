@@ -121,7 +121,8 @@ inline void append_dot(std::string& out, const step_description& d, const std::s
       const step_description& b = *blk.step;
       const std::string block = cat(prefix, "s", std::to_string(r), "_");
       out += cat(indent, "  subgraph cluster_", block, "block {\n");
-      out += cat(indent, "    label=", dot_label({block_title(r, d.node[r])}), "; style=filled; fillcolor=white;\n");
+      out += cat(indent, "    label=", dot_label({block_title(r, d.node[r], d.forward_end < d.size())}),
+                 "; style=filled; fillcolor=white;\n");
       append_dot(out, b, block, indent + "    ");
       out += cat(indent, "  }\n");
       for (std::size_t i = 0; i < b.size(); ++i)

@@ -63,7 +63,7 @@ void write_atomically(const std::filesystem::path& path, const char* what, Write
     if (!f && errno != EEXIST) break;
   }
   if (!f) throw error("ctg: cannot create " + std::string(what) + " '" + tmp_text + "': " + std::strerror(errno));
-  struct guard {  // on any failure: close and remove the .tmp
+  struct guard {  // on any failure: close and remove the temporary file
     std::FILE*& f;
     const std::filesystem::path& tmp;
     bool done = false;

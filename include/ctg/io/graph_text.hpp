@@ -122,9 +122,11 @@ inline std::string recompute_text(const group_description& g) {
 }
 
 // "block of #5 (stack x2): runs once per layer; each layer's forward part runs again in backward".
-inline std::string block_title(std::size_t stack, const node_description& s) {
-  const char* backward =
-      s.recomputes_layers ? "; each layer's forward part runs again in backward" : "; every layer's values kept";
+// (has_backward: the step has a backward part; a forward step keeps one layer's values at a time.)
+inline std::string block_title(std::size_t stack, const node_description& s, bool has_backward) {
+  const char* backward = !has_backward          ? "; one layer's values at a time (no backward)"
+                         : s.recomputes_layers ? "; each layer's forward part runs again in backward"
+                                               : "; every layer's values kept";
   return cat("block of #", std::to_string(stack), " (", node_title(s), "): runs once per layer", backward);
 }
 
@@ -147,7 +149,7 @@ inline void append_group_summary(std::string& out, const step_description& d, co
     out.append("\n");
     for (const block_description& b : d.blocks) {
       if (b.stack != gr.root) continue;
-      out.append(cat(indent, "    ", block_title(b.stack, root), ":\n"));
+      out.append(cat(indent, "    ", block_title(b.stack, root, d.forward_end < d.size()), ":\n"));
       append_group_summary(out, *b.step, indent + "    ");
     }
   }

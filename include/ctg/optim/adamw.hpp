@@ -49,9 +49,9 @@
 //        v = v * b2 + ((1 - b2) * g) * g
 //        denom = sqrt(v) / sqrt(1 - b2^t) + eps
 //        p = p + (-(lr / (1 - b1^t)) * m) / denom
-// PyTorch's vectorized CPU kernels fuse some of these into FMAs (and g++
-// does too on FMA targets, its default being -ffp-contract=fast), so results
-// agree with PyTorch to about 1 ulp per operation, not bit for bit.
+// PyTorch's vectorized CPU kernels fuse some of these into FMAs, so results
+// agree with PyTorch to about 1 ulp per operation, not bit for bit; ctg's
+// update fuses none (g++: CTG_HOT_BEGIN, core/config.hpp; GPU: --fmad=false).
 //
 // Speed: per leaf one read-only pass (sum of squares, 8 partial sums) and one
 // update pass in blocks of 256 elements (moments / sqrt / parameters, each a
