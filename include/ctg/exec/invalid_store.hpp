@@ -37,6 +37,11 @@ struct invalid_store {
   std::uint32_t micro_batches() const { return 1; }
   std::uint32_t accumulated() const { return 1; }
   void consume_grads() {}
+  // (What an optimizer's update holds: nothing here. Not trivial, as the real one, so no unused-variable warning.)
+  struct held {
+    ~held() {}
+  };
+  held hold_alone() { return {}; }
   template <class... Feeds>
   float run(const Feeds&...) { return 0.0f; }
   template <class... Feeds>
