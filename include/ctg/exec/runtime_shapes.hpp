@@ -24,18 +24,15 @@ inline bool numel_fits(const rt_shape& s, dim_t& n) {
   n = empty ? 0 : product;
   return true;
 }
+// The same, or a ctg::error naming `what`. (The product of the dims that are
+// not 0 must fit too: a 0 first hid an overflow of the rest, which strides
+// and sizes then computed: [0, 2^40, 2^40].)
 inline dim_t checked_numel(const rt_shape& s, const char* what) {
-  // The product of the dims that are not 0 must fit too: a 0 first hid an
-  // overflow of the rest, which strides and sizes then computed ([0, 2^40, 2^40]).
-  dim_t product = 1;
-  bool empty = false;
-  for (std::size_t i = 0; i < s.rank; ++i) {
+  dim_t n = 0;
+  if (numel_fits(s, n)) return n;
+  for (std::size_t i = 0; i < s.rank; ++i)
     if (s.d[i] < 0) throw error(std::string("ctg: negative size in ") + what + " dims " + dims_text(s));
-    empty = empty || s.d[i] == 0;
-    if (s.d[i] != 0 && __builtin_mul_overflow(product, s.d[i], &product))
-      throw error(std::string("ctg: size overflows in ") + what + ": dims " + dims_text(s));
-  }
-  return empty ? 0 : product;
+  throw error(std::string("ctg: size overflows in ") + what + ": dims " + dims_text(s));
 }
 
 // numpy broadcast of two run-time shapes (a, b) whose static dims are (as,

@@ -375,20 +375,14 @@ inline void parse_safetensors(std::span<const std::byte> file, const std::string
     if (off[0] > off[1])
       throw error(where + "tensor '" + key + "': data_offsets [" + std::to_string(off[0]) + ", " +
                   std::to_string(off[1]) + ") end before they begin");
-    // The dims' product (of those not 0: no dim may make another's product
-    // overflow where a 0 hides it), then the bytes, each checked.
-    dim_t product = 1;
-    bool empty = false;
-    for (std::size_t i = 0; i < t.shape.rank; ++i) {
-      empty = empty || t.shape.d[i] == 0;
-      if (t.shape.d[i] != 0 && __builtin_mul_overflow(product, t.shape.d[i], &product))
-        throw error(where + "tensor " + tensor_text(t) + ": its dims hold more than 2^63 elements");
-    }
-    const std::uint64_t es = size_of(t.dtype);
+    // The element count (no 0 dim hides an overflow of the others:
+    // detail::numel_fits), then the bytes, each checked.
+    dim_t numel = 0;
+    if (!ctg::detail::numel_fits(t.shape, numel))
+      throw error(where + "tensor " + tensor_text(t) + ": its dims hold more than 2^63 elements");
     std::uint64_t bytes = 0;
-    if (__builtin_mul_overflow(static_cast<std::uint64_t>(product), es, &bytes))
+    if (__builtin_mul_overflow(static_cast<std::uint64_t>(numel), std::uint64_t{size_of(t.dtype)}, &bytes))
       throw error(where + "tensor " + tensor_text(t) + ": its data would take more than 2^64 bytes");
-    if (empty) bytes = 0;
     if (off[1] - off[0] != bytes)
       throw error(where + "tensor " + tensor_text(t) + ": expected " + std::to_string(bytes) +
                   " data bytes, found data_offsets [" + std::to_string(off[0]) + ", " + std::to_string(off[1]) + ") (" +
