@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include <ctg/ctg.hpp>
 #include <ctg/dist/checkpoint.hpp>
+#include <ctg/io/safetensors.hpp>
 #include <ctg/optim/optim.hpp>
 
 #include "temp_files.hpp"
@@ -530,6 +532,58 @@ TEST_CASE("a data-parallel checkpoint resumes bit for bit with dropout and micro
   step(s, ctg::feed<DX>(b.x, 3), ctg::feed<DY>(b.y, 3));  // (rank 1: the step completes)
   opt.step();
   ctg::dist::load(file, dp, opt);  // (between steps: loads)
+  CHECK(opt.steps() == 2);
+}
+
+TEST_CASE("a load into a data-parallel store spends its unapplied gradient; io's own save and load refuse it") {
+  auto step = ctg::value_and_grad(loss());
+  ctg::cpu::device dev;
+  const test_util::temp_dir dir("ctg_dp_spent_");
+  const auto file = (dir / "ckpt.ctg").string();
+  const auto weights = (dir / "w.safetensors").string();
+  auto s = ctg::make_store(dev, step);
+  init(s);
+  ctg::dist::data_parallel dp(s, ctg::dist::emulate{2});
+  ctg::dist::sharded_adamw opt(dp, {.lr = 0.02f});
+  auto global_step = [&](int first) {
+    for (int r = 0; r < 2; ++r) {
+      const batch b = rows(first + 3 * r, 3);
+      step(s, ctg::feed<X>(b.x, 3), ctg::feed<Y>(b.y, 3));
+    }
+  };
+  global_step(0);
+  opt.step();
+  ctg::dist::save(file, dp, opt);
+  ctg::io::save_safetensors(weights, s);
+  // A step's gradient, taken at other values than the file's, no update applied.
+  for (const bool safetensors : {false, true}) {
+    INFO((safetensors ? "io::load_safetensors" : "dist::load"));
+    global_step(6);
+    REQUIRE(dp.has_gradient());
+    if (safetensors)
+      ctg::io::load_safetensors(weights, s);
+    else
+      ctg::dist::load(file, dp, opt);
+    CHECK_FALSE(dp.has_gradient());
+    const V loaded = values<W2>(s);
+    CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
+    CHECK(values<W2>(s) == loaded);
+    CHECK(opt.steps() == 1);
+  }
+  // io::save would write rank 0's run count as the global one on rank 0 only,
+  // and io::load would give every rank the same dropout keys.
+  const auto steps_run = s.steps_run();
+  const V before = values<W2>(s);
+  CHECK_THROWS_WITH_AS(ctg::io::save(file + ".io", s), doctest::Contains("use dist::save(path, dp, opt) on every rank"),
+                       ctg::error);
+  CHECK_FALSE(std::filesystem::exists(file + ".io"));
+  ctg::optim::adamw<decltype(s)> whole(s);
+  CHECK_THROWS_WITH_AS(ctg::io::load(file, s, whole), doctest::Contains("use dist::load(path, dp, opt) on every rank"),
+                       ctg::error);
+  CHECK(s.steps_run() == steps_run);
+  CHECK(values<W2>(s) == before);
+  global_step(12);  // (the run goes on)
+  opt.step();
   CHECK(opt.steps() == 2);
 }
 

@@ -53,7 +53,7 @@ void save(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
   std::string failure;
   if (dp.comm().rank() == 0) {  // (its run count is the global one: step * W)
     try {
-      io::save(path, dp.store(), whole);
+      ctg::detail::save_checkpoint(path, dp.store(), whole);  // (io::save refuses a replica's store)
     } catch (const std::exception& e) {
       failure = e.what();
     }
@@ -95,6 +95,7 @@ void load(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
   dp.store().seed(scratch.seed());
   dp.resume_at(scratch.steps_run());
   dp.forget_fp8_payloads();
+  dp.store().drop_grads();  // (an unapplied gradient was taken at the values replaced)
   opt.take_from(whole);
 }
 

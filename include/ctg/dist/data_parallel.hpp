@@ -382,6 +382,8 @@ class data_parallel final : public replica_group {
     return nullptr;
   }
 
+  void drop_gradient() override { complete_ = false; }
+
   void committed() override {
     const int v = runs_ % local_runs_, m = runs_ / local_runs_;  // (rank v's micro-batch m)
     if (runs_ == 0) complete_ = false;  // (a new step replaces an unapplied gradient, as in a store)

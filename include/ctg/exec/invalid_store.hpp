@@ -15,6 +15,7 @@ namespace ctg {
 struct invalid_store {
   using step_type = invalid_step;
   using backend_type = void;
+  static constexpr bool runs_every_step = true;  // (a make_store given a mistake: its steps run on it)
   template <class L>
   std::span<typename L::dtype> param() { return {}; }
   template <class L>
@@ -28,6 +29,10 @@ struct invalid_store {
   template <class L, class Host>
   void download(L, Host&&) {}
   std::span<const float> value() const { return {}; }
+  template <class Step>
+  std::span<const float> value(const Step&) const {
+    return {};
+  }
   void seed(std::uint64_t) {}
   std::uint64_t seed() const { return 0; }
   std::uint32_t steps_run() const { return 0; }

@@ -44,6 +44,10 @@ class replica_group {
   virtual void max_over_replicas(std::span<float> amax) = 0;
   // A run committed: its gradients are in the store.
   virtual void committed() = 0;
+  // A load replaced the store's values between steps: the group's summed
+  // gradient, taken at the values replaced, is spent (no optimizer may
+  // apply it), as an update spends it.
+  virtual void drop_gradient() = 0;
 
   // The value of quantize node `node` (its fp8 payload in host memory, the
   // whole tensor's amax and the scale it was cast with), or null: the store

@@ -87,6 +87,19 @@ consteval bool check_shares_leaves() {
       return (check_shared_leaf<MainKey, Ls>() && ...);
     }(leaves_t<typename Other::nodes>{});
 }
+// make_store's other steps, each given once: two forward steps of one
+// expression are one step (one type), whose runner and value they would
+// share. (std::get of the runner failed in libstdc++ at the first use.)
+template <class K, class... Keys>
+inline constexpr std::size_t times_given = (std::size_t(0) + ... + std::size_t(std::is_same_v<K, Keys>));
+template <class... OtherKeys>
+consteval bool check_each_step_once() {
+  constexpr bool once = ((times_given<OtherKeys, OtherKeys...> == 1) && ...);
+  static_assert(once,
+                "ctg: make_store was given one forward step twice (two forward steps of the same expression are one "
+                "step): give it once, and run it for each batch");
+  return once;
+}
 }  // namespace detail
 
 // MainKey, OtherKeys: the steps' keys (graph/step.hpp); the first trains.
@@ -187,6 +200,8 @@ auto make_store(const Device& dev, Main main, Other, More...) {
   if constexpr (std::is_same_v<Main, invalid_step> || std::is_same_v<Other, invalid_step> ||
                 (std::is_same_v<More, invalid_step> || ...)) {
     return invalid_store{};  // (already reported)
+  } else if constexpr (!detail::check_each_step_once<step_key_t<Other>, step_key_t<More>...>()) {
+    return invalid_store{};
   } else {
     using backend = typename decltype(make_store(dev, main))::backend_type;
     using S = shared_store<backend, step_key_t<Main>, step_key_t<Other>, step_key_t<More>...>;

@@ -370,6 +370,14 @@ class basic_store {
       throw error("ctg: consume_grads: the gradients hold " + acc_.progress() + "; only a complete set is consumed");
     acc_.consume();
   }
+  // After a load between sets: the gradients of the values it replaced
+  // are spent, the group's summed gradient too (an optimizer's next step
+  // says there are none, as after an update).
+  void drop_grads() {
+    check_not_moved_from();
+    if (group_) group_->drop_gradient();
+    if (acc_.accumulated() != 0) consume_grads();
+  }
 
   // Bytes of the stored leaves this store holds (parameters, frozen leaves,
   // FP8 state): without a stack's parameters while dist::fsdp holds them.

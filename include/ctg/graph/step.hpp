@@ -24,7 +24,8 @@ namespace detail {
 // steps (exec/shared_store.hpp: Store::steps), one of them? And what runs it.
 template <class Store, class Step>
 consteval bool store_runs() {
-  if constexpr (requires { typename Store::steps; }) return tl::contains<Step, typename Store::steps>::value;
+  if constexpr (requires { Store::runs_every_step; }) return true;  // (exec/invalid_store.hpp)
+  else if constexpr (requires { typename Store::steps; }) return tl::contains<Step, typename Store::steps>::value;
   else return std::is_same_v<typename Store::step_type, Step>;
 }
 template <class Step, class Store>

@@ -23,8 +23,7 @@ void check_between_sets(const Store& s, const std::string& where) {
 // optimizer's next step says there are none, as after an update).
 template <class Store>
 void drop_replaced_grads(Store& s) {
-  if constexpr (requires { s.consume_grads(); })
-    if (s.accumulated() != 0) s.consume_grads();
+  if constexpr (requires { s.drop_grads(); }) s.drop_grads();
 }
 
 }  // namespace ctg::detail

@@ -412,6 +412,19 @@ void load_checkpoint(const std::filesystem::path& path, Store& store, Optimizer&
   }
   drop_replaced_grads(store);
 }
+
+// A data-parallel replica's checkpoint is every rank's (dist::save /
+// dist::load): io's would write one rank's run count for the global one,
+// and load the same dropout keys on every rank, next to optimizer shards
+// it cannot reach.
+template <class Store>
+void check_not_a_replica(const Store& s, const std::filesystem::path& path, const char* what) {
+  if constexpr (requires { s.in_replica_group(); })
+    if (s.in_replica_group())
+      throw error(file_where(path) + "io::" + what + ": this store runs as a data-parallel replica " +
+                  "(dist::data_parallel): use dist::" + what + "(path, dp, opt) on every rank; nothing was " +
+                  (std::string(what) == "save" ? "written" : "loaded"));
+}
 }  // namespace detail
 
 namespace io {
@@ -419,24 +432,28 @@ namespace io {
 // The store's state: every stored leaf, the dropout seed and the step count.
 template <step_store Store>
 void save(const std::filesystem::path& path, Store& store) {
+  detail::check_not_a_replica(store, path, "save");
   detail::save_checkpoint(path, store);
 }
 
 // The store's state and the optimizer's (for AdamW: masters, moments, step count, configuration).
 template <step_store Store, class Optimizer>
 void save(const std::filesystem::path& path, Store& store, const Optimizer& opt) {
+  detail::check_not_a_replica(store, path, "save");
   detail::save_checkpoint(path, store, opt);
 }
 
 // The store's state; the file's optimizer records, if any, are ignored.
 template <step_store Store>
 void load(const std::filesystem::path& path, Store& store) {
+  detail::check_not_a_replica(store, path, "load");
   detail::load_checkpoint(path, store);
 }
 
 // The store's state and the optimizer's, as save(path, store, opt) wrote them.
 template <step_store Store, class Optimizer>
 void load(const std::filesystem::path& path, Store& store, Optimizer& opt) {
+  detail::check_not_a_replica(store, path, "load");
   detail::load_checkpoint(path, store, opt);
 }
 
