@@ -11,6 +11,8 @@
 //   * once a step's shapes have been seen, its runs and the optimizer's
 //     steps allocate nothing (each run built an error message's text, and
 //     a vector for the loss).
+//   * a store's forward steps, and a stack's block, read their leaves in
+//     place and hold no copy of them.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -129,4 +131,26 @@ TEST_CASE("once a step's shapes have been seen, its runs and the optimizer's ste
   check(ctg::value_and_grad(stacked<4, ctg::checkpointing::every_layer>()));
   check(ctg::value_and_grad(stacked<4, ctg::checkpointing::none>()));
   check(ctg::forward(stacked<4, ctg::checkpointing::none>()));
+}
+
+TEST_CASE("a store's forward steps read the training step's leaves in place: they hold no copy of them") {
+  ctg::cpu::device dev{1};
+  auto train = ctg::value_and_grad(stacked<4, ctg::checkpointing::every_layer>());
+  auto eval = ctg::forward(stacked<4, ctg::checkpointing::none>());
+  auto sample = ctg::forward(ctg::nn::stack<4, mlp_block, ctg::checkpointing::none>(X{}));
+  std::size_t before = live_bytes;
+  auto alone = ctg::make_store(dev, train);
+  const std::size_t alone_bytes = live_bytes - before;
+  before = live_bytes;
+  auto shared = ctg::make_store(dev, train, eval, sample);
+  const std::size_t shared_bytes = live_bytes - before;
+  INFO("the training step's store: ", alone_bytes, " bytes; with two forward steps: ", shared_bytes,
+       "; its leaves: ", shared.stored_bytes(), " bytes");
+  CHECK(shared.stored_bytes() == alone.stored_bytes());
+  // (Each forward step held a zero-filled copy of every leaf.)
+  CHECK(shared_bytes - alone_bytes < shared.stored_bytes() / 8);
+  // The training step: its leaves and their gradients, and a few small
+  // buffers. (Its stack's block held a layer's parameters and gradients of
+  // its own too, never read: the block reads the stack's slices.)
+  CHECK(alone_bytes < 2 * alone.stored_bytes() + alone.stored_bytes() / 16);
 }

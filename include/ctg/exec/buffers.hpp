@@ -156,6 +156,18 @@ class step_buffers {
     return l;
   }();
 
+  // A step over another store's leaves holds none of its own: share_leaf
+  // binds each one before a run. Such a step is another step's runner in a
+  // store over several steps (exec/shared_store.hpp: a forward step, no
+  // gradients) or a stack's block (exec/stack_runner.hpp: bound to a layer's
+  // slices; its gradients go to the stack's buffer). (Their own arenas,
+  // zero-filled and never read, held a copy of the model per forward step,
+  // and a layer's parameters and gradients per block.)
+  struct leaves_shared {};
+  explicit step_buffers(leaves_shared) : shares_leaves_(true) {
+    params_.reserve(64);
+    grads_.reserve(64);
+  }
   step_buffers() {
     params_.reserve(layout.param_bytes ? layout.param_bytes : 64);
     grads_.reserve(layout.grad_bytes ? layout.grad_bytes : 64);
@@ -172,23 +184,30 @@ class step_buffers {
   // stacked parameter while the store holds none.
   std::byte* param_bytes(std::size_t i) { return leaf_[i]; }
   // The stacked parameters' arena: freed, or made again (zero-filled).
-  bool holds_stacked_params() const { return stacked_.has_value(); }
+  bool holds_stacked_params() const {
+    if (!shares_leaves_) return stacked_.has_value();
+    for (std::size_t i = 0; i < N; ++i)
+      if (stacked_param[i] && !leaf_[i]) return false;
+    return true;
+  }
   void release_stacked_params() {
     stacked_.reset();
     for (std::size_t i = 0; i < N; ++i)
       if (stacked_param[i]) leaf_[i] = b_.buf[i] = nullptr;
   }
   void hold_stacked_params() {
-    if (stacked_) return;
+    if (stacked_ || shares_leaves_) return;
     stacked_.emplace();
     stacked_->reserve(layout.stacked_bytes ? layout.stacked_bytes : 64);
     for (std::size_t i = 0; i < N; ++i)
       if (stacked_param[i]) leaf_[i] = b_.buf[i] = stacked_->data() + layout.param_offset[i];
   }
   // Bytes of stored leaves this store holds (parameters, frozen leaves, FP8 state).
-  std::size_t stored_bytes() const { return layout.param_bytes + (stacked_ ? layout.stacked_bytes : 0); }
+  std::size_t stored_bytes() const {
+    return shares_leaves_ ? 0 : layout.param_bytes + (stacked_ ? layout.stacked_bytes : 0);
+  }
   void share_leaf(std::size_t i, std::byte* at) { leaf_[i] = b_.buf[i] = at; }
-  std::byte* grad_bytes(std::size_t i) { return grads_.data() + layout.grad_offset[i]; }
+  std::byte* grad_bytes(std::size_t i) { return grads_.data() + layout.grad_offset[i]; }  // (not leaves_shared)
   const bindings<N>& bound() const { return b_; }
   bindings<N>& bound() { return b_; }
 
@@ -357,6 +376,7 @@ class step_buffers {
   std::size_t kept_bytes_ = 0, rest_bytes_ = 0;         // the two pools
   std::byte* kept_area_ = nullptr;                      // the kept pool, when the caller provides it
   bindings<N> b_;
+  bool shares_leaves_ = false;  // (leaves_shared)
 };
 
 }  // namespace ctg

@@ -112,11 +112,11 @@ class shared_store : public basic_store<Backend, MainKey> {
   using steps = tl::list<step_of<MainKey>, step_of<OtherKeys>...>;
   static_assert((detail::check_shares_leaves<MainKey, step_of<OtherKeys>>() && ...));
 
-  shared_store() { share_with_others(); }
+  shared_store() : others_(leaves_shared_by<OtherKeys>{}...) { share_with_others(); }
   // On a device whose workspace is made from it (a GPU's).
   template <class Device>
     requires std::constructible_from<typename Backend::workspace, Device&>
-  explicit shared_store(Device& dev) : main_store(dev) {
+  explicit shared_store(Device& dev) : main_store(dev), others_(leaves_shared_by<OtherKeys>{}...) {
     share_with_others();
   }
 
@@ -181,7 +181,6 @@ class shared_store : public basic_store<Backend, MainKey> {
     [&]<class... Ns>(tl::list<Ns...>) {
       (bind_leaf<Ns>(other), ...);
     }(typename step_of<OtherKey>::nodes{});
-    other.on_shared_leaves_ = true;
   }
   // One node of the other step: a stored leaf reads the training step's bytes.
   template <class L, class OtherKey>
@@ -190,6 +189,8 @@ class shared_store : public basic_store<Backend, MainKey> {
       other.mem_.share_leaf(tl::index_of<L, typename step_of<OtherKey>::nodes>::value, this->template leaf_bytes<L>());
   }
 
+  template <class OtherKey>
+  using leaves_shared_by = detail::on_shared_leaves;  // (one per other step)
   std::tuple<basic_store<Backend, OtherKeys>...> others_;
 };
 

@@ -112,6 +112,9 @@ class store_identity {
   std::uint64_t value_;
 };
 
+// The tag of a store that runs on another store's leaves (exec/shared_store.hpp).
+struct on_shared_leaves {};
+
 // The replica group a store runs in (dist::data_parallel, which keeps a
 // reference to the store). A store in a group cannot be moved or copied:
 // the group would go on running the store moved from (its buffers gone).
@@ -170,6 +173,13 @@ class basic_store {
   }
   basic_store(basic_store&&) = default;
   basic_store& operator=(basic_store&&) = default;
+  // Another step's runner in a store over several steps (exec/shared_store.hpp),
+  // bound to that store's leaves before each run: it holds none of its own
+  // and writes no initial values.
+  explicit basic_store(detail::on_shared_leaves) : mem_(typename step_buffers<Backend, Key>::leaves_shared{}) {
+    on_shared_leaves_ = true;
+    make_amax_records();
+  }
 
   // Does the step have a node of kind k, its stacks' blocks included? (A
   // GPU store checks for fp8_matmul before it is made.)
@@ -508,8 +518,7 @@ class basic_store {
   friend class stack_runner;
   // A stack's block (stack_runner::block_).
   struct block_of_stack {};
-  explicit basic_store(block_of_stack) {
-    set_initial_values();
+  explicit basic_store(block_of_stack) : mem_(typename step_buffers<Backend, Key>::leaves_shared{}) {
     make_amax_records(false);
   }
   // A store over several steps binds its other steps' leaves to its own.
