@@ -188,8 +188,8 @@ constexpr auto rule(attention_node<L, Q, Kx, V, Lse>, G g) {
   using C = typename Lse::dtype;
   constexpr int feature_axis = L == attention_layout::token_rows ? -1 : -2;
   const auto delta = sum<feature_axis>(cast<C>(g) * cast<C>(node_t<attention_node<L, Q, Kx, V, Lse>>{}));
-  using grad = node_t<attention_grad_node<L, Q, Kx, V, Lse, node_t<G>, node_t<decltype(delta)>>>;
-  return node_t<attention_grad_part_node<grad, K>>{};
+  using grads = node_t<attention_grad_node<L, Q, Kx, V, Lse, node_t<G>, node_t<decltype(delta)>>>;
+  return node_t<attention_grad_part_node<grads, K>>{};
 }
 
 // ------------------------------------------------------------------ fp8 ----

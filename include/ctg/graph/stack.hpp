@@ -190,9 +190,9 @@ struct stack_node {
   // gradient of the k-th block leaf starts (trainable ones only, each N
   // layers, 64-byte aligned); past the last: where the input's gradient starts.
   static constexpr std::size_t grad_offset(std::size_t k) {
-    return []<class... Ls>(tl::list<Ls...>, std::size_t k) {
+    return []<class... Ls>(tl::list<Ls...>, std::size_t before) {
       std::size_t i = 0, off = 0;
-      ((off += i++ < k && Ls::role == leaf_role::param
+      ((off += i++ < before && Ls::role == leaf_role::param
                    ? (sizeof(typename Ls::dtype) * N * Ls::dims::static_numel + 63) / 64 * 64
                    : 0),
        ...);

@@ -304,12 +304,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile_b
   for (dim_t p = 0, at = 0; p < K2; ++p, at += a_step, b += 16 * NV) {
     __m512bh bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
+    for (int v = 0; v < NV; ++v) bv[v] = __builtin_bit_cast(__m512bh, _mm512_loadu_si512(b + 16 * v));
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       std::int32_t pair;
       std::memcpy(&pair, ar[r] + at, sizeof pair);
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+      const __m512bh av = __builtin_bit_cast(__m512bh, _mm512_set1_epi32(pair));
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
     }
