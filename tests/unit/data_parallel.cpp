@@ -574,15 +574,26 @@ TEST_CASE("a load into a data-parallel store spends its unapplied gradient; io's
   // and io::load would give every rank the same dropout keys.
   const auto steps_run = s.steps_run();
   const V before = values<W2>(s);
+  ctg::optim::adamw<decltype(s)> whole(s);
   CHECK_THROWS_WITH_AS(ctg::io::save(file + ".io", s), doctest::Contains("use dist::save(path, dp, opt) on every rank"),
                        ctg::error);
+  CHECK_THROWS_WITH_AS(ctg::io::save(file + ".io", s, whole),
+                       doctest::Contains("use dist::save(path, dp, opt) on every rank"), ctg::error);
   CHECK_FALSE(std::filesystem::exists(file + ".io"));
-  ctg::optim::adamw<decltype(s)> whole(s);
+  CHECK_THROWS_WITH_AS(ctg::io::load(file, s), doctest::Contains("use dist::load(path, dp, opt) on every rank"),
+                       ctg::error);
   CHECK_THROWS_WITH_AS(ctg::io::load(file, s, whole), doctest::Contains("use dist::load(path, dp, opt) on every rank"),
                        ctg::error);
   CHECK(s.steps_run() == steps_run);
   CHECK(values<W2>(s) == before);
   global_step(12);  // (the run goes on)
+  // An update waits for nothing: the store held (a step under way on
+  // another thread) refuses it, and nothing moves.
+  {
+    const auto held = s.hold_alone();
+    CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("is running a step or an optimizer update already"), ctg::error);
+  }
+  CHECK(values<W2>(s) == before);
   opt.step();
   CHECK(opt.steps() == 2);
 }

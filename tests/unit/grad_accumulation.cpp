@@ -147,6 +147,11 @@ TEST_CASE("the optimizer takes a complete set once; a set under way is neither c
   test_util::temp_dir dir("ctg_accumulation_test_");
   CHECK(message_of([&] { ctg::io::save(dir / "mid.ctg", micro.store, opt); }).find("middle of a set") !=
         std::string::npos);
+  // Nor loaded into: the set's gradients were taken at the values a load replaces.
+  ctg::io::save(dir / "big.ctg", big.store, big_opt);
+  CHECK(message_of([&] { ctg::io::load(dir / "big.ctg", micro.store, opt); }).find("middle of a set") !=
+        std::string::npos);
+  CHECK(message_of([&] { ctg::io::load(dir / "big.ctg", micro.store); }).find("middle of a set") != std::string::npos);
   CHECK(as_floats(micro.store.param<W>()) == w_before);
   CHECK(opt.steps() == 0);
   CHECK(micro.store.accumulated() == 3);

@@ -345,6 +345,8 @@ TEST_CASE("every kind of bad file is rejected, naming the tensor, with nothing w
       {"metadata that is not a string", R"({"__metadata__":{"format":1},)" + p_ok + "," + q_ok + "}", 14,
        {"malformed header", "expected '\"'"}},
       {"metadata twice", "{" + meta + meta + p_ok + "," + q_ok + "}", 14, {"\"__metadata__\" occurs twice"}},
+      {"a metadata key twice", R"({"__metadata__":{"a":"1","a":"2"},)" + p_ok + "," + q_ok + "}", 14,
+       {"malformed header: metadata key 'a' occurs twice"}},
       {"a bad escape", R"({"p\x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)" + q_ok + "}", 14,
        {"malformed header", "expected an escape"}},
       {"a control character", "{\"p\t\"" + p_ok.substr(3) + "," + q_ok + "}", 14,

@@ -485,18 +485,20 @@ TEST_CASE("invalid optimizer scalars, moments and masters in a well-formed file 
   // second moment (the next update wrote NaN into the weight).
   for (const record& r : records_of(f)) {
     if (r.kind < 2 || r.kind > 4 || r.dtype != 1) continue;  // (master, exp_avg, exp_avg_sq in f32)
-    for (const float v : {NAN, INFINITY, -1.0f}) {
-      if (v == -1.0f && r.kind != 4) continue;  // (a master or a first moment may be negative)
-      std::vector<unsigned char> g = f;
-      std::memcpy(g.data() + r.data_offset + 4, &v, 4);  // (element 1)
-      reseal(g);
-      write_all(dir / "bad.ctg", g.data(), g.size());
-      const std::string m = message_of([&] { ctg::optim::load(dir / "bad.ctg", b.m.store, b.opt); });
-      INFO(r.name, " ", v, ": ", m);
-      CHECK(m.find("'" + r.name + "': element 1 is ") != std::string::npos);
-      CHECK(m.find("the file is corrupt; nothing was loaded") != std::string::npos);
-      CHECK(b.snapshot() == before);
-    }
+    const std::size_t last = r.bytes / 4 - 1;
+    for (const std::size_t at : {std::size_t{1}, last})  // (every element is checked: the last too)
+      for (const float v : {NAN, INFINITY, -1.0f}) {
+        if (v == -1.0f && r.kind != 4) continue;  // (a master or a first moment may be negative)
+        std::vector<unsigned char> g = f;
+        std::memcpy(g.data() + r.data_offset + 4 * at, &v, 4);
+        reseal(g);
+        write_all(dir / "bad.ctg", g.data(), g.size());
+        const std::string m = message_of([&] { ctg::optim::load(dir / "bad.ctg", b.m.store, b.opt); });
+        INFO(r.name, " element ", at, " ", v, ": ", m);
+        CHECK(m.find("'" + r.name + "': element " + std::to_string(at) + " is ") != std::string::npos);
+        CHECK(m.find("the file is corrupt; nothing was loaded") != std::string::npos);
+        CHECK(b.snapshot() == before);
+      }
   }
   // A duplicated record is rejected too: append a copy of the first record.
   std::vector<unsigned char> g(f.begin(), f.end() - 16);
@@ -512,6 +514,24 @@ TEST_CASE("invalid optimizer scalars, moments and masters in a well-formed file 
   CHECK(m.find("occurs twice") != std::string::npos);
   CHECK(m.find("'" + first.name + "'") != std::string::npos);
   CHECK(b.snapshot() == before);
+  // A second moment of 0 or -0 is one a run writes (a gradient element that
+  // stayed 0; an optimizer saved before its first update): it loads.
+  for (const record& r : records_of(f)) {
+    if (r.kind != 4 || r.dtype != 1) continue;
+    for (const float v : {0.0f, -0.0f}) {
+      std::vector<unsigned char> z = f;
+      std::memcpy(z.data() + r.data_offset + r.bytes - 4, &v, 4);
+      reseal(z);
+      write_all(dir / "zero.ctg", z.data(), z.size());
+      INFO(r.name, " ", v);
+      CHECK(message_of([&] { ctg::optim::load(dir / "zero.ctg", b.m.store, b.opt); }) == "<no ctg::error thrown>");
+    }
+  }
+  fresh unstepped, into;
+  ctg::optim::save(dir / "unstepped.ctg", unstepped.m.store, unstepped.opt);
+  CHECK(message_of([&] { ctg::optim::load(dir / "unstepped.ctg", into.m.store, into.opt); }) ==
+        "<no ctg::error thrown>");
+  CHECK(into.snapshot() == unstepped.snapshot());
 }
 
 TEST_CASE("structural corruption behind a valid checksum is rejected") {

@@ -117,6 +117,15 @@ TEST_CASE("a size that overflows is reported, not wrapped") {
   CHECK(message_of([&] { total(st, ctg::feed<X3>(none, 0, d, d)); }) ==
         "ctg: size overflows in input 'x3': dims [0, 1099511627776, 1099511627776]");
   CHECK(total(st, ctg::feed<X3>(none, 0, 3, 5)) == 0.0f);  // (an empty input that fits is a sum of 0)
+  // Negative sizes are named as such (-2 x -2 has 4 elements: a size check
+  // alone took it, and the buffers' sizes threw std::length_error).
+  const std::vector<float> four(4, 1.0f);
+  using X2 = ctg::input<"x2", ctg::f32, ctg::dyn, ctg::dyn>;
+  auto sum2 = ctg::forward(ctg::sum(X2{}));
+  auto s2 = ctg::make_store(f.dev, sum2);
+  CHECK(message_of([&] { sum2(s2, ctg::feed<X2>(four, -2, -2)); }) == "ctg: negative size in input 'x2' dims [-2, -2]");
+  CHECK(message_of([&] { sum2(s2, ctg::feed<X2>(four, -1, 4)); }) == "ctg: negative size in input 'x2' dims [-1, 4]");
+  CHECK(sum2(s2, ctg::feed<X2>(four, 2, 2)) == 4.0f);
 }
 
 TEST_CASE("a non-finite loss throws when checking is on, and writes nothing") {
@@ -132,6 +141,22 @@ TEST_CASE("a non-finite loss throws when checking is on, and writes nothing") {
   // With checking off the same step goes through.
   f.store.check_finite(false);
   CHECK_FALSE(std::isfinite(f.step(f.store, ctg::feed<X>(bad, 2), ctg::feed<Y>(f.y, 2))));
+}
+
+TEST_CASE("check_finite checks every element of a step's output, not its first only") {
+  fixture f;
+  using X6 = ctg::input<"x6", ctg::f32, ctg::dyn, 8>;
+  auto product = ctg::forward(ctg::matmul(X6{}, W{}));  // (40 x 4 outputs)
+  auto s = ctg::make_store(f.dev, product);
+  ctg::nn::init_params(s, 3);
+  s.check_finite(true);
+  std::vector<float> x(40 * 8, 0.5f);
+  product(s, ctg::feed<X6>(x, 40));
+  const std::vector<float> good(s.value().begin(), s.value().end());
+  x.back() = std::numeric_limits<float>::quiet_NaN();  // (the last row's outputs only)
+  const auto m = message_of([&] { product(s, ctg::feed<X6>(x, 40)); });
+  CHECK(m.find("not finite") != std::string::npos);
+  CHECK(std::vector<float>(s.value().begin(), s.value().end()) == good);  // (the last good value stays)
 }
 
 TEST_CASE("after errors the store still runs correct steps") {

@@ -146,7 +146,16 @@ TEST_CASE("a store moved from is refused with a ctg::error; the store moved to r
   const float a = step(moved_to, ctg::feed<X>(x, 2)), b = step(twin, ctg::feed<X>(x, 2));
   CHECK(a == b);
   CHECK(std::memcmp(moved_to.grad<W>().data(), twin.grad<W>().data(), 18 * sizeof(float)) == 0);
-  original = std::move(moved_to);  // assigned to, it is a store again
+  // A moved-from store reports no memory; the store moved to, what it planned.
+  moved_to.plan(ctg::feed<X>(x, 2));
+  const std::size_t kept = moved_to.kept_bytes(), scratch = moved_to.scratch_bytes();
+  REQUIRE(scratch > 0);
+  auto planned = std::move(moved_to);
+  CHECK(moved_to.kept_bytes() == 0);
+  CHECK(moved_to.scratch_bytes() == 0);
+  CHECK(planned.kept_bytes() == kept);
+  CHECK(planned.scratch_bytes() == scratch);
+  original = std::move(planned);  // assigned to, it is a store again
   CHECK(step(original, ctg::feed<X>(x, 2)) == a);
 }
 
@@ -157,8 +166,9 @@ TEST_CASE("a store runs one step or update at a time: a second, begun meanwhile,
   // crashed in the threads they share.)
   auto train = ctg::value_and_grad(ctg::sum(ctg::square(ctg::matmul(X{}, W{}))));
   auto eval = ctg::forward(ctg::matmul(X{}, W{}));
+  auto eval_sum = ctg::forward(ctg::sum(ctg::matmul(X{}, W{})));
   ctg::cpu::device dev{2};
-  auto store = ctg::make_store(dev, train, eval);
+  auto store = ctg::make_store(dev, train, eval, eval_sum);
   ctg::nn::init_params(store, 3);
   ctg::optim::adamw opt(store);
   std::vector<float> x(2 * 6);
@@ -171,8 +181,10 @@ TEST_CASE("a store runs one step or update at a time: a second, begun meanwhile,
     const auto update = store.hold_alone();  // (as an update under way on another thread holds it)
     CHECK_THROWS_WITH_AS(train(store, ctg::feed<X>(x, 2)), busy, ctg::error);
     CHECK_THROWS_WITH_AS(eval(store, ctg::feed<X>(x, 2)), busy, ctg::error);  // (it shares the parameters)
+    CHECK_THROWS_WITH_AS(eval_sum(store, ctg::feed<X>(x, 2)), busy, ctg::error);  // (each of them)
     CHECK_THROWS_WITH_AS(store.plan(ctg::feed<X>(x, 2)), busy, ctg::error);
     CHECK_THROWS_WITH_AS(opt.step(store), busy, ctg::error);
+    CHECK_THROWS_WITH_AS(opt.sync_masters(store), busy, ctg::error);
   }
   CHECK(std::vector<float>(store.param<W>().begin(), store.param<W>().end()) == w);  // (nothing ran)
   auto moved_to = std::move(store);  // (the evaluation step moves along, under the same lock)
