@@ -145,16 +145,23 @@ auto two_stacks_loss() {
   else
     return ctg::sum(ctg::nn::stack<2, fp8_block, Ckpt>(ctg::nn::stack<2, fp8_block, Ckpt>(XS{}) * ctg::lit<0.015625>));
 }
-}  // namespace
+// Three, each on inputs 4 times larger than the one before: the last
+// stack's amaxes are the largest (folded from the first stack only, or from
+// the stack after each, they were lost).
+template <bool Unrolled, ctg::checkpointing Ckpt>
+auto three_stacks_loss() {
+  if constexpr (Unrolled)
+    return ctg::sum(ctg::nn::unrolled<2, fp8_block>(
+        ctg::nn::unrolled<2, fp8_block>(ctg::nn::unrolled<2, fp8_block>(XS{}) * ctg::lit<4.0>) * ctg::lit<4.0>));
+  else
+    return ctg::sum(ctg::nn::stack<2, fp8_block, Ckpt>(
+        ctg::nn::stack<2, fp8_block, Ckpt>(ctg::nn::stack<2, fp8_block, Ckpt>(XS{}) * ctg::lit<4.0>) * ctg::lit<4.0>));
+}
 
-TEST_CASE_TEMPLATE("two stacks of one block share each layer's scaling states: updated once a step, as unrolled", Ckpt_,
-                   std::integral_constant<ctg::checkpointing, ctg::checkpointing::none>,
-                   std::integral_constant<ctg::checkpointing, ctg::checkpointing::every_layer>) {
-  // (Each stack updated them: two entries a step in a history, and under
-  // most_recent the scale of the second stack's amax alone, which
-  // saturated the first's inputs: loss 0.1485 against -0.0104 unrolled.)
-  auto stacked = ctg::value_and_grad(two_stacks_loss<false, Ckpt_::value>());
-  auto unrolled = ctg::value_and_grad(two_stacks_loss<true, Ckpt_::value>());
+// The stacked step against the unrolled one, over 3 steps: losses, each
+// layer's amax history and scale, and the weights' gradients, bitwise.
+template <class Stacked, class Unrolled>
+void check_shared_states_as_unrolled(Stacked stacked, Unrolled unrolled) {
   ctg::cpu::device dev;
   auto a = ctg::make_store(dev, stacked);
   auto b = ctg::make_store(dev, unrolled);
@@ -187,4 +194,17 @@ TEST_CASE_TEMPLATE("two stacks of one block share each layer's scaling states: u
     CHECK(V(g.begin(), g.begin() + 64) == g0);
     CHECK(V(g.begin() + 64, g.end()) == g1);
   }
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("two stacks of one block share each layer's scaling states: updated once a step, as unrolled", Ckpt_,
+                   std::integral_constant<ctg::checkpointing, ctg::checkpointing::none>,
+                   std::integral_constant<ctg::checkpointing, ctg::checkpointing::every_layer>) {
+  // (Each stack updated them: two entries a step in a history, and under
+  // most_recent the scale of the second stack's amax alone, which
+  // saturated the first's inputs: loss 0.1485 against -0.0104 unrolled.)
+  check_shared_states_as_unrolled(ctg::value_and_grad(two_stacks_loss<false, Ckpt_::value>()),
+                                  ctg::value_and_grad(two_stacks_loss<true, Ckpt_::value>()));
+  check_shared_states_as_unrolled(ctg::value_and_grad(three_stacks_loss<false, Ckpt_::value>()),
+                                  ctg::value_and_grad(three_stacks_loss<true, Ckpt_::value>()));
 }
