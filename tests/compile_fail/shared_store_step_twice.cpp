@@ -24,5 +24,7 @@ int main() {
 #endif
   std::vector<float> x(8, 1.0f);
   on_test(store, ctg::feed<X>(x, 2));
-  return static_cast<int>(store.value(on_test).size());
+  std::vector<float> out(store.value_count(on_test));  // (a GPU store's way to read a value)
+  store.download_value(on_test, std::span<float>(out));
+  return static_cast<int>(store.value(on_test).size() + out.size());
 }

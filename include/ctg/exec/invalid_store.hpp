@@ -28,6 +28,17 @@ struct invalid_store {
   void upload(L, const Host&) {}
   template <class L, class Host>
   void download(L, Host&&) {}
+  template <class L, class Host>
+  void download_grad(L, Host&&) {}
+  template <class Host>
+  void download_value(Host&&) {}
+  template <class Step, class Host>
+  void download_value(const Step&, Host&&) {}
+  std::size_t value_count() const { return 0; }
+  template <class Step>
+  std::size_t value_count(const Step&) const {
+    return 0;
+  }
   std::span<const float> value() const { return {}; }
   template <class Step>
   std::span<const float> value(const Step&) const {

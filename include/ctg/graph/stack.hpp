@@ -103,6 +103,20 @@ using stack_carry_t =
 
 
 namespace detail {
+// Does a stack among these nodes keep state in its layers (an FP8 delayed
+// scaling state)? Such a stack inside another's block would run, but only
+// a top-level stack's states are updated after a step: the inner one's
+// amaxes were never folded, its scales stayed 1.
+template <class... Ns>
+consteval bool inner_stack_holds_state(tl::list<Ns...>) {
+  return ([]<class Node>(std::type_identity<Node>) {
+    if constexpr (requires { typename Node::block_out; typename Node::leaves; })
+      return []<class... Ls>(tl::list<Ls...>) { return ((Ls::role == leaf_role::state) || ...); }(typename Node::leaves{});
+    else
+      return false;
+  }(std::type_identity<Ns>{}) || ...);
+}
+
 // The checks of N layers of a block over X returning Out, in order, the
 // first mistake reported alone: nn::stack makes no stack node when one
 // fails (the stack's block graphs, built on a bad block, added a cascade of
@@ -138,6 +152,12 @@ consteval bool check_block() {
                   "ctg: a stacked block's output must depend on its input with a gradient (this block ignores "
                   "its input, or reads it only through no_grad): the layers below would get none; unroll them "
                   "(nn::unrolled) or drop the no_grad");
+    return false;
+  } else if constexpr (inner_stack_holds_state(nodes{})) {
+    static_assert(!inner_stack_holds_state(nodes{}),
+                  "ctg: a stack inside a stacked block cannot hold FP8 delayed scaling states (its layers' scales "
+                  "would never update): unroll one of the two stacks (nn::unrolled), or use current scaling in the "
+                  "inner one");
     return false;
   } else if constexpr (Ckpt == checkpointing::every_layer && !replayable_below_v<Out>) {
     static_assert(replayable_below_v<Out>,

@@ -422,8 +422,11 @@ void check_not_a_replica(const Store& s, const std::filesystem::path& path, cons
   if constexpr (requires { s.in_replica_group(); })
     if (s.in_replica_group())
       throw error(file_where(path) + "io::" + what + ": this store runs as a data-parallel replica " +
-                  "(dist::data_parallel): use dist::" + what + "(path, dp, opt) on every rank; nothing was " +
-                  (std::string(what) == "save" ? "written" : "loaded"));
+                  "(dist::data_parallel): use dist::" + what + "(path, dp, opt) on every rank" +
+                  (std::string(what) == "save"
+                       ? "; nothing was written"
+                       : " (a file saved with the optimizer), or load parameters before the data_parallel is "
+                         "made (or with io::load_safetensors); nothing was loaded"));
 }
 }  // namespace detail
 
