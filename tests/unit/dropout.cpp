@@ -158,3 +158,48 @@ TEST_CASE("nn::stack: each layer draws its own dropout mask") {
   MESSAGE("fraction kept by both layers: " << kept_both / n << " (independent masks: 0.25, one mask: 0.5)");
   CHECK(std::abs(kept_both - 0.25 * n) < 6 * sigma);
 }
+
+namespace {
+template <ctg::fixed_string Prefix>
+struct plain_drop {
+  template <ctg::expr E>
+  constexpr auto operator()(E x) const {
+    return ctg::dropout<"drop">(x, ctg::lit<0.5>);
+  }
+};
+template <ctg::fixed_string Prefix>
+struct two_inner {
+  template <ctg::expr E>
+  constexpr auto operator()(E x) const {
+    return ctg::nn::stack<2, plain_drop>(x);
+  }
+};
+// The fraction of ones that four dropouts of p = 0.5 in a row keep (each
+// kept one is 16), for a step over x = 1.
+template <class Step>
+double kept_by_all(Step step) {
+  ctg::cpu::device dev{1};
+  auto st = ctg::make_store(dev, step);
+  st.seed(77);
+  const int rows = 1024;
+  step(st, ctg::feed<SX>(std::vector<float>(rows * 64, 1.0f), rows));
+  std::size_t kept = 0;
+  for (float v : st.value()) kept += v == 16.0f;
+  return static_cast<double>(kept) / (rows * 64.0);
+}
+}  // namespace
+
+TEST_CASE("a stack inside a stacked block: every (outer, inner) layer draws its own mask") {
+  // (Inner layer i was keyed i under every outer layer: the two outer
+  // layers drew the same two masks, and 1/4 of the elements survived all
+  // four dropouts, not 1/16.) 6 sigma of the binomial fraction.
+  const double n = 1024 * 64.0, sigma = std::sqrt(n / 16 * 15 / 16) / n;
+  const double flat = kept_by_all(ctg::forward(ctg::nn::stack<4, plain_drop>(SX{})));
+  const double nested = kept_by_all(ctg::forward(ctg::nn::stack<2, two_inner>(SX{})));
+  const double nested_kept = kept_by_all(ctg::forward(ctg::nn::stack<2, two_inner, ctg::checkpointing::none>(SX{})));
+  MESSAGE("kept by all four: flat " << flat << ", nested " << nested << ", nested without recompute " << nested_kept
+                                    << " (independent masks: 0.0625)");
+  CHECK(std::abs(flat - 0.0625) < 6 * sigma);
+  CHECK(std::abs(nested - 0.0625) < 6 * sigma);
+  CHECK(std::abs(nested_kept - 0.0625) < 6 * sigma);
+}

@@ -190,7 +190,10 @@ class stack_runner {
       block_.mem_.share_leaf(l.block, gathered ? const_cast<std::byte*>(gathered)
                                                : p.mem_.bound().buf[l.stacked] + layer * l.bytes);
     }
-    block_.key_ = {p.key_.seed, p.key_.step, static_cast<std::uint32_t>(layer)};
+    // (Layer `layer` of this stack under the parent's layer: a stack inside
+    // a stacked block keys outer layer o's layer i as o * layers + i. It
+    // keyed it i alone, so every outer layer drew its inner layers' masks.)
+    block_.key_ = {p.key_.seed, p.key_.step, p.key_.layer * static_cast<std::uint32_t>(S::layers) + static_cast<std::uint32_t>(layer)};
     block_.pending_amax_ = amaxes_.pending(layer);
   }
 

@@ -192,11 +192,33 @@ consteval void report_dropout_name_clash() {
                 "ctg: two dropouts share one name, so they would draw one mask: give each dropout its own name (the "
                 "note above names both masks: [with A = ...; B = ...])");
 }
+// Two names, one stream: the stream is the name's 32-bit hash, so two of a
+// graph's names may draw one mask (found by search: "blk.qfqysx.drop" and
+// "blk.tlauom.drop").
+template <class... Ds>
+consteval leaf_pair first_stream_clash(tl::list<Ds...>) {
+  constexpr std::size_t n = sizeof...(Ds);
+  const std::uint32_t streams[] = {Ds::stream..., 0};
+  const char* names[] = {Ds::name.c_str()..., nullptr};
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i + 1; j < n; ++j)
+      if (streams[i] == streams[j] && !same_chars(names[i], names[j])) return {i, j};
+  return {n, n};
+}
+template <class A, class B>
+consteval void report_dropout_stream_clash() {
+  static_assert(A::stream != B::stream,
+                "ctg: two dropouts' names hash to one random stream, so they would draw one mask: rename one of "
+                "them (the note above names both masks: [with A = ...; B = ...])");
+}
 template <class Nodes>
 consteval bool check_dropout_names() {
   using dropouts = typename dropouts_of<Nodes>::type;
   constexpr leaf_pair p = first_name_clash(dropouts{});
+  constexpr leaf_pair q = first_stream_clash(dropouts{});
   if constexpr (p.a < dropouts::size) report_dropout_name_clash<tl::at_t<p.a, dropouts>, tl::at_t<p.b, dropouts>>();
+  else if constexpr (q.a < dropouts::size)
+    report_dropout_stream_clash<tl::at_t<q.a, dropouts>, tl::at_t<q.b, dropouts>>();
   return true;
 }
 }  // namespace detail
