@@ -256,6 +256,7 @@ class step_buffers {
   std::size_t published_count() const { return value_count_; }
 
   std::size_t kept_bytes() const { return kept_bytes_; }
+  std::byte* kept_area() const { return kept_area_; }  // (null: the kept pool is in scratch)
   std::size_t rest_bytes() const { return rest_bytes_; }
   std::size_t scratch_bytes() const { return kept_bytes_ + rest_bytes_; }
 

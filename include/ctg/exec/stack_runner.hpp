@@ -94,10 +94,11 @@ class stack_runner {
     T* slots = b.template as<T>(R);
     const T* in = b.template as<const T>(Parent::table.child(R, 0));
     plan(p);
+    std::byte* kept = kept_area(p);
     for (std::size_t i = 0; i < S::layers; ++i) {
       enter_layer(p, i, false);
       // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
-      block_.run_forward_part(kept_.data() + (layers_kept == 1 ? 0 : i * kept_stride_),
+      block_.run_forward_part(kept + (layers_kept == 1 ? 0 : i * kept_stride_),
                               feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in));
       T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
       Backend::copy(p.ws_, reinterpret_cast<std::byte*>(next), block_.template value_bytes<block_out>(), n * sizeof(T));
@@ -117,13 +118,14 @@ class stack_runner {
     const T* slots = b.template as<const T>(R);
     T* gx = reinterpret_cast<T*>(b.buf[G] + Parent::table.node[G].extra_bytes);
     const T* g = b.template as<const T>(ig);
+    std::byte* kept = kept_area(p);
     for (std::size_t i = S::layers; i-- > 0;) {
       const T* in = i == 0 ? b.template as<const T>(ix) : slots + i * n;
       enter_layer(p, i, true);
       const auto carry = feed_like<typename S::carry>(b, in);
       const auto up = feed_like<typename S::upstream>(b, g);
-      if constexpr (S::recompute) block_.run_recomputing(kept_.data(), carry, up);
-      else block_.run_backward_part(kept_.data() + i * kept_stride_, carry, up);
+      if constexpr (S::recompute) block_.run_recomputing(kept, carry, up);
+      else block_.run_backward_part(kept + i * kept_stride_, carry, up);
       for (const param_grad& pg : param_grads)
         Backend::copy(p.ws_, b.buf[G] + pg.offset + i * pg.bytes, block_.mem_.bound().buf[pg.output], pg.bytes);
       Backend::copy(p.ws_, reinterpret_cast<std::byte*>(gx),
@@ -195,6 +197,15 @@ class stack_runner {
     // keyed it i alone, so every outer layer drew its inner layers' masks.)
     block_.key_ = {p.key_.seed, p.key_.step, p.key_.layer * static_cast<std::uint32_t>(S::layers) + static_cast<std::uint32_t>(layer)};
     block_.pending_amax_ = amaxes_.pending(layer);
+  }
+
+  // Where the layers keep their values: in the parent's kept area when it
+  // has one (this stack is inside a stacked block: the area is the outer
+  // layer's), else in this runner's own.
+  template <class Parent>
+  std::byte* kept_area(Parent& p) {
+    std::byte* given = p.stack_kept_area(*this);
+    return given ? given : kept_.data();
   }
 
   // A feed of `data` to the block's leaf L, shaped like the parent's stack node.

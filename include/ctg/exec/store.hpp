@@ -525,6 +525,30 @@ class basic_store {
   template <class, class, class...>
   friend class shared_store;
 
+  // Where stack runner `runner` of this store keeps its layers' values: in
+  // the area this store's caller gave its own kept values (a stack's block:
+  // the outer stack's area for the layer running), after them and after the
+  // runners before it, as size_as_block counted them (each part a multiple
+  // of 64 bytes); null when none was given (the runner's own area). (Each
+  // runner kept them in its own area only: a stack inside a stacked block,
+  // neither recomputing, gave every outer layer's backward the last outer
+  // layer's inner values.)
+  template <class Runner>
+  std::byte* stack_kept_area(const Runner& runner) {
+    std::byte* area = mem_.kept_area();
+    if (!area) return nullptr;
+    std::size_t offset = mem_.kept_bytes();
+    bool reached = false;
+    std::apply(
+        [&](const auto&... rt) {
+          ((reached = reached || static_cast<const void*>(&rt) == static_cast<const void*>(&runner),
+            offset += reached ? 0 : rt.kept_bytes()),
+           ...);
+        },
+        stacks_);
+    return area + offset;
+  }
+
   // Sized as a stack's block for these feeds: its layers' kept values live
   // in the stack's area (stack_runner::plan), so its scratch holds the rest
   // only. Returns the kept bytes of one layer. (A block with stacks of its
