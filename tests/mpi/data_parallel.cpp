@@ -394,7 +394,7 @@ void mistakes(ctg::dist::communicator& comm) {
     ctg::dist::data_parallel<decltype(s4)> first(s4, comm);
     run(step, s4, batch_of(0, r));
   }
-  check(s4.steps_run() == static_cast<std::uint32_t>(comm.size()), "the global runs after one step");
+  check(s4.steps_run() == static_cast<std::uint64_t>(comm.size()), "the global runs after one step");
   const std::string again = message_of([&] { ctg::dist::data_parallel<decltype(s4)> second(s4, comm); });
   check(again == "<no ctg::error>", "a data_parallel made again: " + again);
 }

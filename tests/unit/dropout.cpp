@@ -50,6 +50,25 @@ TEST_CASE("dropout keeps each element with probability 1-p, scaled by 1/(1-p), k
   CHECK(values(step, other_seed, xs, rows) != v);
 }
 
+TEST_CASE("the step count that keys masks is 64-bit: no mask repeats after 2^32 runs") {
+  // (It was 32-bit: run 2^32 drew run 0's mask again, and steps_run() read
+  // 0; under data_parallel the count is global runs, W x k a step.)
+  auto step = ctg::forward(ctg::dropout<"drop">(X{}, ctg::lit<0.5>));
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, step);
+  st.seed(1234);
+  const std::vector<float> xs = ones(8 * 64);
+  const auto first = values(step, st, xs, 8);  // (step 0)
+  st.set_steps_run(0xFFFFFFFFull);
+  const auto last_below = values(step, st, xs, 8);
+  const auto wrapped = values(step, st, xs, 8);  // (step 2^32)
+  CHECK(st.steps_run() == (std::uint64_t{1} << 32) + 1);
+  CHECK(wrapped != first);
+  CHECK(wrapped != last_below);
+  st.set_steps_run(0);
+  CHECK(values(step, st, xs, 8) == first);  // (below 2^32, the masks are as before)
+}
+
 // In f64 the kept elements are scaled by 1/(1-p) in f64 (the README's
 // promise), not by its f32 rounding (1.1111111640930176 for p = 0.1).
 TEST_CASE("dropout in f64 scales by 1/(1-p) in f64") {

@@ -64,7 +64,7 @@ TEST_CASE("an evaluation step over a training store's leaves: no copy, no state 
     twin_opt.step(twin);
 
     // Evaluate: the same values as a store holding a copy of the leaves.
-    const std::uint32_t steps = store.steps_run();
+    const std::uint64_t steps = store.steps_run();
     const V history(store.param<XH>().begin(), store.param<XH>().end());
     eval(store, ctg::feed<X>(xe, 3));
     auto copy = ctg::make_store(dev, eval);  // every leaf the evaluation reads, copied (parameters, FP8 state)

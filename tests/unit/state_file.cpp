@@ -662,28 +662,23 @@ TEST_CASE("a version-1 file loads what it holds and leaves the store's seed and 
   CHECK(b.m.store.steps_run() == 5);
 }
 
-TEST_CASE("a seed or step count the store cannot hold is rejected before anything is written") {
+TEST_CASE("a step count past 2^32 loads whole: the count is 64-bit") {
+  // (It was 32-bit: such a file was refused, and a store's masks repeated
+  // after 2^32 runs: tests/unit/dropout.cpp.)
   temp_dir dir;
   trained a(2);
   ctg::optim::save(dir / "ckpt.ctg", a.m.store, a.opt);
   std::vector<unsigned char> g = read_all(dir / "ckpt.ctg");
+  const std::uint64_t far = (std::uint64_t(1) << 32) + 5;
   for (const record& r : records_of(g))
-    if (r.kind == 6 && r.name == "steps_run") put_le(g, r.data_offset, std::uint64_t(1) << 32, 8);
+    if (r.kind == 6 && r.name == "steps_run") put_le(g, r.data_offset, far, 8);
   reseal(g);
-  write_all(dir / "bad.ctg", g.data(), g.size());
+  write_all(dir / "far.ctg", g.data(), g.size());
   fresh b;
-  b.m.store.set_steps_run(5);
-  const image before = b.snapshot();
-  for (const bool with_optimizer : {false, true}) {
-    const std::string m = message_of([&] {
-      if (with_optimizer) ctg::optim::load(dir / "bad.ctg", b.m.store, b.opt);
-      else ctg::optim::load(dir / "bad.ctg", b.m.store);
-    });
-    CHECK(m.find("store 'steps_run': expected at most 4294967295") != std::string::npos);
-    CHECK(m.find("found 4294967296") != std::string::npos);
-    CHECK(b.snapshot() == before);
-    CHECK(b.m.store.steps_run() == 5);
-  }
+  ctg::optim::load(dir / "far.ctg", b.m.store, b.opt);
+  CHECK(b.m.store.steps_run() == far);
+  ctg::optim::save(dir / "again.ctg", b.m.store, b.opt);
+  CHECK(read_all(dir / "again.ctg") == g);
 }
 
 namespace {

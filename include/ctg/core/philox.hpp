@@ -60,15 +60,19 @@ CTG_HD constexpr u32x4 philox4x32_10(u32x4 counter, std::uint32_t key0, std::uin
 
 // A uniform float in [0, 1) for element `index` of the stream (seed, step,
 // stream). One Philox call yields four words, so elements 4j..4j+3 share the
-// counter (j low, j high, step, stream) with key (seed low, seed high) and take
-// word index % 4. The top 24 bits scaled by 2^-24 give every multiple of 2^-24
+// counter (j low, j high, step low, stream) with key (seed low, seed high ^
+// step high * 0x9E3779B9) and take word index % 4: the step's high word
+// changes the key, so a 64-bit step count never repeats a mask (below 2^32
+// steps the key is the seed's alone). The top 24 bits scaled by 2^-24 give every multiple of 2^-24
 // in [0, 1) with equal probability: exactly representable in f32, never 1.
-CTG_HD constexpr float philox_uniform(std::uint64_t seed, std::uint32_t step, std::uint32_t stream,
+CTG_HD constexpr float philox_uniform(std::uint64_t seed, std::uint64_t step, std::uint32_t stream,
                                       std::uint64_t index) noexcept {
   const std::uint64_t block = index / 4;
-  const u32x4 ctr{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), step, stream}};
+  const u32x4 ctr{{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
+                   static_cast<std::uint32_t>(step), stream}};
+  const std::uint32_t step_high = static_cast<std::uint32_t>(step >> 32) * 0x9E3779B9u;
   const u32x4 r =
-      philox4x32_10(ctr, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
+      philox4x32_10(ctr, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32) ^ step_high);
   // (The word picked by selects, not by indexing: a GPU keeps r in registers only then.)
   const unsigned w = static_cast<unsigned>(index % 4);
   const std::uint32_t word = w < 2 ? (w == 0 ? r.v[0] : r.v[1]) : (w == 2 ? r.v[2] : r.v[3]);
@@ -76,7 +80,8 @@ CTG_HD constexpr float philox_uniform(std::uint64_t seed, std::uint32_t step, st
 }
 
 // A stable stream id derived from a node's compile-time name (FNV-1a, 32
-// bits, over its bytes), so two dropout nodes never share a stream.
+// bits, over its bytes). Two names of one graph with one hash do not compile
+// (graph/traits.hpp: check_dropout_names).
 CTG_HD constexpr std::uint32_t name_hash(const char* s, std::size_t n) noexcept { return fnv1a32(s, n); }
 
 }  // namespace ctg

@@ -70,7 +70,7 @@ void load(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
   optim::adamw<Store> whole(scratch, opt.config());
   // A version-1 file keeps no seed or step count: the store's stay as they are.
   scratch.seed(dp.store().seed());
-  scratch.set_steps_run(dp.store().steps_run() - static_cast<std::uint32_t>(dp.first_shard()));  // (the global runs)
+  scratch.set_steps_run(dp.store().steps_run() - static_cast<std::uint64_t>(dp.first_shard()));  // (the global runs)
   std::string failure;
   if (dp.runs_done() != 0) {
     failure = "ctg: data parallel: load: " + std::to_string(dp.runs_done()) +

@@ -120,7 +120,7 @@ struct join_report {
   std::uint64_t values_hash = 0;
   std::uint64_t seed = 0;
   std::int32_t world = 0;
-  std::uint32_t steps_run = 0;
+  std::uint64_t steps_run = 0;
   std::int32_t fsdp = 0;  // 0: none; 1: dist::fsdp{}; 2: fsdp{.reshard_after_forward = false}
   std::int32_t busy = 0;  // 1: the store runs in another data_parallel; 2: a set of micro-batches is under way
 };
@@ -222,7 +222,7 @@ class data_parallel final : public replica_group {
   // (AdamW's step count times k and W missed the runs of a step no update
   // applied, and steps of another k.)
   void resume_at(std::uint64_t runs) {
-    store_.set_steps_run(static_cast<std::uint32_t>(runs + static_cast<std::uint64_t>(first_shard())));
+    store_.set_steps_run(runs + static_cast<std::uint64_t>(first_shard()));
   }
 
   // What an optimizer calls once it has applied the gradient.
@@ -391,7 +391,7 @@ class data_parallel final : public replica_group {
     const auto value = store_.value();
     const double loss = value.empty() ? 0.0 : static_cast<double>(load_as(value[0]));
     losses_[static_cast<std::size_t>(v)] = m == 0 ? loss : losses_[static_cast<std::size_t>(v)] + loss;
-    if (!emulating()) store_.set_steps_run(store_.steps_run() - 1 + static_cast<std::uint32_t>(world_));
+    if (!emulating()) store_.set_steps_run(store_.steps_run() - 1 + static_cast<std::uint64_t>(world_));
     if (++runs_ < micro_ * local_runs_) return;
     runs_ = 0;
     reduce();
@@ -425,15 +425,15 @@ class data_parallel final : public replica_group {
       throw;
     }
     store_.join(this);
-    store_.set_steps_run(store_.steps_run() + static_cast<std::uint32_t>(first_shard()));
+    store_.set_steps_run(store_.steps_run() + static_cast<std::uint64_t>(first_shard()));
   }
   bool emulating() const { return &comm_ == &own_; }
   // The global runs of the steps done: the store's count less this rank's
   // place and the runs of a step under way (each W apart on real ranks, one
   // apart emulating).
-  std::uint32_t global_runs() const {
-    const std::uint32_t under_way = static_cast<std::uint32_t>(runs_) * (emulating() ? 1u : static_cast<std::uint32_t>(world_));
-    return store_.steps_run() - static_cast<std::uint32_t>(first_shard()) - under_way;
+  std::uint64_t global_runs() const {
+    const std::uint64_t under_way = static_cast<std::uint64_t>(runs_) * (emulating() ? 1u : static_cast<std::uint64_t>(world_));
+    return store_.steps_run() - static_cast<std::uint64_t>(first_shard()) - under_way;
   }
 
   // Emulating: what the runs of a round (one micro-batch of every rank)

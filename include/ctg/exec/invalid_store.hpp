@@ -46,8 +46,8 @@ struct invalid_store {
   }
   void seed(std::uint64_t) {}
   std::uint64_t seed() const { return 0; }
-  std::uint32_t steps_run() const { return 0; }
-  void set_steps_run(std::uint32_t) {}
+  std::uint64_t steps_run() const { return 0; }
+  void set_steps_run(std::uint64_t) {}
   void check_finite(bool) {}
   void accumulate(std::uint32_t) {}
   std::uint32_t micro_batches() const { return 1; }

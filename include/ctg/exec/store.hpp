@@ -329,8 +329,8 @@ class basic_store {
   // per step, after backward).
   void seed(std::uint64_t s) { key_.seed = s; }
   std::uint64_t seed() const { return key_.seed; }
-  std::uint32_t steps_run() const { return key_.step; }
-  void set_steps_run(std::uint32_t n) { key_.step = n; }
+  std::uint64_t steps_run() const { return key_.step; }
+  void set_steps_run(std::uint64_t n) { key_.step = n; }
 
   // The backend's scratch (the CPU's holds the store's threads).
   typename Backend::workspace& workspace() { return ws_; }
@@ -411,7 +411,8 @@ class basic_store {
   // a round of runs, and returns to it when a later run of the round fails:
   // real replicas would all have failed that round, so none of it commits.
   struct commit_point {
-    std::uint32_t accumulated = 0, steps_run = 0;
+    std::uint32_t accumulated = 0;
+    std::uint64_t steps_run = 0;
     std::vector<float> amaxes;
   };
   commit_point commit_point_now() {

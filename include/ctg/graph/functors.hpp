@@ -32,7 +32,7 @@ enum class grad { rule, pass, none };
 // store's seed, the step count, and the layer (inside ctg::nn::stack).
 struct random_key {
   std::uint64_t seed = 0;
-  std::uint32_t step = 0;
+  std::uint64_t step = 0;  // (64-bit: a 32-bit count wrapped, and masks repeated, after 2^32 runs)
   std::uint32_t layer = 0;
 };
 

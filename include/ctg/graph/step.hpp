@@ -162,12 +162,12 @@ consteval bool holds_failed(tl::list<Ns...>) {
 //   store.upload(L{}, host)       host values -> the leaf
 //   store.download(L{}, host)     the leaf -> host values
 template <class S>
-concept step_store = requires(S& s, const S& cs, std::uint64_t seed, std::uint32_t n) {
+concept step_store = requires(S& s, const S& cs, std::uint64_t seed, std::uint64_t n) {
   typename S::step_type;
   typename S::backend_type;
   s.seed(seed);
   { cs.seed() } -> std::same_as<std::uint64_t>;
-  { cs.steps_run() } -> std::same_as<std::uint32_t>;
+  { cs.steps_run() } -> std::same_as<std::uint64_t>;
   s.set_steps_run(n);
   { cs.kept_bytes() } -> std::same_as<std::size_t>;
 };
