@@ -47,6 +47,10 @@ inline fp8_side_data* fp8_side(const bindings_view& b, std::size_t q) {
 
 namespace detail {
 
+// The tag of a step's buffers, or store, that holds no leaves of its own
+// and runs on another store's (step_buffers' constructor below).
+struct on_shared_leaves {};
+
 // Is L a leaf the store keeps (trainable, frozen or state), rather than a fed one?
 template <class L>
 consteval bool stored_leaf() {
@@ -163,8 +167,7 @@ class step_buffers {
   // slices; its gradients go to the stack's buffer). (Their own arenas,
   // zero-filled and never read, held a copy of the model per forward step,
   // and a layer's parameters and gradients per block.)
-  struct leaves_shared {};
-  explicit step_buffers(leaves_shared) : shares_leaves_(true) {
+  explicit step_buffers(detail::on_shared_leaves) : shares_leaves_(true) {
     params_.reserve(64);
     grads_.reserve(64);
   }
@@ -207,7 +210,7 @@ class step_buffers {
     return shares_leaves_ ? 0 : layout.param_bytes + (stacked_ ? layout.stacked_bytes : 0);
   }
   void share_leaf(std::size_t i, std::byte* at) { leaf_[i] = b_.buf[i] = at; }
-  std::byte* grad_bytes(std::size_t i) { return grads_.data() + layout.grad_offset[i]; }  // (not leaves_shared)
+  std::byte* grad_bytes(std::size_t i) { return grads_.data() + layout.grad_offset[i]; }  // (not on shared leaves)
   const bindings<N>& bound() const { return b_; }
   bindings<N>& bound() { return b_; }
 
@@ -377,7 +380,7 @@ class step_buffers {
   std::size_t kept_bytes_ = 0, rest_bytes_ = 0;         // the two pools
   std::byte* kept_area_ = nullptr;                      // the kept pool, when the caller provides it
   bindings<N> b_;
-  bool shares_leaves_ = false;  // (leaves_shared)
+  bool shares_leaves_ = false;  // (detail::on_shared_leaves)
 };
 
 }  // namespace ctg

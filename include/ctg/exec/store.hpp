@@ -112,9 +112,6 @@ class store_identity {
   std::uint64_t value_;
 };
 
-// The tag of a store that runs on another store's leaves (exec/shared_store.hpp).
-struct on_shared_leaves {};
-
 // The replica group a store runs in (dist::data_parallel, which keeps a
 // reference to the store). A store in a group cannot be moved or copied:
 // the group would go on running the store moved from (its buffers gone).
@@ -176,7 +173,7 @@ class basic_store {
   // Another step's runner in a store over several steps (exec/shared_store.hpp),
   // bound to that store's leaves before each run: it holds none of its own
   // and writes no initial values.
-  explicit basic_store(detail::on_shared_leaves) : mem_(typename step_buffers<Backend, Key>::leaves_shared{}) {
+  explicit basic_store(detail::on_shared_leaves tag) : mem_(tag) {
     on_shared_leaves_ = true;
     make_amax_records();
   }
@@ -519,7 +516,7 @@ class basic_store {
   friend class stack_runner;
   // A stack's block (stack_runner::block_).
   struct block_of_stack {};
-  explicit basic_store(block_of_stack) : mem_(typename step_buffers<Backend, Key>::leaves_shared{}) {
+  explicit basic_store(block_of_stack) : mem_(detail::on_shared_leaves{}) {
     make_amax_records(false);
   }
   // A store over several steps binds its other steps' leaves to its own.

@@ -15,6 +15,7 @@
 // and its name, `static constexpr const char* name` (the op as a drawing of
 // the graph shows it: lower/describe.hpp). Reduction functors have one too.
 #include <cstdint>
+#include <type_traits>
 
 #include <ctg/core/config.hpp>
 #include <ctg/core/dtypes.hpp>
@@ -45,7 +46,7 @@ struct random_key {
 template <double P, class C = float>
 CTG_HD CTG_FORCEINLINE C dropout_value(const random_key& k, std::uint32_t stream, std::uint64_t index) {
   const float u = philox_uniform(k.seed, k.step, stream + 0x9E3779B9u * k.layer, index);
-  constexpr double keep = sizeof(C) == sizeof(double) ? 1.0 - P : static_cast<double>(static_cast<float>(1.0 - P));
+  constexpr double keep = std::is_same_v<C, double> ? 1.0 - P : static_cast<double>(static_cast<float>(1.0 - P));
   return u >= static_cast<float>(P) ? static_cast<C>(1.0 / keep) : C(0);
 }
 

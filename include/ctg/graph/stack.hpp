@@ -110,7 +110,7 @@ namespace detail {
 template <class... Ns>
 consteval bool inner_stack_holds_state(tl::list<Ns...>) {
   return ([]<class Node>(std::type_identity<Node>) {
-    if constexpr (requires { typename Node::block_out; typename Node::leaves; })
+    if constexpr (Node::kind == node_kind::stack)
       return []<class... Ls>(tl::list<Ls...>) { return ((Ls::role == leaf_role::state) || ...); }(typename Node::leaves{});
     else
       return false;
