@@ -81,7 +81,7 @@ void group_case(const cu::device& dev, const char* name, Step, Root) {
   using Plan = ctg::kernel::fused_plan_t<Step, R>;
   using T = typename Root::dtype;
   using iter = ctg::tl::at_t<info::iteration_node, nodes>;
-  ctg::kernel::loop_layout<Plan::slots> layout;
+  ctg::kernel::loop_layout<Plan::buffer_slots> layout;
   layout.rank = iter::dims::rank;
   for (std::size_t d = 0; d < layout.rank; ++d) layout.dims[d] = iter::dims::dims[d];
   typename Plan::context c;

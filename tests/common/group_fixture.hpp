@@ -51,7 +51,7 @@ struct group_fixture {
 
   ctg::rt_shape it, out_shape;
   typename Plan::context ctx;
-  ctg::kernel::loop_layout<Plan::slots> layout;
+  ctg::kernel::loop_layout<Plan::buffer_slots> layout;
   ctg::bindings<nodes::size> hb;
   std::vector<skewed_bytes> bufs;
   std::vector<S> cpu_side;  // the side output run_cpu wrote (has_side)

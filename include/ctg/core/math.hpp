@@ -201,12 +201,12 @@ CTG_HD CTG_FORCEINLINE float tanh(float x) {
   p = mul_rn(p, u) - 0x1.b928d2p-5f;
   p = mul_rn(p, u) + 0x1.110d28p-3f;
   p = mul_rn(p, u) - 0x1.55554ap-2f;
-  const float small = mul_rn(mul_rn(a, u), p) + a;
+  const float below = mul_rn(mul_rn(a, u), p) + a;
   const float c = select_f(a > 9.5f, 9.5f, a);  // NaN passes
   const reduced k = reduce_ln2(c + c);        // n in [0, 27]
   const float e = pow2i(k.n);                 // e^(2c) = e (1 + s); e + 1 exact up to n = 23
-  const float large = 1.0f - 2.0f / (mul_rn(e, expm1_reduced(k.r)) + (e + 1.0f));
-  return with_sign_of(select_f(a < 0.5493061443f, small, large), x);
+  const float above = 1.0f - 2.0f / (mul_rn(e, expm1_reduced(k.r)) + (e + 1.0f));
+  return with_sign_of(select_f(a < 0.5493061443f, below, above), x);
 }
 
 // erf, odd. |x| < 1: x + x (P(x^2) - 1). |x| >= 1: 1 - exp(Q(|x| - 1)), Q a polynomial for
@@ -222,7 +222,7 @@ CTG_HD CTG_FORCEINLINE float erf(float x) {
   p = mul_rn(p, u) + 0x1.ce2cf2p-4f;
   p = mul_rn(p, u) - 0x1.81273ep-2f;
   p = mul_rn(p, u) + 0x1.06eba8p-3f;  // 2/sqrt(pi) - 1, so the last rounding is the sum's
-  const float small = a + mul_rn(a, p);
+  const float below = a + mul_rn(a, p);
   const float t = a - 1.0f;
   float q = 0x1.86dd8ep-13f;  // log(erfc(1 + t)) on t in [0, 3], erf error <= 1.1e-9
   q = mul_rn(q, t) - 0x1.df8fd2p-10f;
@@ -231,8 +231,8 @@ CTG_HD CTG_FORCEINLINE float erf(float x) {
   q = mul_rn(q, t) - 0x1.afad1cp-1f;
   q = mul_rn(q, t) - 0x1.51c9aap+1f;
   q = mul_rn(q, t) - 0x1.d97fcp+0f;
-  const float large = 1.0f - exp_core(q);
-  const float r = select_f(a < 1.0f, small, select_f(a > 4.0f, 1.0f, large));
+  const float above = 1.0f - exp_core(q);
+  const float r = select_f(a < 1.0f, below, select_f(a > 4.0f, 1.0f, above));
   return with_sign_of(r, x);
 }
 

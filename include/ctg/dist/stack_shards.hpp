@@ -161,14 +161,14 @@ class stack_shards {
     std::size_t gathered = 0, fp8_values = 0;
     for_each_stacked([&]<std::size_t K, class L>() {
       const auto& leaf = layout_.leaf[K];
-      const std::size_t slots = keep ? leaf.pieces : 1;
+      const std::size_t copies = keep ? leaf.pieces : 1;
       resident_offset_[K] = resident_block_;
       resident_block_ += (leaf.part_elements() * sizeof(typename L::dtype) + 63) / 64 * 64;
       gathered_offset_[K] = gathered;
-      gathered += (slots * this->template slice_bytes<K, L>() + 63) / 64 * 64;
+      gathered += (copies * this->template slice_bytes<K, L>() + 63) / 64 * 64;
       if constexpr (layer_fp8<K>) {
         fp8_value_index_[K] = fp8_values;
-        fp8_values += slots;
+        fp8_values += copies;
       }
     });
     resident_.assign(resident_block_ * static_cast<std::size_t>(held_), std::byte{0});

@@ -14,10 +14,10 @@ namespace ctg::detail {
 
 // Fills the context's input pointers and random key; returns the layout.
 template <class Plan>
-kernel::loop_layout<Plan::slots> group_layout(const group_call& g, const bindings_view& b,
+kernel::loop_layout<Plan::buffer_slots> group_layout(const group_call& g, const bindings_view& b,
                                               typename Plan::context& c) {
   const rt_shape& it = b.shape[g.iteration];
-  kernel::loop_layout<Plan::slots> l;
+  kernel::loop_layout<Plan::buffer_slots> l;
   l.rank = it.rank;
   for (std::size_t d = 0; d < it.rank; ++d) l.dims[d] = it.d[d];
   for (std::size_t k = 0; k < Plan::inputs; ++k) {

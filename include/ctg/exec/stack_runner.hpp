@@ -91,7 +91,7 @@ class stack_runner {
     using T = typename S::dtype;
     const auto& b = p.mem_.bound();
     const std::size_t n = static_cast<std::size_t>(b.shape[R].numel());
-    T* slots = b.template as<T>(R);
+    T* layer_values = b.template as<T>(R);
     const T* in = b.template as<const T>(Parent::table.child(R, 0));
     plan(p);
     std::byte* kept = kept_area(p);
@@ -100,7 +100,7 @@ class stack_runner {
       // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
       block_.run_forward_part(kept + (layers_kept == 1 ? 0 : i * kept_stride_),
                               feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in));
-      T* next = slots + (i + 1 == S::layers ? 0 : (i + 1) * n);
+      T* next = layer_values + (i + 1 == S::layers ? 0 : (i + 1) * n);
       Backend::copy(p.ws_, reinterpret_cast<std::byte*>(next), block_.template value_bytes<block_out>(), n * sizeof(T));
       in = next;
     }
@@ -115,12 +115,12 @@ class stack_runner {
     constexpr std::size_t ig = Parent::table.child(G, 1), ix = Parent::table.child(R, 0);
     const auto& b = p.mem_.bound();
     const std::size_t n = static_cast<std::size_t>(b.shape[G].numel());
-    const T* slots = b.template as<const T>(R);
+    const T* layer_values = b.template as<const T>(R);
     T* gx = reinterpret_cast<T*>(b.buf[G] + Parent::table.node[G].extra_bytes);
     const T* g = b.template as<const T>(ig);
     std::byte* kept = kept_area(p);
     for (std::size_t i = S::layers; i-- > 0;) {
-      const T* in = i == 0 ? b.template as<const T>(ix) : slots + i * n;
+      const T* in = i == 0 ? b.template as<const T>(ix) : layer_values + i * n;
       enter_layer(p, i, true);
       const auto carry = feed_like<typename S::carry>(b, in);
       const auto up = feed_like<typename S::upstream>(b, g);

@@ -410,9 +410,9 @@ struct fused_plan {
   static constexpr loop_kind loop = Loop;
   static constexpr bool root_advances = RootAdvances;
   static constexpr std::size_t inputs = Inputs;                   // input buffers, in slots 0 .. Inputs-1
-  static constexpr std::size_t slots = Inputs > 0 ? Inputs : 1;  // (arrays of at least one)
+  static constexpr std::size_t buffer_slots = Inputs > 0 ? Inputs : 1;  // (arrays of at least one)
   static constexpr std::size_t locals = Reductions::size > 0 ? Reductions::size : 1;
-  using context = kernel::context<slots, locals>;
+  using context = kernel::context<buffer_slots, locals>;
 };
 
 // The plan of the fused group rooted at R.

@@ -99,14 +99,14 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
 
   // The forward groups, then the backward ones, each preceded by the
   // recompute of the regions it reads that are not recomputed yet.
-  auto emit = [&](std::size_t r, bool again) {
+  auto append_group = [&](std::size_t r, bool again) {
     p.root[p.len] = r;
     p.recompute[p.len] = again;
     p.enter_region[p.len] = no_region;
     ++p.len;
   };
   for (std::size_t r = 0; r < p.forward_end; ++r)
-    if (t.group[r] == r) emit(r, false);
+    if (t.group[r] == r) append_group(r, false);
   p.backward_begin = p.len;
   ct_buffer<bool> done(N + 1);
   for (std::size_t r = p.forward_end; r < N; ++r) {
@@ -118,10 +118,10 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
       ++p.region_count;
       const std::size_t first = p.len;
       for (std::size_t g = 0; g < p.forward_end; ++g)
-        if (t.group[g] == g && p.region[g] == reg && rerun[g]) emit(g, true);
+        if (t.group[g] == g && p.region[g] == reg && rerun[g]) append_group(g, true);
       if (p.len > first) p.enter_region[first] = reg;
     });
-    emit(r, false);
+    append_group(r, false);
   }
 
   // Lives. A read after a recompute reads the recomputed value.

@@ -30,7 +30,7 @@ namespace ctg::detail {
 
 template <class Plan>
 struct cpu_fused_group {
-  static constexpr std::size_t K = Plan::slots;
+  static constexpr std::size_t K = Plan::buffer_slots;
   using ctx = typename Plan::context;
   using body = typename Plan::body;
   using T = typename Plan::dtype;
