@@ -239,3 +239,41 @@ TEST_CASE("a stack inside a stacked block: every (outer, inner) layer draws its 
   CHECK(std::abs(nested - 0.0625) < 6 * sigma);
   CHECK(std::abs(nested_kept - 0.0625) < 6 * sigma);
 }
+
+namespace {
+template <ctg::fixed_string Prefix>
+struct drop_then_inner {
+  template <ctg::expr E>
+  constexpr auto operator()(E x) const {
+    return ctg::nn::stack<2, plain_drop>(ctg::dropout<"outer">(x, ctg::lit<0.5>));
+  }
+};
+}  // namespace
+
+TEST_CASE("two names whose streams meet at some layers of a stack are found at compile time") {
+  // A layer's stream is hash(name) + 0x9E3779B9 x layer, so "layers.{i}.wqqnm"
+  // at layer 1 draws exactly the mask of "layers.{i}.mhrdz" at layer 0 (their
+  // hashes differ by 0x9E3779B9; found by search): a step with both in a
+  // stack of 2 does not compile (compile_fail.dropout_stream_clash_layers).
+  const std::uint32_t a = ctg::name_hash("layers.{i}.wqqnm", 16), b = ctg::name_hash("layers.{i}.mhrdz", 16);
+  REQUIRE(a != b);
+  for (std::uint64_t i = 0; i < 4096; ++i)
+    REQUIRE(ctg::dropout_value<0.5>({7, 3, 1}, a, i) == ctg::dropout_value<0.5>({7, 3, 0}, b, i));
+  using ctg::detail::streams_meet;
+  CHECK(streams_meet(a, 2, b, 1));   // a's layer 1, b's layer 0
+  CHECK(streams_meet(b, 1, a, 2));   // either order
+  CHECK(!streams_meet(a, 1, b, 4));  // a drawn at layer 0 only: b's layers are other streams
+  CHECK(streams_meet(a, 6, a + 5 * 0x9E3779B9u, 1));   // a's layer 5 is the other's layer 0
+  CHECK(!streams_meet(a, 5, a + 5 * 0x9E3779B9u, 1));
+  CHECK(streams_meet(a + 5 * 0x9E3779B9u, 1, a, 6));
+  CHECK(streams_meet(a, 3, a, 1));  // equal hashes meet at layer 0
+  // The layer keys each dropout draws with: 1 outside stacks, N in a stack of
+  // N, N x M in a stack of M in it (dropouts_of's order).
+  auto nested = ctg::forward(ctg::dropout<"top">(ctg::nn::stack<3, drop_then_inner>(SX{}), ctg::lit<0.5>));
+  using nodes = decltype(nested)::nodes;
+  using layers = ctg::detail::dropout_layers_of<nodes, 1>::type;
+  static_assert(ctg::detail::dropouts_of<nodes>::type::size == 3 && layers::size == 3);
+  const std::uint64_t counts[] = {ctg::tl::at_t<0, layers>::value, ctg::tl::at_t<1, layers>::value,
+                                  ctg::tl::at_t<2, layers>::value};
+  CHECK(std::vector<std::uint64_t>(counts, counts + 3) == std::vector<std::uint64_t>{3, 6, 1});
+}

@@ -1,6 +1,9 @@
 #pragma once
 // Compile-time queries over a graph: its nodes in topological order, whether a
 // leaf has a gradient path, and the trainable leaves a loss reaches.
+#include <cstdint>
+#include <type_traits>
+
 #include <ctg/graph/node.hpp>
 
 namespace ctg {
@@ -192,33 +195,65 @@ consteval void report_dropout_name_clash() {
                 "ctg: two dropouts share one name, so they would draw one mask: give each dropout its own name (the "
                 "note above names both masks: [with A = ...; B = ...])");
 }
-// Two names, one stream: the stream is the name's 32-bit hash, so two of a
-// graph's names may draw one mask (found by search: "blk.qfqysx.drop" and
-// "blk.tlauom.drop").
-template <class... Ds>
-consteval leaf_pair first_stream_clash(tl::list<Ds...>) {
+// How many layer keys each of dropouts_of's dropouts draws with, in its
+// order (std::integral_constant's): 1 outside stacks, N in a stack of N
+// layers, N x M in a stack of M inside it (outer layer o's layer i is keyed
+// o * M + i).
+template <class Nodes, std::uint64_t Layers>
+struct dropout_layers_of;
+template <class N, std::uint64_t Layers, bool = N::kind == node_kind::stack>
+struct dropout_layers_in {
+  using type = std::conditional_t<N::kind == node_kind::random,
+                                  tl::list<std::integral_constant<std::uint64_t, Layers>>, tl::list<>>;
+};
+template <class N, std::uint64_t Layers>
+struct dropout_layers_in<N, Layers, true> {
+  using type = typename dropout_layers_of<typename N::forward_step::nodes, Layers * N::layers>::type;
+};
+template <class... Ns, std::uint64_t Layers>
+struct dropout_layers_of<tl::list<Ns...>, Layers> {
+  using type = tl::concat_t<typename dropout_layers_in<Ns, Layers>::type...>;
+};
+
+// Two names, one stream: a dropout draws stream hash(name) + 0x9E3779B9 x
+// layer (mod 2^32), so two of a graph's names may draw one mask: at layer 0
+// when their 32-bit hashes are equal (found by search: "blk.qfqysx.drop" and
+// "blk.tlauom.drop"), or at layers a of one and b of the other where the
+// hashes differ by 0x9E3779B9 x (b - a) ("layers.{i}.wqqnm" at layer 1 and
+// "layers.{i}.mhrdz" at layer 0).
+consteval bool streams_meet(std::uint32_t s, std::uint64_t s_layers, std::uint32_t t, std::uint64_t t_layers) {
+  constexpr std::uint32_t step = 0x9E3779B9u;
+  std::uint32_t inverse = step;  // step's inverse mod 2^32 (step is odd): Newton's iteration, 5 bits to 32+
+  for (int i = 0; i < 4; ++i) inverse *= 2u - step * inverse;
+  const std::uint32_t d = (t - s) * inverse;  // s's layer a meets t's layer b where a - b = d (mod 2^32)
+  return d < s_layers || std::uint32_t(0u - d) < t_layers;
+}
+template <class... Ds, class... Layers>
+consteval leaf_pair first_stream_clash(tl::list<Ds...>, tl::list<Layers...>) {
   constexpr std::size_t n = sizeof...(Ds);
+  const std::uint64_t layers[] = {Layers::value..., 0};
   const std::uint32_t streams[] = {Ds::stream..., 0};
   const char* names[] = {Ds::name.c_str()..., nullptr};
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = i + 1; j < n; ++j)
-      if (streams[i] == streams[j] && !same_chars(names[i], names[j])) return {i, j};
+      if (!same_chars(names[i], names[j]) && streams_meet(streams[i], layers[i], streams[j], layers[j])) return {i, j};
   return {n, n};
 }
-template <class A, class B>
+template <class A, class B, bool Clash>
 consteval void report_dropout_stream_clash() {
-  static_assert(A::stream != B::stream,
-                "ctg: two dropouts' names hash to one random stream, so they would draw one mask: rename one of "
-                "them (the note above names both masks: [with A = ...; B = ...])");
+  static_assert(!Clash,
+                "ctg: two dropouts' names hash to one random stream, so they would draw one mask (in a stack, at "
+                "some layers: a layer's stream is the hash plus 0x9E3779B9 times the layer): rename one of them (the "
+                "note above names both masks: [with A = ...; B = ...])");
 }
 template <class Nodes>
 consteval bool check_dropout_names() {
   using dropouts = typename dropouts_of<Nodes>::type;
   constexpr leaf_pair p = first_name_clash(dropouts{});
-  constexpr leaf_pair q = first_stream_clash(dropouts{});
+  constexpr leaf_pair q = first_stream_clash(dropouts{}, typename dropout_layers_of<Nodes, 1>::type{});
   if constexpr (p.a < dropouts::size) report_dropout_name_clash<tl::at_t<p.a, dropouts>, tl::at_t<p.b, dropouts>>();
   else if constexpr (q.a < dropouts::size)
-    report_dropout_stream_clash<tl::at_t<q.a, dropouts>, tl::at_t<q.b, dropouts>>();
+    report_dropout_stream_clash<tl::at_t<q.a, dropouts>, tl::at_t<q.b, dropouts>, true>();
   return true;
 }
 }  // namespace detail
