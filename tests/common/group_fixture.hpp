@@ -58,7 +58,7 @@ struct group_fixture {
 
   group_fixture(ctg::dim_t batch, unsigned seed, int skewed = -1)
       : it(test_shapes::dims_of<iter>(batch)), out_shape(test_shapes::dims_of<root>(batch)) {
-    ctx.key = hb.key = {7, 1, 0};
+    ctx.key = hb.key = {7, (std::uint64_t{1} << 32) * 3 + 1, 5};
     layout.rank = it.rank;
     for (std::size_t d = 0; d < it.rank; ++d) layout.dims[d] = it.d[d];
     bufs.reserve(info::ninputs);

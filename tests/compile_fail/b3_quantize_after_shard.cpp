@@ -2,9 +2,12 @@
 // rank's quantizer would see only its own slice of the weight (its own amax,
 // its own scale) must not compile. The corrected twin quantizes the whole
 // weight and shards the quantized tensor (one scale; fp8 bytes travel).
+// The usual data-parallel lines after the mistake add no error of their own
+// (a mistake's store, its data_parallel and sharded_adamw take every use).
 // expect-error: ctg: quantize before shard
 // expect-error-count: 1
 #include <ctg/ctg.hpp>
+#include <ctg/dist/checkpoint.hpp>
 
 using X = ctg::input<"x", ctg::f32, ctg::dyn, 8>;
 using W = ctg::param<"w", ctg::f32, 8, 4>;
@@ -21,6 +24,12 @@ int main() {
   auto step = ctg::value_and_grad(ctg::sum(ctg::fp8_matmul<ctg::f32, S<"g">>(xq, wq)));
   ctg::cpu::device dev;
   auto store = ctg::make_store(dev, step);
-  (void)store;
+  ctg::dist::data_parallel dp(store, ctg::dist::emulate{2});
+  dp.accumulate(2);
+  ctg::dist::sharded_adamw opt(dp, {.lr = 1e-3f});
+  std::vector<float> x(16);
+  step(store, ctg::feed<X>(x, 2));
+  opt.step();
+  ctg::dist::save("b3_quantize_after_shard.ctg", dp, opt);
   return 0;
 }

@@ -37,10 +37,15 @@ __global__ void binary_kernel(const float* a, const float* b, float* y, std::siz
     y[i] = Op::apply(a[i], b[i]);
 }
 
-__global__ void philox_kernel(std::uint64_t seed, std::uint32_t step, std::uint32_t stream, float* u, std::size_t n) {
+__global__ void philox_kernel(std::uint64_t seed, std::uint64_t step, std::uint32_t stream, float* u, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x)
     u[i] = ctg::philox_uniform(seed, step, stream, i);
+}
+__global__ void dropout_kernel(ctg::random_key key, std::uint32_t stream, float* v, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    v[i] = ctg::dropout_value<0.15>(key, stream, i);
 }
 
 template <class T>
@@ -174,18 +179,31 @@ int main() {
     check_binary<op::div_by_count>(dev, "div_by_count", x, b, dx, db, t);
     check_binary<op::keep_where>(dev, "keep_where", x, b, dx, db, t);
 
-    // Dropout's stream: the same uniforms for 2^22 element indices.
+    // Dropout's stream: the same uniforms for 2^22 element indices, at a
+    // step count with a high word (64-bit keys); then dropout's values at p =
+    // 0.15 (its f32 scale, 1 / float(0.85)) on layer 3 of a stack.
     {
       constexpr std::size_t n = std::size_t{1} << 22;
+      constexpr std::uint64_t step = (std::uint64_t{3} << 32) + 7;
       device_vector<float> du(n);
-      philox_kernel<<<dev.blocks_for(n, 256), 256, 0, dev.stream()>>>(2026, 7, 0xC0FFEEu, du.data(), n);
+      philox_kernel<<<dev.blocks_for(n, 256), 256, 0, dev.stream()>>>(2026, step, 0xC0FFEEu, du.data(), n);
       ctg::cuda::check_launch("philox_kernel");
       dev.synchronize();
       const std::vector<float> u = du.host();
       std::size_t bad = 0, first = 0;
       for (std::size_t i = 0; i < n; ++i)
-        if (!same(u[i], ctg::philox_uniform(2026, 7, 0xC0FFEEu, i)) && bad++ == 0) first = i;
+        if (!same(u[i], ctg::philox_uniform(2026, step, 0xC0FFEEu, i)) && bad++ == 0) first = i;
       t.report("philox", n, bad, first);
+
+      const ctg::random_key key{2026, step, 3};
+      dropout_kernel<<<dev.blocks_for(n, 256), 256, 0, dev.stream()>>>(key, 0xC0FFEEu, du.data(), n);
+      ctg::cuda::check_launch("dropout_kernel");
+      dev.synchronize();
+      const std::vector<float> d = du.host();
+      bad = first = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (!same(d[i], ctg::dropout_value<0.15>(key, 0xC0FFEEu, i)) && bad++ == 0) first = i;
+      t.report("dropout_value p=0.15", n, bad, first);
     }
     check_errors(t);
     return t.failed_checks == 0;

@@ -122,6 +122,12 @@ TEST_CASE("an elementwise group, as the CUDA kernel's threads compute it, agains
     // Dropout's mask at each element.
     auto dropped = ctg::dropout<"drop">(X64{}, ctg::lit<0.25>);
     check_group(ctg::forward(dropped), dropped, batch, true);
+    auto dropped15 = ctg::dropout<"drop15">(X64{}, ctg::lit<0.15>) * X64{};
+    check_group(ctg::forward(dropped15), dropped15, batch, true);
+    auto droppedh = ctg::dropout<"droph">(ctg::tanh(H64{}), ctg::lit<0.15>);
+    check_group(ctg::forward(droppedh), droppedh, batch, true);
+    auto droppedd = ctg::dropout<"dropd">(D16{}, ctg::lit<0.15>);
+    check_group(ctg::forward(droppedd), droppedd, batch, true);
     // A row of 37: element by element.
     auto odd = ctg::square(X37{});
     check_group(ctg::forward(odd), odd, batch, false);

@@ -155,6 +155,11 @@ TEST_CASE("a row group, as the CUDA block's threads compute it") {
     // Softmax: a max, then a sum of the values the output reads (the row cache).
     auto soft = ctg::softmax(X64{});
     check_rows(ctg::forward(soft), soft, batch, true);
+    // Dropout inside a row group, read by the reduction and the output
+    auto dsoft = ctg::softmax(ctg::dropout<"d1">(X64{}, ctg::lit<0.15>));
+    check_rows(ctg::forward(dsoft), dsoft, batch, true);
+    auto dsum = ctg::sum<-1>(ctg::dropout<"d2">(ctg::exp(X37{}), ctg::lit<0.3>));
+    check_rows(ctg::forward(dsum), dsum, batch, false);
     // An RMSNorm in bf16: a mean of squares, a scale row read along the row.
     auto norm = H64{} * ctg::rsqrt(ctg::mean<-1>(ctg::square(H64{})) + ctg::lit<1e-5>) * W64{};
     check_rows(ctg::forward(norm), norm, batch, true);

@@ -82,6 +82,7 @@
 #include <ctg/dist/communicator.hpp>
 #include <ctg/dist/shard_layout.hpp>
 #include <ctg/dist/stack_shards.hpp>
+#include <ctg/exec/invalid_store.hpp>
 #include <ctg/exec/replica_group.hpp>
 #include <ctg/graph/step.hpp>
 
@@ -631,6 +632,33 @@ class data_parallel final : public replica_group {
   int micro_ = 1;   // micro-batches per rank and step
   bool complete_ = false;
   float loss_ = 0.0f;
+};
+
+// A data_parallel over the store of a mistake (invalid_store: make_store was
+// given an invalid_step, already reported) takes every use and does
+// nothing, as that store does, so the lines after the mistake add no errors.
+template <>
+class data_parallel<invalid_store> {
+ public:
+  using store_type = invalid_store;
+  using step_type = invalid_step;
+  template <class... Args>
+  explicit data_parallel(invalid_store& s, Args&&...) : store_(s) {}
+  invalid_store& store() { return store_; }
+  communicator& comm() { return own_; }
+  int world() const { return 1; }
+  int first_shard() const { return 0; }
+  int shards_held() const { return 1; }
+  float loss() const { return 0.0f; }
+  bool has_gradient() const { return false; }
+  void accumulate(int) {}
+  int micro_batches() const { return 1; }
+  int runs_done() const { return 0; }
+  void resume_at(std::uint64_t) {}
+
+ private:
+  invalid_store& store_;
+  self_comm own_;
 };
 
 }  // namespace ctg::dist

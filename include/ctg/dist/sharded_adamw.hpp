@@ -63,7 +63,8 @@ class sharded_adamw : detail::data_parallel_optimizer {
 
   // Takes the masters of this rank's shards from the store's parameters.
   explicit sharded_adamw(data_parallel<Store>& parallel, optim::adamw_config cfg = {}) : dp_(&parallel), cfg_(cfg) {
-    static_assert(trainable::size > 0, "ctg: adamw needs a step with trainable leaves (value_and_grad)");
+    static_assert(trainable::size > 0 || std::is_same_v<step_type, invalid_step>,  // (invalid: already reported)
+                  "ctg: adamw needs a step with trainable leaves (value_and_grad)");
     cfg_.validate();
     slots_.resize(trainable::size * static_cast<std::size_t>(dp().shards_held()));
     checks_mine_.resize(trainable::size * static_cast<std::size_t>(dp().shards_held()));
@@ -414,6 +415,23 @@ class sharded_adamw : detail::data_parallel_optimizer {
   std::vector<std::byte> send_, recv_;                // the parameters' all-gather
   std::vector<float> state_;
   std::int64_t steps_ = 0;
+};
+
+// Over the data_parallel of a mistake (above): takes every use, does nothing.
+template <>
+class sharded_adamw<invalid_store> {
+ public:
+  explicit sharded_adamw(data_parallel<invalid_store>&, optim::adamw_config cfg = {}) : cfg_(cfg) {}
+  float step() { return 0.0f; }
+  float step(float) { return 0.0f; }
+  std::int64_t steps() const { return 0; }
+  const optim::adamw_config& config() const { return cfg_; }
+  std::span<const float> exp_avg(int = 0) const { return {}; }
+  std::span<const float> exp_avg_sq(int = 0) const { return {}; }
+  std::size_t state_elements() const { return 0; }
+
+ private:
+  optim::adamw_config cfg_;
 };
 
 }  // namespace ctg::dist
