@@ -13,6 +13,7 @@
 //      1e-5 of a CPU store given the GPU's weights.
 //   D. io::load on a GPU store spends the gradient of the last step, so the
 //      next adamw step is the "no gradients since the last update" error.
+//   E. AdamW's decay_leaves::matrices on the device (below).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -171,6 +172,33 @@ bool load_drops_grads(const ctg::cuda::device& gpu) {
   std::filesystem::remove(path);
   return threw;
 }
+// E. AdamW's decay of matrices only on the device: one step from the same
+// parameters and gradient gives the matrix what decay of every leaf gives
+// it, and the vector what no decay gives it, bit for bit.
+using SV = ctg::param<"v", ctg::f32, 64>;
+bool decay_of_matrices(const ctg::cuda::device& gpu) {
+  auto train = ctg::value_and_grad(ctg::sum(ctg::square(ctg::tanh(ctg::matmul(SX{}, W{}) + SV{}))));
+  std::vector<float> x(8 * 64);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.37f * static_cast<float>(i));
+  auto after_one_step = [&](ctg::optim::adamw_config cfg) {
+    auto gs = ctg::make_store(gpu, train);
+    ctg::nn::init_params(gs, 3, 0.5);
+    ctg::optim::adamw opt(gs, cfg);
+    train(gs, ctg::feed(SX{}, x, 8));
+    opt.step(gs);
+    std::vector<float> w(64 * 64), v(64);
+    gs.download(W{}, std::span<float>(w));
+    gs.download(SV{}, std::span<float>(v));
+    return std::pair(w, v);
+  };
+  const auto every = after_one_step({.lr = 0.05f, .weight_decay = 0.5f});
+  const auto none = after_one_step({.lr = 0.05f, .weight_decay = 0.0f});
+  const auto matrices =
+      after_one_step({.lr = 0.05f, .weight_decay = 0.5f, .decay = ctg::optim::decay_leaves::matrices});
+  const bool ok = matrices.first == every.first && matrices.second == none.second && matrices.second != every.second;
+  std::printf("adamw decay of matrices only: %s\n", ok ? "the matrix decayed, the vector not" : "WRONG");
+  return ok;
+}
 }  // namespace
 
 int main() {
@@ -179,6 +207,7 @@ int main() {
     ok = nested_kept_area(gpu) && ok;
     ok = shared_store_eval(gpu) && ok;
     ok = load_drops_grads(gpu) && ok;
+    ok = decay_of_matrices(gpu) && ok;
     return ok;
   });
 }

@@ -7,7 +7,10 @@ ctg::nn::transformer<tiny, P> under full<f32> (".f32") and autocast<bf16> (".bf1
                      parameters and data: 3 steps of forward/backward (the model
                      below, from torch's own updated float32 parameters each step),
                      torch.nn.utils.clip_grad_norm_(max_norm=1.0) and
-                     torch.optim.AdamW(lr=1e-2, weight_decay=0.1); compared per
+                     torch.optim.AdamW(lr=1e-2, weight_decay=0.1: under f32 only
+                     leaves of two dims or more in one layer, decay_leaves::matrices,
+                     a param group of weight_decay 0 for the others; every leaf
+                     under bf16); compared per
                      step: the loss, the global gradient norm before clipping,
                      every gradient, and every parameter after the update.
 
@@ -121,12 +124,22 @@ def model(chk, case, parts, tol):
         chk.compare_allowed(case, "grad/" + n, got[n], g, allowed, how(tol))
 
 
-def train(init, inputs, P, steps, opt_tol, to_model=lambda p: p):
-    """A torch training run (float32 parameters, torch.optim.AdamW, clip_grad_norm_).
+def weight_decays(init, matrices_only, weight_decay):
+    """Each leaf's weight decay: every leaf's, or (matrices_only) only that of leaves of two
+    dims or more in one layer: a stacked leaf "layers.{i}.<x>" has one dim more, the layers'."""
+    def per_layer_dims(name, v):
+        return v.dim() - (1 if "{i}" in name else 0)
+    return {n: weight_decay if not matrices_only or per_layer_dims(n, v) >= 2 else 0.0 for n, v in init.items()}
+
+
+def train(init, inputs, P, steps, opt_tol, decays, to_model=lambda p: p):
+    """A torch training run (float32 parameters, torch.optim.AdamW with one param group per
+    weight decay in `decays` (leaf: decay), clip_grad_norm_).
     Returns per step: (loss, grad norm before clipping, {leaf: f32 gradient}, {leaf: param})."""
     params = {n: torch.nn.Parameter(v.clone().float()) for n, v in init.items()}
-    opt = torch.optim.AdamW(params.values(), lr=opt_tol.lr, betas=opt_tol.betas, eps=opt_tol.eps,
-                            weight_decay=opt_tol.weight_decay)
+    groups = [{"params": [params[n] for n in params if decays[n] == wd], "weight_decay": wd}
+              for wd in sorted(set(decays.values()))]
+    opt = torch.optim.AdamW(groups, lr=opt_tol.lr, betas=opt_tol.betas, eps=opt_tol.eps)
     out = []
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
@@ -142,22 +155,25 @@ def train(init, inputs, P, steps, opt_tol, to_model=lambda p: p):
 
 @cases.check("model_adamw", tolerances="model_adamw")
 def model_adamw(chk, case, parts, tol):
-    """parts: param/<leaf> (initial), input/<x>, step<k>/{loss, grad_norm, grad/<leaf>, param/<leaf>}."""
+    """parts: param/<leaf> (initial), input/<x>, decay (1: matrices only, 0: every leaf),
+    step<k>/{loss, grad_norm, grad/<leaf>, param/<leaf>}."""
     P = POLICIES[case.rpartition(".")[2]]
     init, inputs = records(parts, "param/"), records(parts, "input/")
     names = list(init)
     steps = sorted({int(path.split("/")[0][4:]) for path in parts if path.startswith("step")})
-    if not names or not steps or steps != list(range(1, len(steps) + 1)):
-        chk.error(case, f"expected param/*, input/* and step1..N records (steps found: {steps})")
+    if not names or not steps or steps != list(range(1, len(steps) + 1)) or "decay" not in parts:
+        chk.error(case, f"expected param/*, input/*, decay and step1..N records (steps found: {steps})")
         return
-    ref = train(init, inputs, P, len(steps), tol)
+    decays = weight_decays(init, bool(parts["decay"].item()), tol.weight_decay)
+    ref = train(init, inputs, P, len(steps), tol, decays)
     sims = None
     if isinstance(tol.grad, tolerances.MonteCarloTolerance):
         gen = torch.Generator().manual_seed(SEED)
 
         def to_model(params):  # the simulation takes float64 parameters
             return {n: v.double() for n, v in params.items()}
-        sims = [train(init, inputs, nn.MonteCarlo(gen), len(steps), tol, to_model) for _ in range(tol.grad.samples)]
+        sims = [train(init, inputs, nn.MonteCarlo(gen), len(steps), tol, decays, to_model)
+                for _ in range(tol.grad.samples)]
 
     deltas = []
     for t, k in enumerate(steps):
@@ -170,7 +186,8 @@ def model_adamw(chk, case, parts, tol):
         #    either way, which moves every later gradient: torch's own run is another point.)
         #    The bounds below follow torch's run, so ctg's difference from it is at most the
         #    allowed difference plus torch's gradient at ctg's point minus torch's own.
-        at_ctg = grads if t == 0 else train(records(parts, f"step{steps[t - 1]}/param/"), inputs, P, 1, tol)[0][2]
+        at_ctg = grads if t == 0 else train(records(parts, f"step{steps[t - 1]}/param/"), inputs, P, 1, tol,
+                                           decays)[0][2]
         delta = {}
         for n in names:
             g = at_ctg[n].double()
@@ -184,7 +201,7 @@ def model_adamw(chk, case, parts, tol):
                             "the norm of the gradients' allowed differences")
         # 3. every parameter after the update, and the loss of this step (which saw the
         #    parameters after the previous update)
-        bounds = tol.param_bounds([r[2] for r in ref[:t + 1]], deltas, [r[3] for r in ref[:t + 1]])
+        bounds = tol.param_bounds([r[2] for r in ref[:t + 1]], deltas, [r[3] for r in ref[:t + 1]], decays)
         prev = bounds[t - 1] if t > 0 else {n: torch.zeros_like(grads[n], dtype=torch.float64) for n in names}
         drift = sum((grads[n].double().abs() * prev[n]).sum() for n in names)
         allowed = grad_allowed(tol.grad, loss, abs(loss.item()), sims and [s[t][0] for s in sims]) + drift

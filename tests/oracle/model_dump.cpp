@@ -8,7 +8,9 @@
 //                       (stacked leaves "layers.{i}.*" have a leading dim = layers).
 //   model_adamw.<tag>   the same initial params and inputs, then 3 training steps
 //                       (value_and_grad, then ctg::optim::adamw with lr 1e-2,
-//                       weight_decay 0.1, max_grad_norm 1.0), recording per step k:
+//                       weight_decay 0.1, max_grad_norm 1.0; its decay of matrices
+//                       only under f32, whose bounds are tight enough to tell, of
+//                       every leaf under bf16: `decay`, 1 or 0), recording per step k:
 //                       step<k>/loss, step<k>/grad/<leaf> (the gradients the update
 //                       uses), step<k>/grad_norm (opt.step's return value) and
 //                       step<k>/param/<leaf> after the update.
@@ -91,7 +93,10 @@ void model_cases(oracle::dump& d, const std::string& tag) {
   put_params(d, train, st);
   put_inputs(d, train);
 
-  ctg::optim::adamw opt(st, {.lr = 1e-2f, .weight_decay = 0.1f, .max_grad_norm = 1.0f});
+  const auto decay = tag == "f32" ? ctg::optim::decay_leaves::matrices : ctg::optim::decay_leaves::every_leaf;
+  const float decay_code = decay == ctg::optim::decay_leaves::matrices ? 1.0f : 0.0f;
+  put<float>(d, train + "decay", std::span<const float>(&decay_code, 1), {});
+  ctg::optim::adamw opt(st, {.lr = 1e-2f, .weight_decay = 0.1f, .max_grad_norm = 1.0f, .decay = decay});
   for (int k = 1; k <= train_steps; ++k) {
     run();
     const std::string at = train + "step" + std::to_string(k) + "/";

@@ -252,10 +252,11 @@ class AdamWTolerance:
         s = sum(((1 - b1) * b1 ** (t - j)) ** 2 / ((1 - b2) * b2 ** (t - j)) for j in range(1, t + 1))
         return math.sqrt(s) * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
 
-    def param_bounds(self, grads, deltas, params):
+    def param_bounds(self, grads, deltas, params, decays=None):
         """grads[t][leaf]: torch's gradient at step t+1 (before clipping), deltas[t][leaf]:
         the bound on |ctg's - torch's| (0 where it must be exact), params[t][leaf]: torch's
-        parameter after step t+1. Returns bounds[t][leaf] on |ctg's - torch's| parameter."""
+        parameter after step t+1, decays[leaf]: its weight decay (default: weight_decay).
+        Returns bounds[t][leaf] on |ctg's - torch's| parameter."""
         import torch
         b1, b2 = self.betas
         names = list(grads[0])
@@ -295,7 +296,8 @@ class AdamWTolerance:
                 u_lo = corners.min(dim=0).values.clamp(-B, B)
                 u_hi = corners.max(dim=0).values.clamp(-B, B)
                 p = params[t][n].double().abs()
-                bounds[n] = (prev[n] * (1 - self.lr * self.weight_decay) + self.lr * (u_hi - u_lo)
+                wd = self.weight_decay if decays is None else decays[n]
+                bounds[n] = (prev[n] * (1 - self.lr * wd) + self.lr * (u_hi - u_lo)
                              + self.ulps * U_F32 * (p + self.lr * B))
             out.append(bounds)
             prev = bounds

@@ -135,6 +135,37 @@ TEST_CASE("one rank is the plain store and AdamW, bit for bit") {
   CHECK(values<F>(alone) == values<F>(plain));  // (frozen: never written)
 }
 
+TEST_CASE("sharded_adamw decays the leaves adamw decays: matrices only, bit for bit at one rank") {
+  using V3 = ctg::param<"v3", ctg::f32, 3>;  // (a vector: b2 is [1, 3], a matrix to the rule)
+  auto h = ctg::tanh(ctg::matmul(X{}, ctg::cast<ctg::f32>(W1{})));
+  auto step = ctg::value_and_grad(ctg::mean(ctg::square(ctg::matmul(ctg::matmul(h, W2{}) + B2{} + V3{}, F{}) - Y{})));
+  ctg::cpu::device dev;
+  auto plain = ctg::make_store(dev, step);
+  auto every = ctg::make_store(dev, step);
+  auto alone = ctg::make_store(dev, step);
+  init(plain);
+  init(every);
+  init(alone);
+  const ctg::optim::adamw_config cfg{.lr = 0.05f, .weight_decay = 0.5f, .decay = ctg::optim::decay_leaves::matrices};
+  ctg::optim::adamw opt(plain, cfg);
+  ctg::optim::adamw every_opt(every, {.lr = 0.05f, .weight_decay = 0.5f});
+  ctg::dist::data_parallel dp(alone, ctg::dist::emulate{1});
+  ctg::dist::sharded_adamw sopt(dp, cfg);
+  for (int s = 0; s < 3; ++s) {
+    const batch b = rows(4 * s, 4);
+    step(plain, ctg::feed<X>(b.x, 4), ctg::feed<Y>(b.y, 4));
+    step(every, ctg::feed<X>(b.x, 4), ctg::feed<Y>(b.y, 4));
+    step(alone, ctg::feed<X>(b.x, 4), ctg::feed<Y>(b.y, 4));
+    CHECK(opt.step(plain) == sopt.step());
+    every_opt.step(every);
+  }
+  CHECK(values<W1>(plain) == values<W1>(alone));
+  CHECK(values<W2>(plain) == values<W2>(alone));
+  CHECK(values<B2>(plain) == values<B2>(alone));
+  CHECK(values<V3>(plain) == values<V3>(alone));
+  CHECK(values<V3>(plain) != values<V3>(every));  // (the vector's decay is what differs)
+}
+
 // W emulated ranks, each fed its share of the global batch, against one
 // store fed the whole global batch (the same batch every step, so the loss
 // falls).

@@ -72,7 +72,9 @@ std::vector<unsigned char> bytes_of(std::span<T> v) {
 // Straightforward AdamW in double: the formulas of the AdamW paper as
 // torch.optim.AdamW applies them, with clip_grad_norm_ in front.
 struct reference_adamw {
-  double beta1, beta2, eps, wd, max_norm;
+  double beta1, beta2, eps;
+  std::vector<double> wd;  // per trainable leaf
+  double max_norm;
   std::vector<std::vector<double>> p, m, v;  // one entry per trainable leaf
   long t = 0;
 
@@ -87,7 +89,7 @@ struct reference_adamw {
       if (m[k].empty()) m[k].assign(grads[k].size(), 0.0), v[k].assign(grads[k].size(), 0.0);
       for (std::size_t i = 0; i < grads[k].size(); ++i) {
         const double g = grads[k][i] * coef;
-        p[k][i] -= lr * wd * p[k][i];
+        p[k][i] -= lr * wd[k] * p[k][i];
         m[k][i] = beta1 * m[k][i] + (1 - beta1) * g;
         v[k][i] = beta2 * v[k][i] + (1 - beta2) * g * g;
         const double m_hat = m[k][i] / (1 - std::pow(beta1, double(t)));
@@ -123,7 +125,9 @@ void compare_with_reference(ctg::optim::adamw_config cfg, int steps, bool expect
                             const std::vector<float>& lrs = {}) {
   fixture f;
   opt_t opt(f.store, cfg);
-  reference_adamw ref{cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.max_grad_norm, {}, {{}, {}}, {{}, {}}};
+  // (w is a matrix, b a vector: decay_leaves::matrices decays w only.)
+  const double wd_b = cfg.decay == ctg::optim::decay_leaves::matrices ? 0.0 : cfg.weight_decay;
+  reference_adamw ref{cfg.beta1, cfg.beta2, cfg.eps, {cfg.weight_decay, wd_b}, cfg.max_grad_norm, {}, {{}, {}}, {{}, {}}};
   ref.p = {as_double(f.store.param<W>()), as_double(f.store.param<B>())};
   double max_err_w = 0, max_err_b = 0, max_err_m = 0, max_err_v = 0;
   bool clipped = false;
@@ -167,6 +171,10 @@ TEST_CASE("adamw matches a double reference: no weight decay, no clipping") {
 
 TEST_CASE("adamw matches a double reference: decoupled weight decay") {
   compare_with_reference({.lr = 1e-2f, .weight_decay = 0.1f}, 10, false);
+}
+
+TEST_CASE("adamw matches a double reference: weight decay of matrices only (the bias gets none)") {
+  compare_with_reference({.lr = 1e-2f, .weight_decay = 0.3f, .decay = ctg::optim::decay_leaves::matrices}, 10, false);
 }
 
 TEST_CASE("adamw matches a double reference: global-norm clipping, other betas and eps") {
@@ -451,4 +459,100 @@ TEST_CASE("adamw: a write to the last element of a bf16 parameter is detected to
     msg = e.what();
   }
   CHECK(msg.find("parameter 'b' was written") != std::string::npos);
+}
+
+namespace {
+template <ctg::fixed_string P>
+struct affine_block {
+  template <ctg::expr H>
+  constexpr auto operator()(H h) const {
+    return ctg::tanh(ctg::matmul(h, ctg::param<P + ".w", ctg::f32, 4, 4>{}) + ctg::param<P + ".b", ctg::f32, 4>{}) *
+           ctg::param<P + ".scale", ctg::f32, 4>{};
+  }
+};
+template <ctg::fixed_string P>
+struct nested_block {
+  template <ctg::expr H>
+  constexpr auto operator()(H h) const {
+    return ctg::nn::stack<2, affine_block>(h) + ctg::param<P + ".outer_b", ctg::f32, 4>{};
+  }
+};
+using SX = ctg::input<"x", ctg::f32, ctg::dyn, 4>;
+using Head = ctg::param<"head", ctg::f32, 4, 2>;
+using HeadBias = ctg::param<"head_bias", ctg::f32, 2>;
+
+template <class Body>
+auto head_loss(Body body) {
+  return ctg::mean(ctg::square(ctg::matmul(body, Head{}) + HeadBias{}));
+}
+
+// One AdamW step from the same parameters and gradient with decay of
+// matrices only gives each matrix what decay of every leaf gives it, and
+// each vector what no decay gives it, bit for bit. `matrix` names the leaves
+// of two dims or more in one layer (written here from the model, not from
+// ctg's rule).
+template <class Step>
+void check_matrices_only(Step step, const std::vector<std::string>& matrix) {
+  ctg::cpu::device dev{1};
+  using store_type = decltype(ctg::make_store(dev, step));
+  std::vector<float> x(6 * 4);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.3f * static_cast<float>(i) + 0.2f);
+  auto after_one_step = [&](ctg::optim::adamw_config cfg) {
+    auto st = std::make_unique<store_type>(ctg::make_store(dev, step));
+    ctg::nn::init_params(*st, 5, 0.5);
+    ctg::optim::adamw opt(*st, cfg);
+    step(*st, ctg::feed<SX>(x, 6));
+    opt.step(*st);
+    return st;
+  };
+  const auto every = after_one_step({.lr = 0.05f, .weight_decay = 0.5f});
+  const auto none = after_one_step({.lr = 0.05f, .weight_decay = 0.0f});
+  const auto matrices =
+      after_one_step({.lr = 0.05f, .weight_decay = 0.5f, .decay = ctg::optim::decay_leaves::matrices});
+  std::size_t checked = 0;
+  ctg::tl::for_each_indexed<typename Step::wrt>([&]<std::size_t K, class L>() {
+    const bool is_matrix = std::find(matrix.begin(), matrix.end(), L::name.c_str()) != matrix.end();
+    const auto got = matrices->template param<L>();
+    const auto want = (is_matrix ? every : none)->template param<L>();
+    const auto other = (is_matrix ? none : every)->template param<L>();
+    INFO(L::name.c_str() << (is_matrix ? ": decayed" : ": not decayed"));
+    CHECK(std::memcmp(got.data(), want.data(), got.size_bytes()) == 0);
+    CHECK(std::memcmp(got.data(), other.data(), got.size_bytes()) != 0);  // (the decay moves it)
+    ++checked;
+  });
+  CHECK(checked == Step::wrt::size);
+}
+}  // namespace
+
+TEST_CASE("decay_leaves::matrices: a stack's biases and norm scales get no decay, its matrices do; nested too") {
+  // A stacked leaf has a leading dim per stack ([3, 4] for a bias in a stack
+  // of 3, [2, 2, 4] in a stack of 2 inside one of 2): the rule counts the
+  // dims in one layer.
+  auto flat = ctg::value_and_grad(head_loss(ctg::nn::stack<3, affine_block>(SX{})));
+  using flat_nodes = decltype(flat)::nodes;
+  static_assert(ctg::per_layer_rank<flat_nodes, ctg::param<"layers.{i}.w", ctg::f32, 3, 4, 4>> == 2);
+  static_assert(ctg::per_layer_rank<flat_nodes, ctg::param<"layers.{i}.b", ctg::f32, 3, 4>> == 1);
+  static_assert(ctg::per_layer_rank<flat_nodes, Head> == 2 && ctg::per_layer_rank<flat_nodes, HeadBias> == 1);
+  check_matrices_only(flat, {"layers.{i}.w", "head"});
+
+  auto nested = ctg::value_and_grad(head_loss(ctg::nn::stack<2, nested_block>(SX{})));
+  using nested_nodes = decltype(nested)::nodes;
+  static_assert(ctg::per_layer_rank<nested_nodes, ctg::param<"layers.{i}.w", ctg::f32, 2, 2, 4, 4>> == 2);
+  static_assert(ctg::per_layer_rank<nested_nodes, ctg::param<"layers.{i}.b", ctg::f32, 2, 2, 4>> == 1);
+  static_assert(ctg::per_layer_rank<nested_nodes, ctg::param<"layers.{i}.outer_b", ctg::f32, 2, 4>> == 1);
+  check_matrices_only(nested, {"layers.{i}.w", "head"});
+}
+
+TEST_CASE("the decay choice is saved and restored with the optimizer (tests/unit/state_file.cpp: older files)") {
+  test_util::temp_dir dir("ctg_adamw_decay_");
+  fixture f;
+  opt_t opt(f.store, {.lr = 1e-2f, .weight_decay = 0.1f, .decay = ctg::optim::decay_leaves::matrices});
+  f.run(0);
+  opt.step(f.store);
+  ctg::optim::save(dir / "decay.ctg", f.store, opt);
+  opt_t other(f.store, {.lr = 1e-2f, .weight_decay = 0.1f});
+  REQUIRE(other.config().decay == ctg::optim::decay_leaves::every_leaf);
+  ctg::optim::load(dir / "decay.ctg", f.store, other);
+  CHECK(other.config().decay == ctg::optim::decay_leaves::matrices);
+  CHECK(other.steps() == 1);
 }

@@ -122,6 +122,8 @@ image full_image(store_a& s, const opt_a& o) {
   const ctg::optim::adamw_config c = o.config();
   const float cfg[] = {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, c.max_grad_norm};
   out["config"] = bytes_of(std::span<const float>(cfg));
+  const auto decay = static_cast<std::int64_t>(c.decay);
+  out["decay"] = bytes_of(std::span<const std::int64_t>(&decay, 1));
   return out;
 }
 
@@ -139,7 +141,8 @@ void write_all(const fs::path& p, const unsigned char* data, std::size_t n) {
 }
 
 const ctg::optim::adamw_config trained_cfg{.lr = 2e-2f, .beta1 = 0.85f, .beta2 = 0.99f, .eps = 1e-7f,
-                                           .weight_decay = 0.05f, .max_grad_norm = 0.5f};
+                                           .weight_decay = 0.05f, .max_grad_norm = 0.5f,
+                                           .decay = ctg::optim::decay_leaves::matrices};
 
 store_a& initialised(store_a& s, float seed) {
   init(s, seed);
@@ -299,7 +302,7 @@ TEST_CASE("the file follows the documented byte layout") {
   const std::vector<unsigned char> f = read_all(path);
   REQUIRE(f.size() > 40);
   CHECK(std::memcmp(f.data(), "CTGSTATE", 8) == 0);
-  CHECK(le(f, 8, 4) == 2);
+  CHECK(le(f, 8, 4) == 3);
   CHECK(le(f, 12, 4) == 0);
   CHECK(le(f, 16, 8) == f.size());
   CHECK(le(f, f.size() - 8, 8) == fnv1a(f, f.size() - 8));
@@ -334,6 +337,7 @@ TEST_CASE("the file follows the documented byte layout") {
       {{5, "adamw.eps"}, {1, dims{}, 4}},
       {{5, "adamw.weight_decay"}, {1, dims{}, 4}},
       {{5, "adamw.max_grad_norm"}, {1, dims{}, 4}},
+      {{5, "adamw.decay"}, {7, dims{}, 8}},
   };
   CHECK(got == want);
   // Data is the raw little-endian bytes.
@@ -410,12 +414,12 @@ TEST_CASE("wrong magic and wrong version are named") {
   CHECK(m.find("not a ctg state file") != std::string::npos);
   CHECK(m.find("NOTSTATE") != std::string::npos);
   g = f;
-  g[8] = 3;
+  g[8] = 4;
   reseal(g);
   write_all(dir / "bad.ctg", g.data(), g.size());
   m = message_of([&] { ctg::optim::load(dir / "bad.ctg", b.m.store); });
-  CHECK(m.find("version 3") != std::string::npos);
-  CHECK(m.find("expected 1") != std::string::npos);
+  CHECK(m.find("version 4") != std::string::npos);
+  CHECK(m.find("expected 1 to 3") != std::string::npos);
   CHECK(b.snapshot() == before);
 }
 
@@ -615,14 +619,17 @@ TEST_CASE("a version-1 file loads what it holds and leaves the store's seed and 
   trained a(2);
   ctg::optim::save(dir / "v2.ctg", a.m.store, a.opt);
   const std::vector<unsigned char> f = read_all(dir / "v2.ctg");
-  // Version 1 as it was written before the store records existed.
-  const std::vector<unsigned char> v1 = refile(f, 1, [](const record& r) { return r.kind != 6; });
+  // Version 1 as it was written before the store records (and AdamW's decay) existed.
+  const std::vector<unsigned char> v1 =
+      refile(f, 1, [](const record& r) { return r.kind != 6 && r.name != "adamw.decay"; });
   write_all(dir / "v1.ctg", v1.data(), v1.size());
   fresh b;
   b.m.store.seed(7);
   b.m.store.set_steps_run(5);
   ctg::optim::load(dir / "v1.ctg", b.m.store, b.opt);
-  CHECK(b.snapshot() == full_image(a.m.store, a.opt));
+  image file_image = full_image(a.m.store, a.opt);
+  file_image["decay"] = b.snapshot()["decay"];  // (b's own: the file has none)
+  CHECK(b.snapshot() == file_image);
   CHECK(b.m.store.seed() == 7);
   CHECK(b.m.store.steps_run() == 5);
   fresh c;
@@ -650,7 +657,7 @@ TEST_CASE("a version-1 file loads what it holds and leaves the store's seed and 
   write_all(dir / "bad.ctg", g.data(), g.size());
   std::string m = message_of([&] { ctg::optim::load(dir / "bad.ctg", b.m.store, b.opt); });
   CHECK(m.find("kind 6, expected 1..5 in a version-1 file") != std::string::npos);
-  g = refile(f, 1, [](const record& r) { return r.kind != 6 || r.name == "seed"; });
+  g = refile(f, 1, [](const record& r) { return (r.kind != 6 || r.name == "seed") && r.name != "adamw.decay"; });
   for (const record& r : records_of(g))
     if (r.kind == 6) g[r.data_offset - 8 - 4] = 5;  // its kind byte (rank 0): now an optimizer scalar
   reseal(g);
@@ -660,6 +667,59 @@ TEST_CASE("a version-1 file loads what it holds and leaves the store's seed and 
   CHECK(b.snapshot() == before);
   CHECK(b.m.store.seed() == 7);
   CHECK(b.m.store.steps_run() == 5);
+}
+
+TEST_CASE("AdamW's decay choice is in files since version 3: a version-2 file leaves the optimizer's; a bad code is refused") {
+  temp_dir dir;
+  trained a(2);  // (decay_leaves::matrices)
+  ctg::optim::save(dir / "v3.ctg", a.m.store, a.opt);
+  const std::vector<unsigned char> f = read_all(dir / "v3.ctg");
+  std::size_t decay_at = 0;
+  for (const record& r : records_of(f))
+    if (r.name == "adamw.decay") {
+      CHECK(r.kind == 5);   // an optimizer scalar
+      CHECK(r.dtype == 7);  // i64
+      CHECK(r.dims.empty());
+      CHECK(le(f, r.data_offset, 8) == 1);  // matrices
+      decay_at = r.data_offset;
+    }
+  REQUIRE(decay_at != 0);
+  CHECK(le(f, 8, 4) == 3);
+
+  fresh b;  // (decay of every leaf: the default)
+  REQUIRE(b.opt.config().decay == ctg::optim::decay_leaves::every_leaf);
+  ctg::optim::load(dir / "v3.ctg", b.m.store, b.opt);
+  CHECK(b.snapshot() == full_image(a.m.store, a.opt));
+
+  // Version 2, as written before: no decay record. The optimizer keeps its
+  // own choice; everything else is the file's.
+  const std::vector<unsigned char> v2 = refile(f, 2, [](const record& r) { return r.name != "adamw.decay"; });
+  write_all(dir / "v2.ctg", v2.data(), v2.size());
+  fresh c;
+  ctg::optim::load(dir / "v2.ctg", c.m.store, c.opt);
+  CHECK(c.opt.config().decay == ctg::optim::decay_leaves::every_leaf);
+  CHECK(c.opt.config().lr == trained_cfg.lr);
+  image file_image = full_image(a.m.store, a.opt);
+  file_image["decay"] = c.snapshot()["decay"];
+  CHECK(c.snapshot() == file_image);
+
+  // A version-2 file with the record: one it cannot hold. A code that is
+  // no decay_leaves: refused, nothing changed.
+  const std::vector<unsigned char> v2_with = refile(f, 2, [](const record&) { return true; });
+  write_all(dir / "bad.ctg", v2_with.data(), v2_with.size());
+  fresh d;
+  const image before = d.snapshot();
+  std::string m = message_of([&] { ctg::optim::load(dir / "bad.ctg", d.m.store, d.opt); });
+  CHECK(m.find("'adamw.decay'") != std::string::npos);
+  CHECK(m.find("expected no such record") != std::string::npos);
+  std::vector<unsigned char> g = f;
+  put_le(g, decay_at, 7, 8);
+  reseal(g);
+  write_all(dir / "bad.ctg", g.data(), g.size());
+  m = message_of([&] { ctg::optim::load(dir / "bad.ctg", d.m.store, d.opt); });
+  CHECK(m.find("decay must be") != std::string::npos);
+  CHECK(m.find("found 7") != std::string::npos);
+  CHECK(d.snapshot() == before);
 }
 
 TEST_CASE("a step count past 2^32 loads whole: the count is 64-bit") {

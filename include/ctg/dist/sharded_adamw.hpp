@@ -51,7 +51,7 @@ struct state_visitor {
     else f.template operator()<K>(values, state_kind::exp_avg_sq);
   }
   template <class T>
-  void scalar(std::string_view, T&) {}
+  void scalar(std::string_view, T&, std::uint32_t = 0) {}
 };
 }  // namespace detail
 
@@ -104,9 +104,10 @@ class sharded_adamw : detail::data_parallel_optimizer {
                   "every rank first; nothing was updated");
     const float total = checked_norm();
     const optim::adamw_config cfg = cfg_;
-    const auto c = ctg::detail::adamw_coeffs_for(cfg, lr, steps_ + 1, total);
+    const auto step_coeffs = ctg::detail::adamw_coeffs_for(cfg, lr, steps_ + 1, total);
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
+      const auto c = ctg::detail::adamw_coeffs_of_leaf<typename step_type::nodes, L>(step_coeffs, cfg);
       const auto& leaf = dp().layout().leaf[K];
       for (int h = 0; h < dp().shards_held(); ++h) {
         const slot& s = slots_[slot_index(K, h)];

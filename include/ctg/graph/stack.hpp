@@ -16,6 +16,9 @@
 // checkpointing::every_layer each layer is a checkpoint region instead: only
 // the layer inputs are kept, and backward first runs the layer's forward part
 // again (the same groups on the same input: bitwise the same values).
+#include <algorithm>
+#include <cstddef>
+
 #include <ctg/graph/autodiff.hpp>
 
 namespace ctg {
@@ -220,6 +223,38 @@ struct stack_node {
     }(leaves{}, k);
   }
 };
+
+namespace detail {
+// How many stacks stacked leaf Name of a graph: 0 outside stacks, 1 in a
+// stack's block, 2 in a stack inside a stacked block. A leaf's dims in each
+// layer are its dims less that many leading ones (per_layer_rank).
+template <class... Ls>
+consteval bool has_leaf_named(tl::list<Ls...>, const char* name) {
+  return (same_chars(Ls::name.c_str(), name) || ...);
+}
+template <class Nodes>
+struct stack_levels_in;
+template <class N>
+consteval std::size_t stack_levels_at(const char* name) {
+  if constexpr (N::kind == node_kind::stack)
+    if (has_leaf_named(typename N::leaves{}, name)) return 1 + stack_levels_in<typename N::forward_step::nodes>::of(name);
+  return 0;
+}
+template <class... Ns>
+struct stack_levels_in<tl::list<Ns...>> {
+  static consteval std::size_t of(const char* name) {
+    std::size_t levels = 0;
+    ((levels = std::max(levels, stack_levels_at<Ns>(name))), ...);
+    return levels;
+  }
+};
+}  // namespace detail
+
+// The rank of leaf L of the graph of Nodes in one layer: its rank less the
+// leading layer dims of the stacks that stacked it ("layers.{i}.ln.scale",
+// [12, 768] in a stack of 12, has per-layer rank 1).
+template <class Nodes, class L>
+inline constexpr std::size_t per_layer_rank = L::dims::rank - detail::stack_levels_in<Nodes>::of(L::name.c_str());
 
 // The backward of a stack for upstream gradient G: one loop over the layers
 // filling one buffer: each trainable stacked leaf's gradient (at static

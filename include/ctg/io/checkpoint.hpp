@@ -25,8 +25,9 @@
 // records save(path, store, opt) writes for this model; load(path, store)
 // requires exactly the store's records and ignores the others. load also
 // restores the optimizer's configuration (for AdamW: lr, betas, eps,
-// weight_decay, max_grad_norm), as torch's load_state_dict restores
+// weight_decay, max_grad_norm, decay), as torch's load_state_dict restores
 // param_groups. A version-1 file has no seed or step count: the store keeps
+// its own; a file before version 3 has no AdamW decay: the optimizer keeps
 // its own.
 //
 // What a store provides (any backend): `typename Store::step_type`,
@@ -96,6 +97,7 @@ struct wanted_record {
   state_file::record rec;  // what the file must hold; rec.data is the source for save
   std::byte* destination;  // for load; nullptr when collected for save
   value_rule rule = value_rule::any;
+  std::uint32_t since = state_file::oldest_version;  // the first file version that holds it
 };
 
 // The rule of a record of kind Kind for leaf L: an optimizer's masters and
@@ -145,10 +147,13 @@ class record_list {
     for (auto& put : after_load_) put();
   }
 
-  // An optimizer scalar (kind "scalar", rank 0).
+  // An optimizer scalar (kind "scalar", rank 0), held by files of version
+  // `since` and newer (an older file's load leaves it as it is). An enum is
+  // stored as its underlying integer.
   template <class T>
-  void scalar(std::string_view name, T& value) {
+  void scalar(std::string_view name, T& value, std::uint32_t since = state_file::oldest_version) {
     add(state_file::code_of(state_file::kinds, "scalar"), name, {}, std::span<T>(&value, 1));
+    records.back().since = since;
   }
   // A store scalar (kind "store", rank 0).
   template <class T>
@@ -162,7 +167,8 @@ class record_list {
     using E = std::remove_const_t<T>;
     wanted_record w{};
     w.rec.kind = kind;
-    w.rec.dtype = state_dtype_code<E>();
+    if constexpr (std::is_enum_v<E>) w.rec.dtype = state_dtype_code<std::underlying_type_t<E>>();
+    else w.rec.dtype = state_dtype_code<E>();
     w.rec.rank = static_cast<std::uint8_t>(dims.size());
     w.rec.name = name;
     for (std::size_t i = 0; i < dims.size(); ++i) w.rec.dims[i] = dims[i];
@@ -228,8 +234,8 @@ inline std::string file_where(const std::filesystem::path& path) { return "ctg: 
 // For each wanted record, its record in the file. Throws, naming the record,
 // on a duplicate, a missing record, another dtype, dims or byte count, or a
 // file record that nothing wants (records held by an optimizer are ignored
-// when `with_optimizer` is false). A wanted kind newer than the file's version
-// is not expected (nullptr).
+// when `with_optimizer` is false). A wanted kind or record newer than the
+// file's version is not expected (nullptr).
 inline std::vector<const state_file::record*> match_records(const state_file::contents& file,
                                                            std::span<const wanted_record> want, bool with_optimizer,
                                                            const std::string& where) {
@@ -242,7 +248,7 @@ inline std::vector<const state_file::record*> match_records(const state_file::co
   std::vector<const state_file::record*> src(want.size(), nullptr);
   for (std::size_t k = 0; k < want.size(); ++k) {
     const state_file::record& w = want[k].rec;
-    if (state_file::row_of(state_file::kinds, w.kind)->since > file.version) continue;
+    if (state_file::row_of(state_file::kinds, w.kind)->since > file.version || want[k].since > file.version) continue;
     const auto it = index.find(std::pair(w.kind, w.name));
     if (it == index.end()) throw error(where + w.what() + ": expected " + w.type_text() + ", found no such record");
     const state_file::record& r = file.records[it->second];

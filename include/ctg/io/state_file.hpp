@@ -18,12 +18,12 @@
 // and the found value.
 //
 // ---------------------------------------------------------------- format ----
-// Version 2. Integers are little-endian; i64 is two's complement; element
+// Version 3. Integers are little-endian; i64 is two's complement; element
 // data is little-endian IEEE (bf16/f16/fp8: their bit patterns), row-major.
 //
 //   header, 24 bytes
 //     [0, 8)    magic: the ASCII bytes "CTGSTATE" (no terminator)
-//     [8, 12)   u32 version = 2
+//     [8, 12)   u32 version = 3
 //     [12, 16)  u32 flags = 0 (reserved; a reader rejects others)
 //     [16, 24)  u64 file size in bytes, header and trailer included
 //   records, back to back from offset 24, each:
@@ -36,7 +36,9 @@
 //                     4 exp_avg_sq f32 second moment of a trainable leaf
 //                     5 scalar     an optimizer scalar, rank 0:
 //                                    "adamw.step" i64; "adamw.lr", "adamw.beta1", "adamw.beta2",
-//                                    "adamw.eps", "adamw.weight_decay", "adamw.max_grad_norm" f32
+//                                    "adamw.eps", "adamw.weight_decay", "adamw.max_grad_norm" f32;
+//                                    "adamw.decay" i64 (since version 3: 0 every leaf, 1
+//                                    matrices; optim::decay_leaves)
 //                     6 store      a store scalar, rank 0, u64 (since version 2):
 //                                    "seed" the dropout seed, "steps_run" the count of
 //                                    successful steps; the two key every dropout mask
@@ -59,7 +61,9 @@
 // Version 1 files (written before the store records existed) are read too:
 // the same layout without kind 6 and dtype 8, which are corrupt there. Loading
 // one restores everything it holds and leaves the store's seed and steps_run
-// as they are.
+// as they are. Version 2 files are version 3 without the "adamw.decay"
+// scalar: loading one leaves the optimizer's decay as it is (every leaf
+// decayed, in the run that wrote it).
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -83,7 +87,7 @@
 namespace ctg::detail::state_file {
 
 inline constexpr char magic[8] = {'C', 'T', 'G', 'S', 'T', 'A', 'T', 'E'};
-inline constexpr std::uint32_t version = 2;         // written
+inline constexpr std::uint32_t version = 3;         // written
 inline constexpr std::uint32_t oldest_version = 1;  // still read
 inline constexpr std::size_t header_bytes = 24;
 inline constexpr std::size_t trailer_bytes = 16;

@@ -43,7 +43,7 @@
 //      in f32, and g = g * coef (as clip_grad_norm_ scales the grads in place).
 //   3. per element, in f32, in PyTorch's operation order, with the scalar
 //      coefficients computed in double and rounded to f32 once (as PyTorch
-//      does with Python floats):
+//      does with Python floats), wd 0 for a leaf config.decay excludes:
 //        p = p * (1 - lr*wd)
 //        m = m * b1 + (1 - b1) * g
 //        v = v * b2 + ((1 - b2) * g) * g
@@ -75,14 +75,25 @@
 
 #include <ctg/core/config.hpp>
 #include <ctg/core/error.hpp>
+#include <ctg/graph/stack.hpp>
 #include <ctg/graph/step.hpp>
 
 namespace ctg::optim {
+
+// The trainable leaves weight decay applies to.
+enum class decay_leaves : std::int64_t {
+  every_leaf = 0,  // torch.optim.AdamW over one param group
+  // Leaves of two dims or more in each layer (a stack's leading layer dims
+  // not counted): linear and embedding weights decay; biases and norm scales
+  // do not (GPT-2's recipe, as nanoGPT and llm.c group their parameters).
+  matrices = 1,
+};
 
 struct adamw_config {
   float lr = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
   float max_grad_norm = 0.0f;  // 0: no clipping
+  decay_leaves decay = decay_leaves::every_leaf;
 
   // Throws ctg::error for a value torch.optim.AdamW would also reject (or that
   // is not finite): lr < 0, beta outside [0, 1), eps < 0, weight_decay < 0,
@@ -98,6 +109,9 @@ struct adamw_config {
     if (!(std::isfinite(weight_decay) && weight_decay >= 0.0f)) bad("weight_decay", weight_decay, "finite and >= 0");
     if (!(std::isfinite(max_grad_norm) && max_grad_norm >= 0.0f))
       bad("max_grad_norm", max_grad_norm, "finite and >= 0 (0: no clipping)");
+    if (decay != decay_leaves::every_leaf && decay != decay_leaves::matrices)
+      throw error("ctg: adamw: decay must be decay_leaves::every_leaf (0) or decay_leaves::matrices (1), found " +
+                  std::to_string(static_cast<std::int64_t>(decay)));
   }
 };
 
@@ -212,6 +226,15 @@ inline adamw_coeffs adamw_coeffs_for(const optim::adamw_config& cfg, float lr, s
   c.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   c.eps = cfg.eps;
   c.neg_step_size = static_cast<float>(-(static_cast<double>(lr) / bias_correction1));
+  return c;
+}
+
+// Leaf L's coefficients, of the step's graph of Nodes: without weight decay
+// where config.decay excludes L (1 - lr*0 is 1, as PyTorch's group of
+// weight_decay 0 computes it).
+template <class Nodes, class L>
+adamw_coeffs adamw_coeffs_of_leaf(adamw_coeffs c, const optim::adamw_config& cfg) {
+  if (cfg.decay == optim::decay_leaves::matrices && per_layer_rank<Nodes, L> < 2) c.decay = 1.0f;
   return c;
 }
 
@@ -341,6 +364,7 @@ class adamw_counters {
     r.scalar("adamw.eps", self.cfg_.eps);
     r.scalar("adamw.weight_decay", self.cfg_.weight_decay);
     r.scalar("adamw.max_grad_norm", self.cfg_.max_grad_norm);
+    r.scalar("adamw.decay", self.cfg_.decay, 3);  // (since version 3: a version-2 file keeps this optimizer's)
   }
   // The store an optimizer is made for (its identity()): an update of
   // another is an error. (It applied this store's moments, masters and
@@ -454,9 +478,10 @@ class adamw : public detail::adamw_counters {
 
     // Pass 2: nothing below throws.
     const std::int64_t t = steps_ + 1;
-    const detail::adamw_coeffs c = detail::adamw_coeffs_for(cfg_, lr, t, total);
+    const detail::adamw_coeffs step_coeffs = detail::adamw_coeffs_for(cfg_, lr, t, total);
     for_each_trainable([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
+      const auto c = detail::adamw_coeffs_of_leaf<typename step_type::nodes, L>(step_coeffs, cfg_);
       const auto g = s.template grad<L>();
       const auto p = s.template param<L>();
       float* m = state_.data() + layout.exp_avg[K];
@@ -516,7 +541,8 @@ class adamw : public detail::adamw_counters {
   // as a state-file record. Per trainable leaf L, in Step::wrt order:
   // "master" (non-f32 leaves only), "exp_avg", "exp_avg_sq"; then the scalars
   // "adamw.step" (i64) and "adamw.lr", "adamw.beta1", "adamw.beta2",
-  // "adamw.eps", "adamw.weight_decay", "adamw.max_grad_norm" (f32).
+  // "adamw.eps", "adamw.weight_decay", "adamw.max_grad_norm" (f32),
+  // "adamw.decay" (i64: decay_leaves).
   template <class Records>
   void state_records(Records& r) {
     describe_state(*this, r);

@@ -188,10 +188,11 @@ class adamw<Store> : public detail::adamw_counters {
 
     // Pass 2: nothing below throws but a failed launch.
     const std::int64_t t = steps_ + 1;
-    const detail::adamw_coeffs c = detail::adamw_coeffs_for(cfg_, lr, t, total);
+    const detail::adamw_coeffs step_coeffs = detail::adamw_coeffs_for(cfg_, lr, t, total);
     tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
       constexpr bool master = detail::has_master_copy<T>;
+      const auto c = detail::adamw_coeffs_of_leaf<typename step_type::nodes, L>(step_coeffs, cfg_);
       float* w = master ? state(layout.master[K]) : reinterpret_cast<float*>(this->template param_of<L>(s));
       const dim_t n = this->template numel<L>();
       if (n == 0) return;
