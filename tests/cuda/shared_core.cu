@@ -24,24 +24,12 @@
 #include <ctg/io/checkpoint.hpp>
 #include <ctg/optim/cuda/adamw.cuh>
 
+#include "common/nested_stacks.hpp"
 #include "device_test.hpp"
 
 namespace {
 using SX = ctg::input<"x", ctg::f32, ctg::dyn, 64>;
-template <ctg::fixed_string Prefix>
-struct plain_drop {
-  template <ctg::expr E>
-  constexpr auto operator()(E x) const {
-    return ctg::dropout<"drop">(x, ctg::lit<0.5>);
-  }
-};
-template <ctg::fixed_string Prefix>
-struct two_inner {
-  template <ctg::expr E>
-  constexpr auto operator()(E x) const {
-    return ctg::nn::stack<2, plain_drop>(x);
-  }
-};
+using nested_stacks::two_inner;
 
 template <class Step, class Store>
 std::vector<float> values_at(Step step, Store& st, std::uint64_t at, const std::vector<float>& x, int rows) {
@@ -73,48 +61,15 @@ bool nested_dropout_bits(const ctg::cuda::device& gpu) {
   return ok;
 }
 
-template <ctg::checkpointing InnerCkpt>
-struct nested_blocks {
-  template <ctg::fixed_string O>
-  struct outer {
-    template <ctg::fixed_string I>
-    struct inner {
-      template <ctg::expr X>
-      constexpr auto operator()(X x) const {
-        return ctg::dropout<"d">(x + ctg::tanh(ctg::matmul(x, ctg::param<O + ".sub." + I + ".w", ctg::f32, 4, 4>{})),
-                                 ctg::lit<0.1>);
-      }
-    };
-    template <ctg::expr X>
-    constexpr auto operator()(X x) const {
-      return ctg::nn::stack<2, inner, InnerCkpt>(x);
-    }
-  };
-};
-using NX = ctg::input<"x", ctg::f32, ctg::dyn, 4>;
-template <ctg::checkpointing Outer, ctg::checkpointing Inner, class Dev>
-std::vector<float> nested_losses(const Dev& dev) {
-  auto step = ctg::value_and_grad(
-      ctg::sum(ctg::nn::stack<2, nested_blocks<Inner>::template outer, Outer>(NX{}) * ctg::lit<0.5>));
-  auto store = ctg::make_store(dev, step);
-  ctg::nn::init_params(store, 7, 0.5);
-  ctg::optim::adamw opt(store, {.lr = 0.05f});
-  std::vector<float> x(12);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.9f * static_cast<float>(i + 1));
-  std::vector<float> losses;
-  for (int s = 0; s < 4; ++s) {
-    losses.push_back(step(store, ctg::feed(NX{}, x, 3)));
-    opt.step(store);
-  }
-  return losses;
-}
-
 bool nested_kept_area(const ctg::cuda::device& gpu) {
   using C = ctg::checkpointing;
-  const auto ref = nested_losses<C::every_layer, C::every_layer>(gpu);
-  const bool same = nested_losses<C::none, C::none>(gpu) == ref && nested_losses<C::none, C::every_layer>(gpu) == ref &&
-                    nested_losses<C::every_layer, C::none>(gpu) == ref;
-  const auto cpu = nested_losses<C::none, C::none>(ctg::cpu::device{1});
+  using nested_stacks::nested_losses;
+  constexpr double p = 0.1;  // (dropout after each inner layer: its masks keyed o * 2 + i)
+  const auto ref = nested_losses<C::every_layer, C::every_layer, p>(gpu);
+  const bool same = nested_losses<C::none, C::none, p>(gpu) == ref &&
+                    nested_losses<C::none, C::every_layer, p>(gpu) == ref &&
+                    nested_losses<C::every_layer, C::none, p>(gpu) == ref;
+  const auto cpu = nested_losses<C::none, C::none, p>(ctg::cpu::device{1});
   double worst = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) worst = std::fmax(worst, std::fabs(ref[i] - cpu[i]) / std::fabs(cpu[i]));
   std::printf("nested stack kept area: every mix %s, vs CPU %.2e\n", same ? "same bits" : "DIFFER", worst);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/nested_stacks.hpp"
 #include "grad_check.hpp"
 
 namespace {
@@ -196,20 +197,8 @@ TEST_CASE("nn::stack: each layer draws its own dropout mask") {
 }
 
 namespace {
-template <ctg::fixed_string Prefix>
-struct plain_drop {
-  template <ctg::expr E>
-  constexpr auto operator()(E x) const {
-    return ctg::dropout<"drop">(x, ctg::lit<0.5>);
-  }
-};
-template <ctg::fixed_string Prefix>
-struct two_inner {
-  template <ctg::expr E>
-  constexpr auto operator()(E x) const {
-    return ctg::nn::stack<2, plain_drop>(x);
-  }
-};
+using nested_stacks::plain_drop;
+using nested_stacks::two_inner;
 // The fraction of ones that four dropouts of p = 0.5 in a row keep (each
 // kept one is 16), for a step over x = 1.
 template <class Step>

@@ -3,6 +3,7 @@
 // residual depth (which is why stack exists), so the full transformer block is
 // compared at one layer (f32 here, autocast<bf16> in nn_stack_bf16.cpp) and a
 // small residual block at three.
+#include "common/nested_stacks.hpp"
 #include "nn_model_common.hpp"
 
 using namespace nn_model;
@@ -48,54 +49,16 @@ TEST_CASE("stack<3> of a residual block equals three unrolled blocks, bit for bi
 }
 
 
-namespace {
-// A stack inside a stacked block: two outer layers of two inner layers of
-// x + tanh(x w).
-template <ctg::checkpointing InnerCkpt>
-struct nested_blocks {
-  template <ctg::fixed_string O>
-  struct outer {
-    template <ctg::fixed_string I>
-    struct inner {
-      template <ctg::expr X>
-      constexpr auto operator()(X x) const {
-        return x + ctg::tanh(ctg::matmul(x, ctg::param<O + ".sub." + I + ".w", ctg::f32, 4, 4>{}));
-      }
-    };
-    template <ctg::expr X>
-    constexpr auto operator()(X x) const {
-      return ctg::nn::stack<2, inner, InnerCkpt>(x);
-    }
-  };
-};
-using NX = ctg::input<"x", ctg::f32, ctg::dyn, 4>;
-template <ctg::checkpointing Outer, ctg::checkpointing Inner>
-std::vector<float> nested_losses() {
-  auto step = ctg::value_and_grad(
-      ctg::sum(ctg::nn::stack<2, nested_blocks<Inner>::template outer, Outer>(NX{}) * ctg::lit<0.5>));
-  ctg::cpu::device dev{1};
-  auto store = ctg::make_store(dev, step);
-  ctg::nn::init_params(store, 7, 0.5);
-  ctg::optim::adamw opt(store, {.lr = 0.05f});
-  std::vector<float> x(12);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.9f * static_cast<float>(i + 1));
-  std::vector<float> losses;
-  for (int s = 0; s < 4; ++s) {
-    losses.push_back(step(store, ctg::feed<NX>(x, 3)));
-    opt.step(store);
-  }
-  return losses;
-}
-}  // namespace
-
 TEST_CASE("a stack inside a stacked block trains alike in every checkpointing mix, bit for bit") {
   // (Neither recomputing, the inner stack kept its layers' values in one
   // area that every outer layer overwrote: outer layer 0's gradients were
   // taken from layer 1's inner values, and the losses parted after the
   // first update: 1.6459 against 0.9292.)
   using C = ctg::checkpointing;
-  const std::vector<float> reference = nested_losses<C::every_layer, C::every_layer>();
-  CHECK(nested_losses<C::none, C::none>() == reference);
-  CHECK(nested_losses<C::none, C::every_layer>() == reference);
-  CHECK(nested_losses<C::every_layer, C::none>() == reference);
+  using nested_stacks::nested_losses;
+  const ctg::cpu::device dev{1};
+  const std::vector<float> reference = nested_losses<C::every_layer, C::every_layer>(dev);
+  CHECK(nested_losses<C::none, C::none>(dev) == reference);
+  CHECK(nested_losses<C::none, C::every_layer>(dev) == reference);
+  CHECK(nested_losses<C::every_layer, C::none>(dev) == reference);
 }
