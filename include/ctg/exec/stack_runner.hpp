@@ -71,7 +71,9 @@ class stack_runner {
   // What all layers keep, as sized by the last plan; and that with the
   // block's other buffers (its scratch holds no kept values of its own).
   std::size_t kept_bytes() const { return kept_stride_ * layers_kept; }
-  std::size_t scratch_bytes() const { return kept_bytes() + block_.scratch_bytes() - block_.mem_.kept_bytes(); }
+  std::size_t scratch_bytes() const {
+    return (own_area_ ? kept_bytes() : 0) + block_.scratch_bytes() - block_.mem_.kept_bytes();
+  }
 
   // Size the area the layers keep their values in, and the block's buffers
   // and scratch, for this run's shapes (first before the parent's step
@@ -83,7 +85,10 @@ class stack_runner {
     if constexpr (requires { block_.ws_.follow(p.ws_); }) block_.ws_.follow(p.ws_);  // (the CPU's threads)
     kept_stride_ =
         align_up(block_.size_as_block(feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in)));
-    kept_.reserve(kept_stride_ * layers_kept + 64);
+    // (Inside a stacked block, the values live in the outer layer's area:
+    // an area of its own was reserved and never used.)
+    own_area_ = !p.in_stack_block_;
+    if (own_area_) kept_.reserve(kept_stride_ * layers_kept + 64);
   }
 
   template <class Parent>
@@ -220,6 +225,7 @@ class stack_runner {
   block_store block_{typename block_store::block_of_stack{}};
   typename Backend::arena kept_;
   std::size_t kept_stride_ = 0;
+  bool own_area_ = true;  // (false in a stacked block: the outer layer's area holds the values)
   amax_record<Backend, block_key> amaxes_;
 };
 

@@ -517,6 +517,7 @@ class basic_store {
   // A stack's block (stack_runner::block_).
   struct block_of_stack {};
   explicit basic_store(block_of_stack) : mem_(detail::on_shared_leaves{}) {
+    in_stack_block_ = true;
     make_amax_records(false);
   }
   // A store over several steps binds its other steps' leaves to its own.
@@ -1066,6 +1067,7 @@ class basic_store {
   micro_batch_set acc_;
   bool recomputing_ = false;  // running a forward part again: record no state
   bool on_shared_leaves_ = false;  // runs on another store's leaves (exec/shared_store.hpp)
+  bool in_stack_block_ = false;    // a stack's block: its stacks keep their values in its kept area
   bool check_finite_ = false;
   std::array<bool, N> rows_only_{};  // (hold_rows_only)
   detail::store_identity identity_;
