@@ -14,6 +14,7 @@
 //   D. io::load on a GPU store spends the gradient of the last step, so the
 //      next adamw step is the "no gradients since the last update" error.
 //   E. AdamW's decay_leaves::matrices on the device (below).
+//   F. safetensors saved from and loaded into a GPU store (below).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include <ctg/ctg.hpp>
 #include <ctg/exec/cuda/store.cuh>
 #include <ctg/io/checkpoint.hpp>
+#include <ctg/io/safetensors.hpp>
 #include <ctg/optim/cuda/adamw.cuh>
 
 #include "common/nested_stacks.hpp"
@@ -154,6 +156,38 @@ bool decay_of_matrices(const ctg::cuda::device& gpu) {
   std::printf("adamw decay of matrices only: %s\n", ok ? "the matrix decayed, the vector not" : "WRONG");
   return ok;
 }
+// F. safetensors on a GPU store: saved from the GPU, loaded into a CPU
+// store, bit for bit; and back from a CPU store's file onto the GPU.
+bool safetensors_both_ways(const ctg::cuda::device& gpu) {
+  auto train = ctg::value_and_grad(ctg::sum(ctg::square(ctg::tanh(ctg::matmul(SX{}, W{}) + SV{}))));
+  auto gs = ctg::make_store(gpu, train);
+  auto cs = ctg::make_store(ctg::cpu::device{1}, train);
+  ctg::nn::init_params(gs, 3, 0.5);
+  ctg::nn::init_params(cs, 4, 0.5);
+  const auto dir = std::filesystem::temp_directory_path();
+  ctg::io::save_safetensors(dir / "ctg_cuda_gpu.safetensors", gs);
+  ctg::io::save_safetensors(dir / "ctg_cuda_cpu.safetensors", cs);
+  std::vector<float> w(64 * 64), v(64);
+  gs.download(W{}, std::span<float>(w));
+  gs.download(SV{}, std::span<float>(v));
+  // (Read with download: store.param<L>() in a .cu file's non-template
+  // function trips nvcc's host pass, as ctg::feed<L> does.)
+  std::vector<float> cpu_w(w.size()), cpu_v(v.size()), got_w(w.size()), got_v(v.size());
+  cs.download(W{}, std::span<float>(cpu_w));
+  cs.download(SV{}, std::span<float>(cpu_v));
+  ctg::io::load_safetensors(dir / "ctg_cuda_gpu.safetensors", cs);
+  cs.download(W{}, std::span<float>(got_w));
+  cs.download(SV{}, std::span<float>(got_v));
+  const bool to_cpu = got_w == w && got_v == v;
+  ctg::io::load_safetensors(dir / "ctg_cuda_cpu.safetensors", gs);
+  gs.download(W{}, std::span<float>(w));
+  gs.download(SV{}, std::span<float>(v));
+  const bool to_gpu = w == cpu_w && v == cpu_v;
+  std::filesystem::remove(dir / "ctg_cuda_gpu.safetensors");
+  std::filesystem::remove(dir / "ctg_cuda_cpu.safetensors");
+  std::printf("safetensors: GPU -> CPU %s, CPU -> GPU %s\n", to_cpu ? "same bits" : "DIFFER", to_gpu ? "same bits" : "DIFFER");
+  return to_cpu && to_gpu && w != std::vector<float>(w.size(), 0.0f);
+}
 }  // namespace
 
 int main() {
@@ -163,6 +197,7 @@ int main() {
     ok = shared_store_eval(gpu) && ok;
     ok = load_drops_grads(gpu) && ok;
     ok = decay_of_matrices(gpu) && ok;
+    ok = safetensors_both_ways(gpu) && ok;
     return ok;
   });
 }

@@ -482,3 +482,61 @@ TEST_CASE("torch_transformer_map: each PyTorch tensor holds its own leaf's value
     }
   }
 }
+
+TEST_CASE("weights_only(): a model's FP8 state is in no tensor; a load leaves it as it is") {
+  // (A PyTorch file has no FP8 scales or amax histories: loading one into an
+  // FP8 model was refused, "found no such tensor", for every state leaf.)
+  using W = ctg::param<"w", ctg::f32, 3, 4>;
+  using SX = ctg::scaling::delayed<"x", ctg::precision::delayed<4>>;
+  using SW = ctg::scaling::delayed<"w", ctg::precision::delayed<4>>;
+  using SG = ctg::scaling::delayed<"g", ctg::precision::delayed<4>>;
+  auto y = ctg::fp8_matmul<ctg::f32, SG>(ctg::quantize<ctg::e4m3, SX>(X{}), ctg::quantize<ctg::e4m3, SW>(W{}));
+  auto step = ctg::value_and_grad(ctg::mean(ctg::square(y)));
+  using leaves = ctg::leaves_t<decltype(step)::nodes>;
+  ctg::cpu::device dev;
+  auto a = ctg::make_store(dev, step);
+  auto b = ctg::make_store(dev, step);
+  ctg::nn::init_params(a, 7, 0.5);
+  ctg::nn::init_params(b, 8, 0.5);
+  const std::vector<float> x{0.5f, -1.0f, 2.0f, 1.5f, 0.25f, -0.75f};
+  step(b, ctg::feed<X>(std::span<const float>(x), 2));  // (b's scales and histories move from their initial values)
+  std::vector<std::vector<float>> b_state;
+  std::size_t states = 0;
+  [&]<class... Ls>(ctg::tl::list<Ls...>) {
+    auto one = [&]<class L>(std::type_identity<L>) {
+      if constexpr (L::role == ctg::leaf_role::state) {
+        const auto v = b.template param<L>();
+        b_state.emplace_back(v.begin(), v.end());
+        ++states;
+      }
+    };
+    (one(std::type_identity<Ls>{}), ...);
+  }(leaves{});
+  REQUIRE(states >= 6);  // (three scales and three histories at least)
+  temp_dir dir;
+  io::save_safetensors(dir / "weights.safetensors", a, io::tensor_map{}.weights_only());
+  const io::safetensors_file file = io::safetensors_file::read(dir / "weights.safetensors");
+  CHECK(file.tensors().size() == 1);  // w only
+  CHECK(file.find("w") != nullptr);
+  // Without weights_only() the file lacks the state: refused, nothing written.
+  const std::vector<float> b_w(b.param<W>().begin(), b.param<W>().end());
+  const std::string m = message_of([&] { io::load_safetensors(dir / "weights.safetensors", b); });
+  CHECK(m.find("scale'") != std::string::npos);  // (a state leaf: "tensor 'x.scale'")
+  CHECK(m.find("found no such tensor") != std::string::npos);
+  CHECK(std::vector<float>(b.param<W>().begin(), b.param<W>().end()) == b_w);
+  // With it: w is a's, the state b's own.
+  io::load_safetensors(dir / "weights.safetensors", b, io::tensor_map{}.weights_only());
+  CHECK(std::equal(b.param<W>().begin(), b.param<W>().end(), a.param<W>().begin()));
+  std::size_t k = 0;
+  [&]<class... Ls>(ctg::tl::list<Ls...>) {
+    auto one = [&]<class L>(std::type_identity<L>) {
+      if constexpr (L::role == ctg::leaf_role::state) {
+        const auto v = b.template param<L>();
+        CHECK(std::vector<float>(v.begin(), v.end()) == b_state[k++]);
+      }
+    };
+    (one(std::type_identity<Ls>{}), ...);
+  }(leaves{});
+  // The transformer map is weights only: its PyTorch twin has no FP8 state.
+  CHECK(io::torch_transformer_map().skips_state());
+}

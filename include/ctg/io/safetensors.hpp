@@ -8,7 +8,10 @@
 //
 // The leaves are every stored leaf of the store's step (trainable, frozen and
 // FP8 state: `!L::fed`), each in its own dtype; any store works that has
-// `Store::step_type::nodes` and `store.template param<L>()` (a span of L's dtype).
+// `Store::step_type::nodes` and `store.template param<L>()` (a span of L's
+// dtype) or, where the host cannot read its memory (a GPU's),
+// `store.download(L{}, span)` and `store.upload(L{}, span)`: its leaves are
+// copied to the host, and a load copies them back once every check passed.
 //
 // load checks everything before it writes anything: the file (every check of
 // safetensors_file::read), then for each leaf (each layer's slice of a stacked
@@ -22,6 +25,7 @@
 // atomically (a temporary file beside it, then a rename); save then load is bitwise.
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -58,8 +62,37 @@ inline std::string with_layer(std::string s, std::size_t k) {
   return s;
 }
 
+// The leaves of a store the host cannot read, copied to the host (what save
+// writes, and what load writes before put_back()).
+class st_host_copies {
+ public:
+  template <class L, class Store>
+  std::byte* add(Store& store) {
+    using T = typename L::dtype;
+    std::vector<std::byte>& copy = copies_.emplace_back(L::dims::static_numel * sizeof(T));
+    const std::span<T> host(reinterpret_cast<T*>(copy.data()), L::dims::static_numel);
+    store.download(L{}, host);
+    put_back_.push_back([&store, host] { store.upload(L{}, std::span<const T>(host)); });
+    return copy.data();
+  }
+  void put_back() const {
+    for (const auto& put : put_back_) put();
+  }
+
+ private:
+  std::vector<std::vector<std::byte>> copies_;  // (each copy's bytes stay where they are)
+  std::vector<std::function<void()>> put_back_;
+};
+
+// Can the host read the store's leaves in place (store.param<L>())? Not a GPU's.
 template <class Store>
-std::vector<st_target> st_targets(Store& store, const tensor_map& map) {
+consteval bool host_reads_leaves() {
+  if constexpr (requires { Store::backend_type::host_memory; }) return Store::backend_type::host_memory;
+  else return true;
+}
+
+template <class Store>
+std::vector<st_target> st_targets(Store& store, const tensor_map& map, st_host_copies& host) {
   std::vector<st_target> out;
   std::vector<bool> used(map.entries().size(), false);
   using leaves = leaves_t<typename Store::step_type::nodes>;
@@ -68,11 +101,15 @@ std::vector<st_target> st_targets(Store& store, const tensor_map& map) {
       if constexpr (!L::fed) {
         const std::string leaf = L::name.c_str();
         const tensor_map::entry* e = map.find(leaf);
+        if (!e && L::role == leaf_role::state && map.skips_state()) return;
         if (e) used[static_cast<std::size_t>(e - map.entries().data())] = true;
         const std::string tensor = e ? e->tensor : leaf;
         const layout how = e ? e->how : as_is;
-        auto span = store.template param<L>();
-        auto* bytes = reinterpret_cast<std::byte*>(span.data());
+        std::byte* bytes = nullptr;
+        if constexpr (host_reads_leaves<Store>())
+          bytes = reinterpret_cast<std::byte*>(store.template param<L>().data());
+        else
+          bytes = host.template add<L>(store);
         rt_shape whole;
         whole.rank = L::dims::rank;
         for (std::size_t i = 0; i < whole.rank; ++i) whole.d[i] = L::dims::dims[i];
@@ -115,7 +152,8 @@ template <class Store>
 void load_safetensors(const std::filesystem::path& path, Store& store, const tensor_map& map = {}) {
   detail::check_between_sets(store, "ctg: safetensors file '" + path.string() + "': ");
   const safetensors_file file = safetensors_file::read(path);
-  const std::vector<detail::st_target> targets = detail::st_targets(store, map);
+  detail::st_host_copies host;
+  const std::vector<detail::st_target> targets = detail::st_targets(store, map, host);
   const auto& tensors = file.tensors();
   std::vector<bool> used(tensors.size(), false);
   std::vector<const safetensors_tensor*> src;
@@ -145,13 +183,15 @@ void load_safetensors(const std::filesystem::path& path, Store& store, const ten
     const auto& t = targets[k];
     detail::layout_copy(t.how, t.slice, t.data, const_cast<std::byte*>(src[k]->data.data()), size_of(t.dtype), true);
   }
+  host.put_back();
   detail::drop_replaced_grads(store);
 }
 
 template <class Store>
 void save_safetensors(const std::filesystem::path& path, Store& store, const tensor_map& map = {},
                       const safetensors_metadata& metadata = {}) {
-  const std::vector<detail::st_target> targets = detail::st_targets(store, map);
+  detail::st_host_copies host;
+  const std::vector<detail::st_target> targets = detail::st_targets(store, map, host);
   struct tensor_out {
     const detail::st_target* first;
     std::vector<std::byte> bytes;

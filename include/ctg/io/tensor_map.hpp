@@ -9,7 +9,10 @@
 //         ctg::io::fused(ctg::io::as_is, 0, 3));
 //
 // A leaf without an entry is the file tensor of the same name, as_is, whole
-// (what save_safetensors writes with an empty map). When a leaf's name
+// (what save_safetensors writes with an empty map). After weights_only(), a
+// state leaf without an entry (an FP8 scale or amax history, which a
+// PyTorch model does not have) is in no file tensor: save skips it and load
+// leaves it as it is. When a leaf's name
 // contains "{i}" (a stacked leaf of ctg::nn::stack: leading dim = layers) and
 // its tensor name does too, slice k of the leaf is the tensor named with
 // "{i}" replaced by k; otherwise the whole leaf is one tensor.
@@ -75,8 +78,16 @@ class tensor_map {
   }
   const std::vector<entry>& entries() const { return entries_; }
 
+  // State leaves without an entry are left out of the file (see above).
+  tensor_map& weights_only() {
+    weights_only_ = true;
+    return *this;
+  }
+  bool skips_state() const { return weights_only_; }
+
  private:
   std::vector<entry> entries_;
+  bool weights_only_ = false;
 };
 
 }  // namespace ctg::io

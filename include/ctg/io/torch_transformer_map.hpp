@@ -21,7 +21,8 @@
 //   layers.{k}.mlp.w2.weight [dim, hidden]           layers.{i}.mlp.w2 [L, hidden, dim]
 //   ln_f.weight [dim]                                ln_f.scale [dim]
 //   lm_head.weight [vocab, dim]                      lm_head.weight [dim, vocab]
-// (Models with FP8 state leaves need entries for those too, or files holding them.)
+// A model's FP8 scaling state leaves (which the PyTorch twin does not have)
+// are in no tensor: weights_only(), so a load leaves them as they are.
 #include <string>
 
 #include <ctg/io/tensor_map.hpp>
@@ -43,7 +44,7 @@ inline tensor_map torch_transformer_map(qkv attention = qkv::separate) {
   for (const char* w : {"layers.{i}.mlp.w1", "layers.{i}.mlp.w2", "layers.{i}.mlp.w3"})
     m.add(w, std::string(w) + ".weight", torch_linear);
   m.add("ln_f.scale", "ln_f.weight").add("lm_head.weight", "lm_head.weight", torch_linear);
-  return m;
+  return m.weights_only();  // (the PyTorch twin has no FP8 scaling state)
 }
 
 }  // namespace ctg::io
