@@ -30,6 +30,9 @@ int main() {
   std::vector<float> x(16);
   step(store, ctg::feed<X>(x, 2));
   opt.step();
+  opt.gather_whole_parameters();
+  const std::size_t resident = dp.resident_bytes() + dp.gathered_bytes();
+  (void)resident;
   ctg::dist::save("b3_quantize_after_shard.ctg", dp, opt);
   return 0;
 }

@@ -655,6 +655,10 @@ class data_parallel<invalid_store> {
   int micro_batches() const { return 1; }
   int runs_done() const { return 0; }
   void resume_at(std::uint64_t) {}
+  std::size_t resident_bytes() const { return 0; }
+  std::size_t gathered_bytes() const { return 0; }
+  void make_whole() {}
+  void reshard() {}
 
  private:
   invalid_store& store_;

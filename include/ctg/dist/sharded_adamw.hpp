@@ -51,7 +51,9 @@ struct state_visitor {
     else f.template operator()<K>(values, state_kind::exp_avg_sq);
   }
   template <class T>
-  void scalar(std::string_view, T&, std::uint32_t = 0) {}
+  void scalar(std::string_view, T&) {}
+  template <class T>
+  void scalar(std::string_view, T&, std::uint32_t, std::remove_const_t<T>) {}
 };
 }  // namespace detail
 
@@ -430,6 +432,12 @@ class sharded_adamw<invalid_store> {
   std::span<const float> exp_avg(int = 0) const { return {}; }
   std::span<const float> exp_avg_sq(int = 0) const { return {}; }
   std::size_t state_elements() const { return 0; }
+  void check_data_parallel(const data_parallel<invalid_store>&) const {}
+  void gather_whole_parameters() {}
+  template <class Whole>
+  void gather_into(Whole&) {}
+  template <class Whole>
+  void take_from(Whole&) {}
 
  private:
   optim::adamw_config cfg_;

@@ -71,8 +71,13 @@ class stack_runner {
   // What all layers keep, as sized by the last plan; and that with the
   // block's other buffers (its scratch holds no kept values of its own).
   std::size_t kept_bytes() const { return kept_stride_ * layers_kept; }
+  // (A block with stacks of its own is placed whole when sized, kept values
+  // included, as their plans read its buffers: its scratch holds a layer's
+  // kept values that runs keep in this stack's area. Counted, not hidden.)
   std::size_t scratch_bytes() const {
-    return (own_area_ ? kept_bytes() : 0) + block_.scratch_bytes() - block_.mem_.kept_bytes();
+    constexpr bool block_placed_whole = std::tuple_size_v<typename block_store::stack_runner_tuple> > 0;
+    return (own_area_ ? kept_bytes() : 0) + block_.scratch_bytes() -
+           (block_placed_whole ? 0 : block_.mem_.kept_bytes());
   }
 
   // Size the area the layers keep their values in, and the block's buffers

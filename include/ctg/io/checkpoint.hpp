@@ -27,8 +27,7 @@
 // restores the optimizer's configuration (for AdamW: lr, betas, eps,
 // weight_decay, max_grad_norm, decay), as torch's load_state_dict restores
 // param_groups. A version-1 file has no seed or step count: the store keeps
-// its own; a file before version 3 has no AdamW decay: the optimizer keeps
-// its own.
+// its own; a file before version 3 has no AdamW decay: it was every leaf's.
 //
 // What a store provides (any backend): `typename Store::step_type`,
 // `store.template param<L>()` (a span over a stored leaf's values) or, where
@@ -48,6 +47,7 @@
 // load writes the scalars, calls validate_state() (restoring them if it throws), and
 // only then writes the leaf records.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -98,6 +98,10 @@ struct wanted_record {
   std::byte* destination;  // for load; nullptr when collected for save
   value_rule rule = value_rule::any;
   std::uint32_t since = state_file::oldest_version;  // the first file version that holds it
+  // A scalar's value in files before `since` (what every run that wrote one
+  // had), which load writes as if read; none: load leaves it as it is.
+  bool has_older = false;
+  std::array<std::byte, 8> older{};
 };
 
 // The rule of a record of kind Kind for leaf L: an optimizer's masters and
@@ -147,13 +151,22 @@ class record_list {
     for (auto& put : after_load_) put();
   }
 
-  // An optimizer scalar (kind "scalar", rank 0), held by files of version
-  // `since` and newer (an older file's load leaves it as it is). An enum is
-  // stored as its underlying integer.
+  // An optimizer scalar (kind "scalar", rank 0). An enum is stored as its
+  // underlying integer.
   template <class T>
-  void scalar(std::string_view name, T& value, std::uint32_t since = state_file::oldest_version) {
+  void scalar(std::string_view name, T& value) {
     add(state_file::code_of(state_file::kinds, "scalar"), name, {}, std::span<T>(&value, 1));
-    records.back().since = since;
+  }
+  // One that files hold since version `since`; loading an older file gives
+  // it `older`, the value every run that wrote such a file had.
+  template <class T>
+  void scalar(std::string_view name, T& value, std::uint32_t since, std::remove_const_t<T> older) {
+    static_assert(sizeof(T) <= 8);
+    scalar(name, value);
+    wanted_record& w = records.back();
+    w.since = since;
+    w.has_older = true;
+    std::memcpy(w.older.data(), &older, sizeof(T));
   }
   // A store scalar (kind "store", rank 0).
   template <class T>
@@ -305,14 +318,20 @@ void load_records(const std::filesystem::path& path, std::span<const wanted_reco
   for (std::size_t k = 0; k < want.size(); ++k)
     if (src[k]) check_values(*src[k], want[k].rule, where);
 
+  // (A scalar newer than the file takes its value in older files.)
+  auto older = [&](std::size_t k) { return !src[k] && want[k].has_older && want[k].since > file.version; };
   auto is_scalar = [&](std::size_t k) {
-    return src[k] && want[k].rec.rank == 0 && state_file::holder_of(want[k].rec.kind) != state_file::holder::model;
+    return (src[k] || older(k)) && want[k].rec.rank == 0 &&
+           state_file::holder_of(want[k].rec.kind) != state_file::holder::model;
   };
   std::vector<std::byte> saved;
   for (std::size_t k = 0; k < want.size(); ++k)
     if (is_scalar(k)) saved.insert(saved.end(), want[k].destination, want[k].destination + want[k].rec.bytes);
   for (std::size_t k = 0; k < want.size(); ++k)
-    if (is_scalar(k)) state_file::copy_values(want[k].destination, *src[k]);
+    if (is_scalar(k)) {
+      if (src[k]) state_file::copy_values(want[k].destination, *src[k]);
+      else std::memcpy(want[k].destination, want[k].older.data(), want[k].rec.bytes);
+    }
   try {
     validate(where);
   } catch (...) {
@@ -368,8 +387,12 @@ void save_checkpoint(const std::filesystem::path& path, Store& store, const Opti
   auto key = store_key<Store>::of(store);
   const record_list recs = checkpoint_records(store, key, opt...);
   std::vector<state_file::record> out;
-  for (const wanted_record& w : recs.records) out.push_back(w.rec);
-  state_file::write(path, out);
+  std::uint32_t ver = 2;  // (the store records: since 2)
+  for (const wanted_record& w : recs.records) {
+    out.push_back(w.rec);
+    ver = std::max(ver, w.since);
+  }
+  state_file::write(path, out, ver);
 }
 
 template <class Store, class... Optimizer>

@@ -23,7 +23,8 @@
 //
 //   header, 24 bytes
 //     [0, 8)    magic: the ASCII bytes "CTGSTATE" (no terminator)
-//     [8, 12)   u32 version = 3
+//     [8, 12)   u32 version = 3 (a file with no record newer than version 2
+//               is written as version 2, which older readers read)
 //     [12, 16)  u32 flags = 0 (reserved; a reader rejects others)
 //     [16, 24)  u64 file size in bytes, header and trailer included
 //   records, back to back from offset 24, each:
@@ -62,8 +63,8 @@
 // the same layout without kind 6 and dtype 8, which are corrupt there. Loading
 // one restores everything it holds and leaves the store's seed and steps_run
 // as they are. Version 2 files are version 3 without the "adamw.decay"
-// scalar: loading one leaves the optimizer's decay as it is (every leaf
-// decayed, in the run that wrote it).
+// scalar: loading one sets the optimizer's decay to every leaf, as it was in
+// every run that wrote one.
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -243,10 +244,11 @@ inline std::uint64_t encoded_size(std::span<const record> recs) {
   return size;
 }
 
-// The whole file: header, records, trailer.
-inline void encode(std::span<const record> recs, file_sink& out) {
+// The whole file: header, records, trailer; `ver` the format version the
+// records need (a reader of an older version reads the file if they fit it).
+inline void encode(std::span<const record> recs, std::uint32_t ver, file_sink& out) {
   out.bytes(magic, 8);
-  out.u32(version);
+  out.u32(ver);
   out.u32(0);
   out.u64(encoded_size(recs));
   for (const record& r : recs) {
@@ -265,10 +267,12 @@ inline void encode(std::span<const record> recs, file_sink& out) {
 }
 
 // ---------------------------------------------------------------- write ----
-inline void write(const std::filesystem::path& path, std::span<const record> recs) {
+inline void write(const std::filesystem::path& path, std::span<const record> recs, std::uint32_t ver = version) {
+  if (ver < oldest_version || ver > version)
+    throw error("ctg: internal error writing state file '" + path.string() + "': version " + std::to_string(ver));
   write_atomically(path, "state file", [&](std::FILE* f, const std::string& where) {
     file_sink out(f, where);
-    encode(recs, out);
+    encode(recs, ver, out);
     out.flush();
     if (out.written() != encoded_size(recs))
       throw error("ctg: internal error writing state file '" + where + "': size mismatch");

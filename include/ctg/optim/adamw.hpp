@@ -364,7 +364,7 @@ class adamw_counters {
     r.scalar("adamw.eps", self.cfg_.eps);
     r.scalar("adamw.weight_decay", self.cfg_.weight_decay);
     r.scalar("adamw.max_grad_norm", self.cfg_.max_grad_norm);
-    r.scalar("adamw.decay", self.cfg_.decay, 3);  // (since version 3: a version-2 file keeps this optimizer's)
+    r.scalar("adamw.decay", self.cfg_.decay, 3, optim::decay_leaves::every_leaf);  // (older files: every leaf's)
   }
   // The store an optimizer is made for (its identity()): an update of
   // another is an error. (It applied this store's moments, masters and
