@@ -718,8 +718,7 @@ TEST_CASE("AdamW's decay choice is in files since version 3: a version-2 file's 
   fresh d;
   const image before = d.snapshot();
   std::string m = message_of([&] { ctg::optim::load(dir / "bad.ctg", d.m.store, d.opt); });
-  CHECK(m.find("'adamw.decay'") != std::string::npos);
-  CHECK(m.find("expected no such record") != std::string::npos);
+  CHECK(m.find("'adamw.decay' is a record of version 3 files, found in a version-2 file") != std::string::npos);
   std::vector<unsigned char> g = f;
   put_le(g, decay_at, 7, 8);
   reseal(g);

@@ -280,6 +280,10 @@ inline std::vector<const state_file::record*> match_records(const state_file::co
     const state_file::record& r = file.records[i];
     const state_file::holder h = state_file::holder_of(r.kind);
     if (used[i] || (h == state_file::holder::optimizer && !with_optimizer)) continue;
+    for (const wanted_record& w : want)
+      if (w.rec.kind == r.kind && w.rec.name == r.name)  // (wanted, but not from a file this old)
+        throw error(where + r.what() + " is a record of version " + std::to_string(w.since) +
+                    " files, found in a version-" + std::to_string(file.version) + " file: the file is corrupt");
     throw error(where + r.what() + " (" + r.type_text() + ") is in the file but not in this " +
                 std::string(state_file::holder_names[static_cast<std::size_t>(h)]) + ": expected no such record");
   }

@@ -62,10 +62,28 @@ inline std::string with_layer(std::string s, std::size_t k) {
   return s;
 }
 
+// Can the host read the store's leaves in place (store.param<L>())? Not a GPU's.
+template <class Store>
+consteval bool host_reads_leaves() {
+  if constexpr (requires { Store::backend_type::host_memory; }) return Store::backend_type::host_memory;
+  else return true;
+}
+
 // The leaves of a store the host cannot read, copied to the host (what save
-// writes, and what load writes before put_back()).
+// writes, and what load writes before put_back()); and the state leaves a
+// weights-only load resets.
 class st_host_copies {
  public:
+  // State leaf L back to its initial value (an FP8 scale 1, a history 0) at put_back().
+  template <class L, class Store>
+  void reset(Store& store) {
+    using T = typename L::dtype;
+    put_back_.push_back([&store] {
+      std::vector<T> initial(L::dims::static_numel, static_cast<T>(L::initial_value));
+      if constexpr (host_reads_leaves<Store>()) std::ranges::copy(initial, store.template param<L>().begin());
+      else store.upload(L{}, std::span<const T>(initial));
+    });
+  }
   template <class L, class Store>
   std::byte* add(Store& store) {
     using T = typename L::dtype;
@@ -84,13 +102,6 @@ class st_host_copies {
   std::vector<std::function<void()>> put_back_;
 };
 
-// Can the host read the store's leaves in place (store.param<L>())? Not a GPU's.
-template <class Store>
-consteval bool host_reads_leaves() {
-  if constexpr (requires { Store::backend_type::host_memory; }) return Store::backend_type::host_memory;
-  else return true;
-}
-
 template <class Store>
 std::vector<st_target> st_targets(Store& store, const tensor_map& map, st_host_copies& host) {
   std::vector<st_target> out;
@@ -101,7 +112,11 @@ std::vector<st_target> st_targets(Store& store, const tensor_map& map, st_host_c
       if constexpr (!L::fed) {
         const std::string leaf = L::name.c_str();
         const tensor_map::entry* e = map.find(leaf);
-        if (!e && L::role == leaf_role::state && map.skips_state()) return;
+        if constexpr (L::role == leaf_role::state)
+          if (!e && map.skips_state()) {
+            host.template reset<L>(store);  // (a load's: the store's scales were for other weights)
+            return;
+          }
         if (e) used[static_cast<std::size_t>(e - map.entries().data())] = true;
         const std::string tensor = e ? e->tensor : leaf;
         const layout how = e ? e->how : as_is;

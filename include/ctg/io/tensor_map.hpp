@@ -11,8 +11,9 @@
 // A leaf without an entry is the file tensor of the same name, as_is, whole
 // (what save_safetensors writes with an empty map). After weights_only(), a
 // state leaf without an entry (an FP8 scale or amax history, which a
-// PyTorch model does not have) is in no file tensor: save skips it and load
-// leaves it as it is. When a leaf's name
+// PyTorch model does not have) is in no file tensor: save skips it, and
+// load sets it to its initial value (scale 1, history 0), as a fresh store
+// holds it: the store's were taken from the weights the load replaces. When a leaf's name
 // contains "{i}" (a stacked leaf of ctg::nn::stack: leading dim = layers) and
 // its tensor name does too, slice k of the leaf is the tensor named with
 // "{i}" replaced by k; otherwise the whole leaf is one tensor.

@@ -22,7 +22,7 @@
 //   ln_f.weight [dim]                                ln_f.scale [dim]
 //   lm_head.weight [vocab, dim]                      lm_head.weight [dim, vocab]
 // A model's FP8 scaling state leaves (which the PyTorch twin does not have)
-// are in no tensor: weights_only(), so a load leaves them as they are.
+// are in no tensor: weights_only(), so a load starts them afresh.
 #include <string>
 
 #include <ctg/io/tensor_map.hpp>
