@@ -26,7 +26,7 @@
 #include <ctg/io/safetensors.hpp>
 #include <ctg/optim/cuda/adamw.cuh>
 
-#include "common/nested_stacks.hpp"
+#include "../common/nested_stacks.hpp"
 #include "device_test.hpp"
 
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/nested_stacks.hpp"
+#include "../common/nested_stacks.hpp"
 #include "grad_check.hpp"
 
 namespace {

@@ -3,7 +3,7 @@
 // residual depth (which is why stack exists), so the full transformer block is
 // compared at one layer (f32 here, autocast<bf16> in nn_stack_bf16.cpp) and a
 // small residual block at three.
-#include "common/nested_stacks.hpp"
+#include "../common/nested_stacks.hpp"
 #include "nn_model_common.hpp"
 
 using namespace nn_model;
