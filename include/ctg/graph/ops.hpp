@@ -528,11 +528,19 @@ constexpr auto gather(Table, Ids) {
 // one_hot<Classes>(ids): f32 [ids..., Classes], 1 at each id's column.
 // one_hot<Classes, Ignore>(ids): the same, with a zero row where the id is
 // Ignore. Any other id outside [0, Classes) is a run-time ctg::error.
+// (Ids are compared with columns and Ignore as f32, the group's compute
+// type, which holds every integer below 2^24 exactly: hence at most 2^24
+// classes and |Ignore| < 2^24. Past that, two columns of one id took a 1:
+// one_hot<2^24 + 4> of id 2^24 + 1 had two, and cross_entropy summed both.)
 template <dim_t Classes, int... Ignore, expr Ids>
 constexpr auto one_hot(Ids ids) {
   static_assert(index_type<typename Ids::dtype>, "ctg: one_hot takes an i32 tensor");
-  static_assert(Classes >= 2 && Classes <= 0x7FFFFFFF,
-                "ctg: one_hot needs at least 2 classes (and at most 2^31 - 1: its ids are i32)");
+  static_assert(Classes >= 2 && Classes <= (dim_t{1} << 24),
+                "ctg: one_hot needs at least 2 classes (and at most 2^24: ids are compared in f32, exact up to "
+                "2^24)");
+  static_assert(((Ignore > -(1 << 24) && Ignore < (1 << 24)) && ...),
+                "ctg: an ignored index must be less than 2^24 in magnitude: ids are compared in f32, which holds "
+                "every integer below 2^24 exactly");
   using col = decltype(unsqueeze<-1>(ids));
   return detail::make_ew<op::one_hot<shape_from<detail::with_last_dim<typename col::dims, Classes>()>, Ignore...>,
                          col>();
@@ -542,6 +550,9 @@ constexpr auto one_hot(Ids ids) {
 template <int Ignore, expr Ids>
 constexpr auto index_valid(Ids) {
   static_assert(index_type<typename Ids::dtype>, "ctg: index_valid takes an i32 tensor");
+  static_assert(Ignore > -(1 << 24) && Ignore < (1 << 24),
+                "ctg: an ignored index must be less than 2^24 in magnitude: ids are compared in f32, which holds "
+                "every integer below 2^24 exactly");
   return detail::make_ew<op::index_valid<Ignore>, Ids>();
 }
 
