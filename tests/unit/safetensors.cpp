@@ -544,6 +544,68 @@ TEST_CASE("weights_only(): a model's FP8 state is in no tensor; a load starts it
     (one(std::type_identity<Ls>{}), ...);
   }(leaves{});
   CHECK(moved > 0);  // (b's step had moved some: the reset is seen)
+  // A weights-only load that throws (a map entry for no leaf of the model)
+  // resets nothing.
+  step(b, ctg::feed<X>(std::span<const float>(x), 2));
+  const auto moved_state = [&] {
+    std::vector<std::vector<float>> out;
+    [&]<class... Ls>(ctg::tl::list<Ls...>) {
+      auto one = [&]<class L>(std::type_identity<L>) {
+        if constexpr (L::role == ctg::leaf_role::state) {
+          const auto v = b.template param<L>();
+          out.emplace_back(v.begin(), v.end());
+        }
+      };
+      (one(std::type_identity<Ls>{}), ...);
+    }(leaves{});
+    return out;
+  };
+  const auto before_failed = moved_state();
+  CHECK(message_of([&] {
+          io::load_safetensors(dir / "weights.safetensors", b, io::tensor_map{}.weights_only().add("nope", "nope"));
+        }).find("'nope'") != std::string::npos);
+  CHECK(moved_state() == before_failed);
   // The transformer map is weights only: its PyTorch twin has no FP8 state.
   CHECK(io::torch_transformer_map().skips_state());
+}
+
+namespace {
+template <ctg::fixed_string P>
+struct fp8_block {
+  template <ctg::expr H>
+  constexpr auto operator()(H h) const {
+    using SX = ctg::scaling::delayed<P + ".x", ctg::precision::delayed<4>>;
+    using SW = ctg::scaling::delayed<P + ".w", ctg::precision::delayed<4>>;
+    using SG = ctg::scaling::delayed<P + ".g", ctg::precision::delayed<4>>;
+    return ctg::tanh(ctg::fp8_matmul<ctg::f32, SG>(ctg::quantize<ctg::e4m3, SX>(h),
+                                                   ctg::quantize<ctg::e4m3, SW>(ctg::param<P + ".w", ctg::f32, 3, 3>{})));
+  }
+};
+}  // namespace
+
+TEST_CASE("weights_only(): a stack's FP8 states (one per layer) start afresh too") {
+  auto step = ctg::value_and_grad(ctg::mean(ctg::square(ctg::nn::stack<2, fp8_block>(X{}))));
+  using leaves = ctg::leaves_t<decltype(step)::nodes>;
+  ctg::cpu::device dev;
+  auto a = ctg::make_store(dev, step), b = ctg::make_store(dev, step), fresh = ctg::make_store(dev, step);
+  ctg::nn::init_params(a, 7, 0.5);
+  ctg::nn::init_params(b, 8, 0.5);
+  const std::vector<float> x{0.5f, -1.0f, 2.0f, 1.5f, 0.25f, -0.75f};
+  step(b, ctg::feed<X>(std::span<const float>(x), 2));
+  temp_dir dir;
+  io::save_safetensors(dir / "w.safetensors", a, io::tensor_map{}.weights_only());
+  io::load_safetensors(dir / "w.safetensors", b, io::tensor_map{}.weights_only());
+  std::size_t stacked = 0;
+  [&]<class... Ls>(ctg::tl::list<Ls...>) {
+    auto one = [&]<class L>(std::type_identity<L>) {
+      if constexpr (L::role == ctg::leaf_role::state) {
+        const auto v = b.template param<L>(), f = fresh.template param<L>();
+        INFO(L::name.c_str());
+        CHECK(std::vector<float>(v.begin(), v.end()) == std::vector<float>(f.begin(), f.end()));
+        stacked += std::string_view(L::name.c_str()).find("{i}") != std::string_view::npos;
+      }
+    };
+    (one(std::type_identity<Ls>{}), ...);
+  }(leaves{});
+  CHECK(stacked >= 6);  // (the layers' scales and histories: stacked leaves)
 }

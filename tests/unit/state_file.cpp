@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -710,6 +711,18 @@ TEST_CASE("AdamW's decay choice is in files since version 3: a version-2 file's 
   const auto every_leaf = static_cast<std::int64_t>(ctg::optim::decay_leaves::every_leaf);
   file_image["decay"] = bytes_of(std::span<const std::int64_t>(&every_leaf, 1));
   CHECK(full_image(c.store, c_opt) == file_image);
+  // A version-2 file the optimizer refuses (lr -1) changes nothing: the
+  // decay it was about to get is put back too.
+  std::vector<unsigned char> v2_bad = v2;
+  for (const record& r : records_of(v2_bad))
+    if (r.name == "adamw.lr") put_le(v2_bad, r.data_offset, std::bit_cast<std::uint32_t>(-1.0f), 4);
+  reseal(v2_bad);
+  write_all(dir / "v2_bad.ctg", v2_bad.data(), v2_bad.size());
+  model_a e;
+  opt_a e_opt(initialised(e.store, 5.0f), {.lr = 3e-3f, .decay = ctg::optim::decay_leaves::matrices});
+  CHECK(message_of([&] { ctg::optim::load(dir / "v2_bad.ctg", e.store, e_opt); }).find("lr") != std::string::npos);
+  CHECK(e_opt.config().decay == ctg::optim::decay_leaves::matrices);
+  CHECK(e_opt.config().lr == 3e-3f);
 
   // A version-2 file with the record: one it cannot hold. A code that is
   // no decay_leaves: refused, nothing changed.
