@@ -1,8 +1,8 @@
 // Compile-fail pair: an ignored index of 2^24 or more in magnitude. Ids are
 // compared with it in f32, so id 2^24 + 1 (which rounds to 2^24) counted as
 // ignored by index_valid<2^24>, silently. The corrected twin ignores -100,
-// PyTorch's default.
-// expect-error: ctg: an ignored index must be less than 2^24 in magnitude
+// PyTorch's default. (expect-error is a regular expression: 2.24 stands for 2^24.)
+// expect-error: ctg: an ignored index must be less than 2.24 in magnitude
 // expect-error-count: 1
 #include <ctg/ctg.hpp>
 
