@@ -4,7 +4,10 @@
 #   * the file, compiled as-is, must fail to compile, and some compiler diagnostic line
 #     that contains "error" must match every regex given on a line of the form
 #         // expect-error: <CMake regex>
-#     (e.g. `// expect-error: ctg: loss does not require grad`), and when the file has a line
+#     (e.g. `// expect-error: ctg: loss does not require grad`); some line of the output
+#     (a note, an "In instantiation of" line) must match every regex given as
+#         // expect-note: <CMake regex>
+#     (what the note names, e.g. the two leaves that clash); and when the file has a line
 #         // expect-error-count: <n>
 #     the compiler must print exactly <n> error diagnostics ("file:line:col: error: ...";
 #     notes do not count), so that a first `ctg:` error followed by a cascade fails;

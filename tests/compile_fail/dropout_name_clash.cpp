@@ -3,6 +3,7 @@
 // copy-pasted name silently correlates two masks); the step must not
 // compile. The corrected twin names the second dropout differently.
 // expect-error: ctg: two dropouts share one name
+// expect-note: Name = [^ ]*"drop"
 // expect-error-count: 1
 #include <ctg/ctg.hpp>
 

@@ -4,6 +4,7 @@
 // as two dropouts of one name outside stacks do not. The corrected twin is
 // one stack of both stacks' layers.
 // expect-error: ctg: two dropouts share one name
+// expect-note: Name = [^ ]*"layers.[{]i[}].drop"
 // expect-error-count: 1
 #include <ctg/ctg.hpp>
 

@@ -3,6 +3,8 @@
 // search). They would drop the same elements, silently. The corrected twin
 // renames one.
 // expect-error: ctg: two dropouts' names hash to one random stream
+// expect-note: A = [^ ]*"blk.qfqysx.drop"
+// expect-note: B = [^ ]*"blk.tlauom.drop"
 // expect-error-count: 1
 #include <ctg/ctg.hpp>
 

@@ -4,6 +4,8 @@
 // "layers.{i}.wqqnm" at layer 1 draws the mask of "layers.{i}.mhrdz" at
 // layer 0, silently. The corrected twin renames one.
 // expect-error: ctg: two dropouts' names hash to one random stream
+// expect-note: A = [^ ]*"layers.[{]i[}].wqqnm"
+// expect-note: B = [^ ]*"layers.[{]i[}].mhrdz"
 // expect-error-count: 1
 #include <ctg/ctg.hpp>
 

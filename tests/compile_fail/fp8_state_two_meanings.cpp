@@ -4,6 +4,8 @@
 // different margins, which must not compile. The corrected twin gives the
 // second product a state of its own.
 // expect-error: ctg: one fp8 scaling state, two meanings
+// expect-note: ; Scaling = [^ ]*"x.fp8"}, [^ ]*delayed<16, 1 ?>
+// expect-note: FirstScaling = [^ ]*"x.fp8"}, [^ ]*delayed<16, 0 ?>
 // expect-error-count: 1
 #include <ctg/ctg.hpp>
 

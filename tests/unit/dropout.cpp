@@ -260,9 +260,9 @@ TEST_CASE("two names whose streams meet at some layers of a stack are found at c
   // N, N x M in a stack of M in it (dropouts_of's order).
   auto nested = ctg::forward(ctg::dropout<"top">(ctg::nn::stack<3, drop_then_inner>(SX{}), ctg::lit<0.5>));
   using nodes = decltype(nested)::nodes;
-  using layers = ctg::detail::dropout_layers_of<nodes, 1>::type;
-  static_assert(ctg::detail::dropouts_of<nodes>::type::size == 3 && layers::size == 3);
-  const std::uint64_t counts[] = {ctg::tl::at_t<0, layers>::value, ctg::tl::at_t<1, layers>::value,
-                                  ctg::tl::at_t<2, layers>::value};
+  using dropouts = ctg::detail::dropouts_of<nodes>::type;
+  static_assert(dropouts::size == 3);
+  const std::uint64_t counts[] = {ctg::tl::at_t<0, dropouts>::layers, ctg::tl::at_t<1, dropouts>::layers,
+                                  ctg::tl::at_t<2, dropouts>::layers};
   CHECK(std::vector<std::uint64_t>(counts, counts + 3) == std::vector<std::uint64_t>{3, 6, 1});
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <ctg/io/safetensors.hpp>
 #include <ctg/optim/optim.hpp>
 
 #include "grad_check.hpp"
@@ -272,4 +273,49 @@ TEST_CASE("a file's FP8 state no step could have written is refused at load, not
     CHECK(std::memcmp(&got, &v, sizeof v) == 0);
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("safetensors on a store the host cannot read: its leaves through host copies, both ways") {
+  temp_dir dir;
+  const fs::path from_cpu = dir.path / "cpu.safetensors", from_opaque = dir.path / "opaque.safetensors",
+                 weights = dir.path / "weights.safetensors", other = dir.path / "other.safetensors";
+  run a;
+  ctg::nn::init_params(a.store, 5, 0.4);
+  a.go(0);
+  a.go(1);
+  ctg::io::save_safetensors(from_cpu, a.store);
+
+  // The CPU store's file into the opaque store, and the opaque store's file
+  // into a CPU store: the same leaves, FP8 state included.
+  opaque_store_t o;
+  ctg::io::load_safetensors(from_cpu, o);
+  ctg::io::save_safetensors(from_opaque, o);
+  run c;
+  ctg::io::load_safetensors(from_opaque, c.store);
+  check_same_leaves(a.store, c.store);
+  CHECK(c.store.param<GScale>()[0] != 1.0f);  // (moved: the comparison is not of starting values)
+
+  // Weights only: the weights come in, the FP8 state starts afresh (scale 1, history 0).
+  ctg::io::save_safetensors(weights, a.store, ctg::io::tensor_map{}.weights_only());
+  ctg::io::load_safetensors(weights, o, ctg::io::tensor_map{}.weights_only());
+  std::vector<float> scale(1), history(XHistory::dims::static_numel, -1.0f), w1(W1::dims::static_numel);
+  o.download(GScale{}, std::span<float>(scale));
+  o.download(XHistory{}, std::span<float>(history));
+  o.download(W1{}, std::span<float>(w1));
+  CHECK(scale[0] == 1.0f);
+  CHECK(history == std::vector<float>(history.size(), 0.0f));
+  CHECK(std::memcmp(w1.data(), a.store.param<W1>().data(), w1.size() * sizeof(float)) == 0);
+
+  // A file of another model: an error naming the tensor, and the opaque store unchanged.
+  {
+    using V = ctg::param<"v", ctg::f32, 3>;
+    auto other_step = ctg::value_and_grad(ctg::sum(ctg::square(V{})));
+    ctg::cpu::device dev;
+    auto os = ctg::make_store(dev, other_step);
+    ctg::io::save_safetensors(other, os);
+  }
+  ctg::io::load_safetensors(from_cpu, o);
+  const std::vector<std::byte> before = downloaded_leaves(o);
+  CHECK_THROWS_WITH_AS(ctg::io::load_safetensors(other, o), doctest::Contains("found no such tensor"), ctg::error);
+  CHECK(downloaded_leaves(o) == before);
 }

@@ -45,14 +45,20 @@ consteval bool is_delayed() {
   else return false;
 }
 // Quantizers that share a scaling state must agree on what it means.
-// (Reports a mistake itself and returns true, so the caller adds no error.)
-template <class Q, class First>
+// (Reports a mistake itself and returns true, so the caller adds no error;
+// templated on the formats and scalings, not the quantizer nodes, which are
+// opaque node_refs, so that the compiler's note spells them.)
+template <class Format, class Scaling, class FirstFormat, class FirstScaling>
 consteval bool check_same_scaling() {
-  static_assert(std::is_same_v<typename Q::scaling, typename First::scaling> &&
-                    std::is_same_v<typename Q::dtype, typename First::dtype>,
-                "ctg: one fp8 scaling state, two meanings: quantizers that name the same state (Q and First in "
-                "the note above) must use the same format and recipe");
+  static_assert(std::is_same_v<Scaling, FirstScaling> && std::is_same_v<Format, FirstFormat>,
+                "ctg: one fp8 scaling state, two meanings: quantizers that name the same state must use the same "
+                "format and recipe (the note above names both: [with Format = ...; Scaling = ...; FirstFormat = "
+                "...; FirstScaling = ...])");
   return true;
+}
+template <class Q, class First>
+consteval bool check_same_scaling_of() {
+  return check_same_scaling<typename Q::dtype, typename Q::scaling, typename First::dtype, typename First::scaling>();
 }
 }  // namespace detail
 
@@ -97,8 +103,8 @@ struct fp8_state {
   static constexpr std::size_t count = table.count;
   static constexpr std::size_t states = table.states;
   static_assert([]<std::size_t... K>(std::index_sequence<K...>) {
-    return (detail::check_same_scaling<tl::at_t<table.quantizer_node[K], nodes>,
-                                       tl::at_t<table.quantizer_node[table.first[table.quantizer_state[K]]], nodes>>() &&
+    return (detail::check_same_scaling_of<tl::at_t<table.quantizer_node[K], nodes>,
+                                          tl::at_t<table.quantizer_node[table.first[table.quantizer_state[K]]], nodes>>() &&
             ...);
   }(std::make_index_sequence<count>{}));
 

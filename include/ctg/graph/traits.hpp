@@ -175,44 +175,29 @@ consteval bool check_leaf_names() {
 // own, and each stack's block's (one name for all its layers, each layer
 // drawing its own stream): two stacks of one block ("layers.{i}" both)
 // would give their layers k one mask, though the block's is one node type.
-template <class Nodes>
+//
+// A dropout D of the graph and how many layer keys it draws with: 1 outside
+// stacks, N in a stack of N layers, N x M in a stack of M inside it (outer
+// layer o's layer i is keyed o * M + i).
+template <class D, std::uint64_t Layers>
+struct keyed_dropout {
+  using node = D;
+  static constexpr std::uint64_t layers = Layers;
+};
+// The dropouts among Nodes and in their stacks' blocks, in order, each a keyed_dropout.
+template <class Nodes, std::uint64_t Layers = 1>
 struct dropouts_of;
-template <class N, bool = N::kind == node_kind::stack>
-struct dropouts_in {
-  using type = std::conditional_t<N::kind == node_kind::random, tl::list<N>, tl::list<>>;
-};
-template <class N>
-struct dropouts_in<N, true> {
-  using type = typename dropouts_of<typename N::forward_step::nodes>::type;
-};
-template <class... Ns>
-struct dropouts_of<tl::list<Ns...>> {
-  using type = tl::concat_t<typename dropouts_in<Ns>::type...>;
-};
-template <class A, class B>
-consteval void report_dropout_name_clash() {
-  static_assert(!same_chars(A::name.c_str(), B::name.c_str()),
-                "ctg: two dropouts share one name, so they would draw one mask: give each dropout its own name (the "
-                "note above names both masks: [with A = ...; B = ...])");
-}
-// How many layer keys each of dropouts_of's dropouts draws with, in its
-// order (std::integral_constant's): 1 outside stacks, N in a stack of N
-// layers, N x M in a stack of M inside it (outer layer o's layer i is keyed
-// o * M + i).
-template <class Nodes, std::uint64_t Layers>
-struct dropout_layers_of;
 template <class N, std::uint64_t Layers, bool = N::kind == node_kind::stack>
-struct dropout_layers_in {
-  using type = std::conditional_t<N::kind == node_kind::random,
-                                  tl::list<std::integral_constant<std::uint64_t, Layers>>, tl::list<>>;
+struct dropouts_in {
+  using type = std::conditional_t<N::kind == node_kind::random, tl::list<keyed_dropout<N, Layers>>, tl::list<>>;
 };
 template <class N, std::uint64_t Layers>
-struct dropout_layers_in<N, Layers, true> {
-  using type = typename dropout_layers_of<typename N::forward_step::nodes, Layers * N::layers>::type;
+struct dropouts_in<N, Layers, true> {
+  using type = typename dropouts_of<typename N::forward_step::nodes, Layers * N::layers>::type;
 };
 template <class... Ns, std::uint64_t Layers>
-struct dropout_layers_of<tl::list<Ns...>, Layers> {
-  using type = tl::concat_t<typename dropout_layers_in<Ns, Layers>::type...>;
+struct dropouts_of<tl::list<Ns...>, Layers> {
+  using type = tl::concat_t<typename dropouts_in<Ns, Layers>::type...>;
 };
 
 // Two names, one stream: a dropout draws stream hash(name) + 0x9E3779B9 x
@@ -228,32 +213,51 @@ consteval bool streams_meet(std::uint32_t s, std::uint64_t s_layers, std::uint32
   const std::uint32_t d = (t - s) * inverse;  // s's layer a meets t's layer b where a - b = d (mod 2^32)
   return d < s_layers || std::uint32_t(0u - d) < t_layers;
 }
-template <class... Ds, class... Layers>
-consteval leaf_pair first_stream_clash(tl::list<Ds...>, tl::list<Layers...>) {
-  constexpr std::size_t n = sizeof...(Ds);
-  const std::uint64_t layers[] = {Layers::value..., 0};
-  const std::uint32_t streams[] = {Ds::stream..., 0};
-  const char* names[] = {Ds::name.c_str()..., nullptr};
+// The first pair of dropouts sharing a name, else the first pair of names
+// meeting in one stream (a = b = n: none).
+struct dropout_clash {
+  std::size_t a, b;
+  bool same_name;
+};
+template <class... Ks>
+consteval dropout_clash first_dropout_clash(tl::list<Ks...>) {
+  constexpr std::size_t n = sizeof...(Ks);
+  const char* names[] = {Ks::node::name.c_str()..., nullptr};
+  const std::uint32_t streams[] = {Ks::node::stream..., 0};
+  const std::uint64_t layers[] = {Ks::layers..., 0};
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = i + 1; j < n; ++j)
-      if (!same_chars(names[i], names[j]) && streams_meet(streams[i], layers[i], streams[j], layers[j])) return {i, j};
-  return {n, n};
+      if (same_chars(names[i], names[j])) return {i, j, true};
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i + 1; j < n; ++j)
+      if (streams_meet(streams[i], layers[i], streams[j], layers[j])) return {i, j, false};
+  return {n, n, false};
 }
-template <class A, class B, bool Clash>
+// Reported in functions templated on the names (a dropout's node type is
+// an opaque node_ref), so that the compiler's note spells them.
+template <auto Name>
+consteval void report_dropout_name_clash() {
+  static_assert(sizeof(decltype(Name)) == 0,
+                "ctg: two dropouts share one name, so they would draw one mask: give each dropout its own name (the "
+                "note above names it: [with auto Name = ...])");
+}
+template <auto A, auto B>
 consteval void report_dropout_stream_clash() {
-  static_assert(!Clash,
+  static_assert(sizeof(decltype(A)) == 0,
                 "ctg: two dropouts' names hash to one random stream, so they would draw one mask (in a stack, at "
                 "some layers: a layer's stream is the hash plus 0x9E3779B9 times the layer): rename one of them (the "
-                "note above names both masks: [with A = ...; B = ...])");
+                "note above names both: [with auto A = ...; auto B = ...])");
 }
 template <class Nodes>
 consteval bool check_dropout_names() {
   using dropouts = typename dropouts_of<Nodes>::type;
-  constexpr leaf_pair p = first_name_clash(dropouts{});
-  constexpr leaf_pair q = first_stream_clash(dropouts{}, typename dropout_layers_of<Nodes, 1>::type{});
-  if constexpr (p.a < dropouts::size) report_dropout_name_clash<tl::at_t<p.a, dropouts>, tl::at_t<p.b, dropouts>>();
-  else if constexpr (q.a < dropouts::size)
-    report_dropout_stream_clash<tl::at_t<q.a, dropouts>, tl::at_t<q.b, dropouts>, true>();
+  constexpr dropout_clash c = first_dropout_clash(dropouts{});
+  if constexpr (c.a < dropouts::size) {
+    using A = typename tl::at_t<c.a, dropouts>::node;
+    using B = typename tl::at_t<c.b, dropouts>::node;
+    if constexpr (c.same_name) report_dropout_name_clash<A::name>();
+    else report_dropout_stream_clash<A::name, B::name>();
+  }
   return true;
 }
 }  // namespace detail

@@ -51,7 +51,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <limits>
 #include <map>
 #include <span>
@@ -67,6 +66,7 @@
 #include <ctg/core/type_list.hpp>
 #include <ctg/graph/step.hpp>
 #include <ctg/io/between_sets.hpp>
+#include <ctg/io/host_copies.hpp>
 #include <ctg/io/state_file.hpp>
 
 namespace ctg {
@@ -140,15 +140,11 @@ class record_list {
   // written it, put(std::span<const T>) copies back (finish_load()).
   template <fixed_string Kind, class L, class T, class Fetch, class Put>
   void copied_leaf(std::size_t count, Fetch&& fetch, Put put) {
-    std::vector<std::byte>& copy = host_copies_.emplace_back(count * sizeof(T));
-    const std::span<T> values(reinterpret_cast<T*>(copy.data()), count);
-    fetch(values);
-    leaf<Kind, L>(values);
-    after_load_.push_back([put = std::move(put), values] { put(std::span<const T>(values)); });
+    leaf<Kind, L>(host_copies_.add<T>(count, std::forward<Fetch>(fetch), std::move(put)));
   }
   // After a load has written every record: the host copies back where they came from.
   void finish_load() {
-    for (auto& put : after_load_) put();
+    host_copies_.put_back();
   }
 
   // An optimizer scalar (kind "scalar", rank 0). An enum is stored as its
@@ -191,8 +187,7 @@ class record_list {
     records.push_back(w);
   }
 
-  std::vector<std::vector<std::byte>> host_copies_;  // (each copy's bytes stay where they are)
-  std::vector<std::function<void()>> after_load_;
+  host_copies host_copies_;
 };
 
 // Every stored leaf of the store's step (trainable, frozen, FP8 state), in topological order.

@@ -25,7 +25,6 @@
 // atomically (a temporary file beside it, then a rename); save then load is bitwise.
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -33,6 +32,7 @@
 
 #include <ctg/graph/traits.hpp>
 #include <ctg/io/between_sets.hpp>
+#include <ctg/io/host_copies.hpp>
 #include <ctg/io/safetensors_format.hpp>
 #include <ctg/io/tensor_map.hpp>
 
@@ -78,7 +78,7 @@ class st_host_copies {
   template <class L, class Store>
   void reset(Store& store) {
     using T = typename L::dtype;
-    put_back_.push_back([&store] {
+    copies_.then([&store] {
       std::vector<T> initial(L::dims::static_numel, static_cast<T>(L::initial_value));
       if constexpr (host_reads_leaves<Store>()) std::ranges::copy(initial, store.template param<L>().begin());
       else store.upload(L{}, std::span<const T>(initial));
@@ -87,19 +87,15 @@ class st_host_copies {
   template <class L, class Store>
   std::byte* add(Store& store) {
     using T = typename L::dtype;
-    std::vector<std::byte>& copy = copies_.emplace_back(L::dims::static_numel * sizeof(T));
-    const std::span<T> host(reinterpret_cast<T*>(copy.data()), L::dims::static_numel);
-    store.download(L{}, host);
-    put_back_.push_back([&store, host] { store.upload(L{}, std::span<const T>(host)); });
-    return copy.data();
+    const std::span<T> host = copies_.add<T>(
+        L::dims::static_numel, [&store](std::span<T> h) { store.download(L{}, h); },
+        [&store](std::span<const T> h) { store.upload(L{}, h); });
+    return reinterpret_cast<std::byte*>(host.data());
   }
-  void put_back() const {
-    for (const auto& put : put_back_) put();
-  }
+  void put_back() const { copies_.put_back(); }
 
  private:
-  std::vector<std::vector<std::byte>> copies_;  // (each copy's bytes stay where they are)
-  std::vector<std::function<void()>> put_back_;
+  host_copies copies_;
 };
 
 template <class Store>
