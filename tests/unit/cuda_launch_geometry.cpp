@@ -108,7 +108,7 @@ TEST_CASE("grids fixed by the work's size (AdamW's norm): every element once, as
   CHECK(ctg::cuda::blocks_up_to(50304 * 768, 256, 8, 1024) == 1024);  // GPT-2's embedding: the most
 }
 
-TEST_CASE("flat kernels (widen, quantize, dequantize, accumulate): every element once, in chunks or one by one") {
+TEST_CASE("flat kernels (widen, quantize, dequantize, accumulate): every element once, in chunks or one by one, two a turn") {
   using ctg::dim_t;
   // 16 bytes of the widest array, at most 8 elements.
   CHECK(ctg::kernel::chunk_elements<ctg::bf16, ctg::e4m3> == 8);
@@ -132,9 +132,14 @@ TEST_CASE("flat kernels (widen, quantize, dequantize, accumulate): every element
         bool chunks_as_told = true;
         for (unsigned b = 0; b < grid; ++b)
           for (unsigned t = 0; t < 256; ++t)
-            ctg::cuda::for_flat_chunks<8>(n, width, {b, t, grid, 256}, [&](dim_t i, auto count) {
-              chunks_as_told = chunks_as_told && decltype(count)::value == width;
-              for (dim_t k = 0; k < decltype(count)::value; ++k) ++seen[static_cast<std::size_t>(i + k)];
+            ctg::cuda::for_flat_chunk_pairs<8>(n, width, {b, t, grid, 256}, [&](dim_t i, dim_t j, auto count) {
+              constexpr dim_t C = decltype(count)::value;
+              chunks_as_told = chunks_as_told && C == width;
+              for (dim_t k = 0; k < C; ++k) ++seen[static_cast<std::size_t>(i + k)];
+              if (j == ctg::cuda::no_chunk) return;
+              // (the thread's next chunk: grid * 256 chunks on)
+              chunks_as_told = chunks_as_told && j == i + dim_t{grid} * 256 * C;
+              for (dim_t k = 0; k < C; ++k) ++seen[static_cast<std::size_t>(j + k)];
             });
         CHECK(chunks_as_told);
         CHECK(each_once(seen));

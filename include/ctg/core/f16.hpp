@@ -15,8 +15,16 @@ namespace detail {
 
 // f32 -> f16, round-to-nearest-even with subnormals; overflow rounds to
 // infinity (|x| >= 65520); any NaN becomes 0x7FFF, as cuda_fp16.h's
-// __float2half does.
+// __float2half does. On a GPU it is the instruction __float2half compiles
+// to, cvt.rn.f16.f32 (cuda.dtype_roundtrip compares the two).
 CTG_HD CTG_FORCEINLINE constexpr std::uint16_t f32_to_f16_bits(float f) noexcept {
+#ifdef __CUDA_ARCH__
+  if (!__builtin_is_constant_evaluated()) {
+    std::uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+  }
+#endif
   const std::uint32_t u = f32_bits(f);
   const std::uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return 0x7FFFu;
@@ -27,7 +35,15 @@ CTG_HD CTG_FORCEINLINE constexpr std::uint16_t f32_to_f16_bits(float f) noexcept
 
 // f16 -> f32 is exact; every NaN becomes 0x7FFFFFFF, as __half2float does.
 // Branch-free (selects, one unconditional f32 subtraction) so loops vectorize.
+// On a GPU: the instruction __half2float compiles to, cvt.f32.f16.
 CTG_HD CTG_FORCEINLINE constexpr float f16_bits_to_f32(std::uint16_t h) noexcept {
+#ifdef __CUDA_ARCH__
+  if (!__builtin_is_constant_evaluated()) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+  }
+#endif
   const std::uint32_t sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
   const std::uint32_t e = (h >> 10) & 0x1Fu;
   const std::uint32_t m = h & 0x3FFu;

@@ -43,17 +43,23 @@ __device__ CTG_FORCEINLINE void store_elements(T* to, const T (&from)[C]) {
   kernel::copy_wide<C * sizeof(T)>(to, from);
 }
 
-// out[i] = f(in[i]) for n elements, in chunks where `width` says (flat_chunks.hpp).
+// out[i] = f(in[i]) for n elements, in chunks where `width` says, two
+// chunks a turn (flat_chunks.hpp), f applied in element order.
 template <class From, class To, class F>
 __device__ CTG_FORCEINLINE void map_flat(const From* in, To* out, dim_t n, dim_t width, F&& f) {
-  for_flat_chunks<kernel::chunk_elements<From, To>>(n, width, this_thread(), [&](dim_t i, auto count) {
+  for_flat_chunk_pairs<kernel::chunk_elements<From, To>>(n, width, this_thread(), [&](dim_t i, dim_t j, auto count) {
     constexpr dim_t C = decltype(count)::value;
-    alignas(16) From a[C];
+    alignas(16) From a[C], next[C];
     alignas(16) To b[C];
     load_elements(a, in + i);
+    if (j != no_chunk) load_elements(next, in + j);
     CTG_UNROLL
     for (dim_t k = 0; k < C; ++k) b[k] = f(a[k]);
     store_elements(out + i, b);
+    if (j == no_chunk) return;
+    CTG_UNROLL
+    for (dim_t k = 0; k < C; ++k) b[k] = f(next[k]);
+    store_elements(out + j, b);
   });
 }
 
@@ -175,15 +181,22 @@ __global__ void dequantize(const type_at<Ts, 0>* q, const fp8_side_data* side, t
 template <class Ts>
 __global__ void accumulate(type_at<Ts, 0>* dst, const type_at<Ts, 0>* src, dim_t n, dim_t width) {
   using T = type_at<Ts, 0>;
-  for_flat_chunks<kernel::chunk_elements<T>>(n, width, this_thread(), [&](dim_t i, auto count) {
+  for_flat_chunk_pairs<kernel::chunk_elements<T>>(n, width, this_thread(), [&](dim_t i, dim_t j, auto count) {
     constexpr dim_t C = decltype(count)::value;
-    alignas(16) T d[C];
-    alignas(16) T s[C];
+    alignas(16) T d[C], s[C], next_d[C], next_s[C];
     load_elements(d, dst + i);
     load_elements(s, src + i);
+    if (j != no_chunk) {
+      load_elements(next_d, dst + j);
+      load_elements(next_s, src + j);
+    }
     CTG_UNROLL
     for (dim_t k = 0; k < C; ++k) d[k] = store_as<T>(load_as<T>(d[k]) + load_as<T>(s[k]));
     store_elements(dst + i, d);
+    if (j == no_chunk) return;
+    CTG_UNROLL
+    for (dim_t k = 0; k < C; ++k) next_d[k] = store_as<T>(load_as<T>(next_d[k]) + load_as<T>(next_s[k]));
+    store_elements(dst + j, next_d);
   });
 }
 

@@ -28,19 +28,25 @@ dim_t flat_width(dim_t n, const Ts*... arrays) {
 // Threads a launch needs: one per chunk.
 inline std::size_t flat_work(dim_t n, dim_t width) { return static_cast<std::size_t>(n / width); }
 
-// Thread `at`'s part of n elements: f(i, std::integral_constant<dim_t, C>{})
-// for each of its chunks of C consecutive elements from i, grid-stride: C
-// = V where width > 1, else 1.
+// Thread `at`'s part of n elements, grid-stride, in turns of two chunks of
+// C consecutive elements (C = V where width > 1, else 1): f(i, j,
+// std::integral_constant<dim_t, C>{}) for the chunk from element i and the
+// thread's next, from j (no_chunk where the thread has no next). The
+// kernels read both chunks before they write either, so each thread keeps
+// two loads per array in flight (with one, a memory-bound kernel stays well
+// short of the bandwidth a copy reaches).
+inline constexpr dim_t no_chunk = -1;
 template <dim_t V, class F>
-CTG_HD void for_flat_chunks(dim_t n, dim_t width, thread_place at, F&& f) {
+CTG_HD void for_flat_chunk_pairs(dim_t n, dim_t width, thread_place at, F&& f) {
   const dim_t first = at.block * at.threads + at.thread, step = at.blocks * at.threads;
+  auto turns = [&](dim_t chunks, auto c) {
+    constexpr dim_t C = decltype(c)::value;
+    for (dim_t k = first; k < chunks; k += 2 * step) f(k * C, k + step < chunks ? (k + step) * C : no_chunk, c);
+  };
   if constexpr (V > 1) {
-    if (width > 1) {
-      for (dim_t c = first; c < n / V; c += step) f(c * V, std::integral_constant<dim_t, V>{});
-      return;
-    }
+    if (width > 1) return turns(n / V, std::integral_constant<dim_t, V>{});
   }
-  for (dim_t i = first; i < n; i += step) f(i, std::integral_constant<dim_t, 1>{});
+  turns(n, std::integral_constant<dim_t, 1>{});
 }
 
 }  // namespace ctg::cuda
