@@ -252,6 +252,13 @@ TEST_CASE("a stack's block is described as its own step, drawn inside the stack'
   static_assert(d.node[r].op == "stack" && d.node[r].layers == 2 && d.node[r].recomputes_layers);
   static_assert(d.blocks.size() == 1 && d.blocks[0].stack == r && d.blocks[0].step == &ctg::description<Block>);
 
+  // The block's root, the vjp loss sum(out * g), is there for autodiff to
+  // derive the gradients from: no group computes it, nor its product.
+  constexpr std::size_t loss = ctg::tl::index_of<typename Block::root, typename Block::nodes>::value;
+  static_assert(b.node[loss].op == "sum" && b.node[loss].group == ctg::no_index && !b.node[loss].output &&
+                !b.node[loss].buffer);
+  static_assert(b.node[b.child(loss, 0)].op == "mul" && b.node[b.child(loss, 0)].group == ctg::no_index);
+
   const std::string dot = ctg::io::to_dot(S{});
   const std::string block = str("s", r, "_");
   CHECK(count(dot, str("subgraph cluster_", block, "block {")) == 1);

@@ -63,6 +63,11 @@ struct graph_step {
   using outputs = typename detail::step_outputs<Root, Wrt>::type;
   using wrt = Wrt;
   using forward_root = ForwardRoot;
+  // A step whose forward root is another node (a stack block's backward,
+  // graph/stack.hpp, whose root is the vjp loss sum(out * g), there for
+  // autodiff to derive the gradients from) does not compute its root:
+  // nothing reads it (lower/schedule.hpp leaves it to no group).
+  static constexpr bool root_is_output = CTG_SAME(Root, ForwardRoot);
   static constexpr bool fuse = Fuse;
   using nodes = topo_t<outputs>;
   // The output holding the gradient of wrt leaf L (the outputs are the loss,

@@ -356,7 +356,9 @@ consteval auto describe_step() {
   [&]<class... Ns>(tl::list<Ns...>) {
     std::size_t i = 0, edge = 0;
     ((describe<Key, Ns, nodes::size, E>(p, i++, edge,
-                             tl::contains<Ns, typename Step::outputs>::value || CTG_SAME(Ns, typename Step::forward_root),
+                             (tl::contains<Ns, typename Step::outputs>::value &&
+                              (Step::root_is_output || !CTG_SAME(Ns, typename Step::root))) ||
+                                 CTG_SAME(Ns, typename Step::forward_root),
                              tl::contains<Ns, typename Step::wrt>::value)),
      ...);
   }(nodes{});

@@ -46,8 +46,8 @@ inline constexpr std::size_t max_duplicated_loads = 3;
 
 template <class Table>
 constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_buffer<bool>& forced,
-                                  const ct_buffer<bool>& kept_whole, const ct_buffer<std::size_t>& use_first,
-                                  const ct_buffer<std::size_t>& use_consumer) {
+                                  const ct_buffer<bool>& kept_whole, const ct_buffer<bool>& unread,
+                                  const ct_buffer<std::size_t>& use_first, const ct_buffer<std::size_t>& use_consumer) {
   p.group_count = 0;
   // Can the loop of the group rooted at r evaluate an elementwise node?
   auto loop_takes_elementwise = [&](std::size_t r) {
@@ -66,11 +66,17 @@ constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_b
       p.group[ii] = no_group;
       continue;
     }
+    if (unread[ii]) {  // (computed by no group)
+      p.materialized[ii] = false;
+      p.group[ii] = no_group;
+      continue;
+    }
     bool root = !fuse || d.output || d.region_end || k.runs_alone || forced[ii];
     std::size_t target = no_group;
     bool several = false;  // read in more than one group (or by a duplicated node)
     for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && !root; ++u) {
       const std::size_t c = use_consumer[u];
+      if (unread[c]) continue;
       if (kind_info_of(p.node[c].kind).reads_buffers) root = true;
       else if (p.duplicated[c]) several = true;
       else if (target == no_group) target = p.group[c];
@@ -80,7 +86,7 @@ constexpr void decide_groups_once(Table& p, std::size_t n, bool fuse, const ct_b
       bool duplicate = d.kind == node_kind::elementwise && d.cheap && !kept_whole[ii];
       for (std::size_t u = use_first[ii]; u < use_first[ii + 1] && duplicate; ++u) {
         const std::size_t c = use_consumer[u];
-        duplicate = p.duplicated[c] || loop_takes_elementwise(p.group[c]);  // (a duplicated reader: checked for it)
+        duplicate = unread[c] || p.duplicated[c] || loop_takes_elementwise(p.group[c]);  // (a duplicated reader: checked for it)
       }
       if (duplicate) {
         p.duplicated[ii] = true;
@@ -120,6 +126,15 @@ constexpr void decide_groups(plan_table<N, E>& p, bool fuse) {
       const std::size_t i = p.child(c, k);
       use_consumer[use_first[i] + fill[i]++] = c;
     }
+  // unread: a node no output reaches, computed by no group: the root of a
+  // step that does not compute it (graph_step::root_is_output) and what only
+  // it reads.
+  ct_buffer<bool> unread(N + 1);
+  for (std::size_t i = N; i-- > 0;) {
+    if (p.node[i].output || kind_info_of(p.node[i].kind).source) continue;
+    unread[i] = true;
+    for (std::size_t u = use_first[i]; u < use_first[i + 1]; ++u) unread[i] = unread[i] && unread[use_consumer[u]];
+  }
   // forced: a buffer, for an inlined expression grown too large; kept_whole:
   // not duplicated, its duplicated expression grown too large.
   ct_buffer<bool> forced(N + 1), kept_whole(N + 1);
@@ -127,7 +142,7 @@ constexpr void decide_groups(plan_table<N, E>& p, bool fuse) {
   // buffers it loads.
   ct_buffer<std::size_t> ops(N + 1), loads(N + 1);
   for (bool changed = true; changed;) {
-    decide_groups_once(p, N, fuse, forced, kept_whole, use_first, use_consumer);
+    decide_groups_once(p, N, fuse, forced, kept_whole, unread, use_first, use_consumer);
     changed = false;
     for (std::size_t i = 0; i < N; ++i) {
       const node_desc& d = p.node[i];

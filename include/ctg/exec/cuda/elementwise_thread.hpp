@@ -10,9 +10,9 @@
 //     (lower/read_ahead.hpp);
 //   * elements: one at a time, any layout.
 // Either way rows at least a block of chunks (or elements) long run in tiles
-// (launch_geometry.hpp, row_tiles), a thread entering its row (divisions)
-// once per tile; shorter rows take a chunk (element) per thread, entering
-// its row each time.
+// (launch_geometry.hpp, row_tiles: two chunks, or four elements, a thread),
+// a thread entering its row (divisions) once per tile; shorter rows take a
+// chunk (element) per thread, entering its row each time.
 #include <cstddef>
 #include <cstdint>
 
@@ -33,54 +33,62 @@ namespace ctg::cuda {
 inline std::size_t elementwise_work(dim_t rows, dim_t row_length, dim_t width, unsigned threads) {
   const dim_t per_row = row_length / width;
   if (per_row >= dim_t{threads})
-    return static_cast<std::size_t>(row_tiles(rows, per_row, threads, width > 1 ? 1 : tile_elements_per_thread).count) *
+    return static_cast<std::size_t>(
+               row_tiles(rows, per_row, threads, width > 1 ? chunks_per_thread : tile_elements_per_thread).count) *
            threads;
   return static_cast<std::size_t>(rows * per_row);
 }
 
-// Thread `at`'s chunks: row_tiles over each row's chunks, a chunk per thread
-// per tile; or, rows shorter than a block's chunks, a chunk per thread,
-// grid-stride. Two chunks a turn (the thread's next two, in turn order):
-// both are read before either is written, so each thread keeps two 16-byte
-// loads per buffer in flight (one leaves a memory-bound group short of the
-// bandwidth a copy reaches).
+// Thread `at`'s chunks, two a turn: both are read before either is
+// written, so each thread keeps two 16-byte loads per buffer in flight (one
+// leaves a memory-bound group short of the bandwidth a copy reaches). Rows
+// at least a block of chunks long run in tiles of two chunks a thread
+// (row_tiles), the thread's chunks t and t + threads of the tile, both in one
+// row (entered once: its divisions); shorter rows take a chunk per thread,
+// grid-stride, a turn the thread's next two (each entering its row).
 template <class Plan, std::size_t K, std::size_t NR>
 CTG_HD void elementwise_chunks(const kernel::context<K, NR>& c, const kernel::loop_layout<K>& layout,
                                typename Plan::outputs out, thread_place at) {
   using Body = typename Plan::body;
   constexpr dim_t V = plan_chunk<Plan>;
   const dim_t L = layout.row_length(), rows = layout.rows(), per_row = L / V;
-  auto read = [&](dim_t row, dim_t chunk) {
+  auto in_row = [&](dim_t row) {
     kernel::context<K, NR> t = c;
     layout.enter_row(t, row);
-    return kernel::read_chunk<Body, V>(t, chunk * V);
+    return t;
   };
-  // Chunks (row, chunk in the row) a and b, where they exist.
-  auto write_pair = [&](bool has_a, dim_t row_a, dim_t chunk_a, bool has_b, dim_t row_b, dim_t chunk_b) {
-    if (has_a && has_b) {
-      const auto a = read(row_a, chunk_a), b = read(row_b, chunk_b);
-      kernel::store_chunk<Body, V>(a, out.from(row_a * L));
-      kernel::store_chunk<Body, V>(b, out.from(row_b * L));
-    } else if (has_a || has_b) {
-      const dim_t row = has_a ? row_a : row_b;
-      kernel::store_chunk<Body, V>(read(row, has_a ? chunk_a : chunk_b), out.from(row * L));
+  // Chunk a of row context ta, and chunk b of tb where has_b.
+  auto write_pair = [&](const kernel::context<K, NR>& ta, dim_t row_a, dim_t a, bool has_b,
+                        const kernel::context<K, NR>& tb, dim_t row_b, dim_t b) {
+    const auto va = kernel::read_chunk<Body, V>(ta, a * V);
+    if (has_b) {
+      const auto vb = kernel::read_chunk<Body, V>(tb, b * V);
+      kernel::store_chunk<Body, V>(va, out.from(row_a * L));
+      kernel::store_chunk<Body, V>(vb, out.from(row_b * L));
+    } else {
+      kernel::store_chunk<Body, V>(va, out.from(row_a * L));
     }
   };
   if (per_row >= at.threads) {
-    const row_tiles tiles(rows, per_row, static_cast<unsigned>(at.threads), 1);
-    for (dim_t tile = at.block; tile < tiles.count; tile += 2 * at.blocks) {
-      const dim_t next = tile + at.blocks;
-      const dim_t a = tiles.first(tile) + at.thread;
-      const bool has_b = next < tiles.count && tiles.first(next) + at.thread < tiles.end(next);
-      write_pair(a < tiles.end(tile), tiles.row(tile), a, has_b, has_b ? tiles.row(next) : 0,
-                 has_b ? tiles.first(next) + at.thread : 0);
+    const row_tiles tiles(rows, per_row, static_cast<unsigned>(at.threads), chunks_per_thread);
+    for (dim_t tile = at.block; tile < tiles.count; tile += at.blocks) {
+      const dim_t row = tiles.row(tile), a = tiles.first(tile) + at.thread, b = a + at.threads, end = tiles.end(tile);
+      if (a >= end) continue;
+      const kernel::context<K, NR> t = in_row(row);
+      write_pair(t, row, a, b < end, t, row, b);
     }
     return;
   }
   const dim_t total = rows * per_row, step = at.blocks * at.threads;
   for (dim_t e = at.block * at.threads + at.thread; e < total; e += 2 * step) {
-    const dim_t f = e + step, row_e = e / per_row, row_f = f < total ? f / per_row : 0;
-    write_pair(true, row_e, e - row_e * per_row, f < total, row_f, f - row_f * per_row);
+    const dim_t f = e + step, row_e = e / per_row;
+    if (f < total) {
+      const dim_t row_f = f / per_row;
+      write_pair(in_row(row_e), row_e, e - row_e * per_row, true, in_row(row_f), row_f, f - row_f * per_row);
+    } else {
+      const kernel::context<K, NR> t = in_row(row_e);
+      write_pair(t, row_e, e - row_e * per_row, false, t, row_e, 0);
+    }
   }
 }
 

@@ -73,6 +73,7 @@ struct row_tiles {
     return e < length ? e : length;
   }
 };
-inline constexpr unsigned tile_elements_per_thread = 4;
+inline constexpr unsigned tile_elements_per_thread = 4;  // element by element
+inline constexpr unsigned chunks_per_thread = 2;         // in chunks (16-byte loads)
 
 }  // namespace ctg::cuda
