@@ -2,7 +2,7 @@
 // The CUDA store's kernels that are not fused groups or GEMMs: the transpose
 // of the last two dims, gather and scatter_add (embeddings), quantize and
 // dequantize (FP8), the gradient accumulation of micro-batches and the FP8
-// delayed-scaling update. The flat ones (widen, quantize, dequantize,
+// delayed-scaling update. The flat ones (widen, amax, quantize, dequantize,
 // accumulate) take 16 bytes at a time where the launch allows
 // (exec/cuda/flat_chunks.hpp). Each computes what its CPU twin computes
 // (exec/cpu/index_ops.hpp, exec/cpu/quantize.hpp, exec/cpu/store.hpp) with the
@@ -122,12 +122,23 @@ __device__ inline void block_amax(float local, unsigned* amax_bits) {
   __syncthreads();
   if (threadIdx.x == 0) atomicMax(amax_bits, block);
 }
+// (Current scaling's pass before the cast: in chunks where `width` says,
+// two a turn, as map_flat; a max is order-free, so the same bits.)
 template <class Ts>
-__global__ void amax(const type_at<Ts, 0>* x, dim_t n, unsigned* amax_bits) {
+__global__ void amax(const type_at<Ts, 0>* x, dim_t n, dim_t width, unsigned* amax_bits) {
   using TX = type_at<Ts, 0>;
   float m = 0.0f;
-  for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
-    m = fp8_scaling::amax_combine(m, fabsf(static_cast<float>(load_as<TX>(x[i]))));
+  for_flat_chunk_pairs<kernel::chunk_elements<TX>>(n, width, this_thread(), [&](dim_t i, dim_t j, auto count) {
+    constexpr dim_t C = decltype(count)::value;
+    alignas(16) TX a[C], next[C];
+    load_elements(a, x + i);
+    if (j != no_chunk) load_elements(next, x + j);
+    CTG_UNROLL
+    for (dim_t k = 0; k < C; ++k) m = fp8_scaling::amax_combine(m, fabsf(static_cast<float>(load_as<TX>(a[k]))));
+    if (j == no_chunk) return;
+    CTG_UNROLL
+    for (dim_t k = 0; k < C; ++k) m = fp8_scaling::amax_combine(m, fabsf(static_cast<float>(load_as<TX>(next[k]))));
+  });
   block_amax(m, amax_bits);
 }
 

@@ -286,12 +286,13 @@ void run_quantize(const group_call& g, const bindings_view& b, workspace& ws, fl
   const TX* x = b.template as<const TX>(g.child[0]);
   Fmt* q = b.template as<Fmt>(g.root);
   fp8_side_data* side = fp8_side(b, g.root);
-  const unsigned blocks = ws.dev().blocks_for(static_cast<std::size_t>(n), threads);
   const dim_t width = flat_width(n, x, q);
   CTG_CUDA_CHECK(cudaMemsetAsync(&side->amax, 0, sizeof(float), ws.stream()));
   if constexpr (!Delayed) {
     if (n > 0) {
-      kernels::amax<tl::list<TX>><<<blocks, threads, 0, ws.stream()>>>(x, n, reinterpret_cast<unsigned*>(&side->amax));
+      const dim_t x_width = flat_width(n, x);
+      kernels::amax<tl::list<TX>><<<ws.dev().blocks_for(flat_work(n, x_width), threads), threads, 0, ws.stream()>>>(
+          x, n, x_width, reinterpret_cast<unsigned*>(&side->amax));
       check_launch("ctg::cuda::kernels::amax");
     }
   }
