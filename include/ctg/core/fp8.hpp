@@ -28,10 +28,11 @@ namespace ctg {
 namespace detail {
 
 // On a GPU of compute capability 8.9 or newer the conversions are one
-// instruction, cvt.rn.satfinite: what cuda_fp8.h's __nv_cvt_float_to_fp8
-// runs there, so the same bits as the code below (which tests compare with
-// cuda_fp8.h: unit.dtype_vs_cuda, cuda.dtype_roundtrip). The code below
-// takes about 50 instructions, which bounded a quantize kernel's speed.
+// instruction, cvt.rn.satfinite (and back, two cvt): what cuda_fp8.h's
+// __nv_cvt_float_to_fp8 runs there, so the same bits as the code below
+// (which tests compare with cuda_fp8.h: unit.dtype_vs_cuda,
+// cuda.dtype_roundtrip). The code below takes about 50 instructions to
+// fp8, which bounded a quantize kernel's speed.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 #define CTG_FP8_CONVERT_INSTRUCTION 1
 template <bool E4m3>
@@ -40,6 +41,18 @@ __device__ CTG_FORCEINLINE std::uint8_t f32_to_fp8_bits_by_cvt(float f) {
   if constexpr (E4m3) asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(f));
   else asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(f));
   return static_cast<std::uint8_t>(pair & 0xFFu);
+}
+// And back: to f16 (exact), then to f32 (exact; NaN 0x7FFFFFFF), as
+// cuda_fp8.h's __nv_cvt_fp8_to_halfraw and __half2float run there.
+template <bool E4m3>
+__device__ CTG_FORCEINLINE float fp8_bits_to_f32_by_cvt(std::uint8_t b) {
+  const unsigned short in = b;
+  unsigned int pair;  // (two f16 from two fp8; b's is the low half)
+  if constexpr (E4m3) asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(pair) : "h"(in));
+  else asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(pair) : "h"(in));
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(pair & 0xFFFFu)));
+  return f;
 }
 #endif
 
@@ -66,11 +79,13 @@ CTG_HD CTG_FORCEINLINE constexpr std::uint8_t f32_to_e5m2_bits(float f) noexcept
   if (r > 0x7Bu) r = 0x7Bu;  // satfinite: 57344, also for ±inf
   return static_cast<std::uint8_t>(((u >> 24) & 0x80u) | r);
 }
-#undef CTG_FP8_CONVERT_INSTRUCTION
 
 // fp8 -> f32 is exact. Branch-free, as f16_bits_to_f32: a subnormal m * 2^(1-bias-M) is
 // computed as 2^(1-bias) * (1 + m/2^M) - 2^(1-bias), exactly.
 CTG_HD CTG_FORCEINLINE constexpr float e4m3_bits_to_f32(std::uint8_t b) noexcept {
+#ifdef CTG_FP8_CONVERT_INSTRUCTION
+  if (!__builtin_is_constant_evaluated()) return fp8_bits_to_f32_by_cvt<true>(b);
+#endif
   const std::uint32_t sign = (static_cast<std::uint32_t>(b) & 0x80u) << 24;
   const std::uint32_t e = (b >> 3) & 0xFu;
   const std::uint32_t m = b & 0x7u;
@@ -80,6 +95,9 @@ CTG_HD CTG_FORCEINLINE constexpr float e4m3_bits_to_f32(std::uint8_t b) noexcept
 }
 
 CTG_HD CTG_FORCEINLINE constexpr float e5m2_bits_to_f32(std::uint8_t b) noexcept {
+#ifdef CTG_FP8_CONVERT_INSTRUCTION
+  if (!__builtin_is_constant_evaluated()) return fp8_bits_to_f32_by_cvt<false>(b);
+#endif
   const std::uint32_t sign = (static_cast<std::uint32_t>(b) & 0x80u) << 24;
   const std::uint32_t e = (b >> 2) & 0x1Fu;
   const std::uint32_t m = b & 0x3u;
@@ -88,6 +106,7 @@ CTG_HD CTG_FORCEINLINE constexpr float e5m2_bits_to_f32(std::uint8_t b) noexcept
   const std::uint32_t special = m != 0 ? f32_canonical_nan_bits : (sign | 0x7F800000u);
   return f32_from_bits(e == 0x1Fu ? special : (sign | f32_bits(mag)));
 }
+#undef CTG_FP8_CONVERT_INSTRUCTION
 
 }  // namespace detail
 
