@@ -11,7 +11,9 @@
 //     long, else one block, its threads taking the row's elements, or its
 //     chunks in 16-byte loads, in turn (exec/cuda/row_thread.hpp); each
 //     reduction in f64 (warp shuffles, or a CUB block reduction), in slot
-//     order, its result shared before the row's elements are written;
+//     order, its result shared before the row's elements are written; a
+//     sum whose values the output reads again (softmax's exp) kept in
+//     shared memory as it is summed (the row cache);
 //   * reductions over other axes: chunks of each output's visits summed in
 //     parallel (where the last dim is kept, V outputs of a row at once in
 //     16-byte loads, as the launch allows; where it is summed too, 16
@@ -86,10 +88,10 @@ __device__ double shuffle_fold(double v, unsigned mask) {
 
 // Reduction R of the row, over a warp: every lane folds its part of the row
 // (row_thread.hpp), the parts combine by shuffle_fold, and every lane takes
-// R's value.
-template <class R, ctg::dim_t V, class Ctx>
-__device__ double warp_row_reduce(const Ctx& c, dim_t L, dim_t width, unsigned lane) {
-  const double part = ctg::cuda::row_part<R, V>(c, L, width, lane, ctg::cuda::warp_threads);
+// R's value. With `keep` (the row cache), each value folded is kept at keep[j] too.
+template <class R, ctg::dim_t V, class Ctx, class Keep = std::nullptr_t>
+__device__ double warp_row_reduce(const Ctx& c, dim_t L, dim_t width, unsigned lane, Keep keep = nullptr) {
+  const double part = ctg::cuda::row_part<R, V>(c, L, width, lane, ctg::cuda::warp_threads, keep);
   return R::value_of(shuffle_fold<typename R::op, ctg::cuda::warp_threads>(part, 0xFFFFFFFFu), L);
 }
 }  // namespace ctg::detail
@@ -98,26 +100,61 @@ namespace ctg::cuda {
 
 // Rows short enough for a warp (rows_take_a_warp): a warp per row, its
 // lanes taking the row's elements or chunks in turn as a block's threads
-// would, each reduction a warp_row_reduce. No row cache: the warp reads its
-// row again (from L1) where a block would keep it in shared memory.
+// would, each reduction a warp_row_reduce. An output whose body reads a
+// sum's values keeps them as it sums them (the row cache, as row_group's),
+// each warp in its slice of shared memory, for rows of up to
+// warp_row_cache_bytes of them; longer rows compute them again.
+inline constexpr std::size_t warp_row_cache_bytes = 4096;  // (8 warps: 32 KB a block)
 template <class Plan, std::size_t K, std::size_t NR>
 __global__ void __launch_bounds__(warp_threads * warps_per_row_block)
     warp_row_group(kernel::context<K, NR> c, kernel::loop_layout<K> layout, typename Plan::outputs out, dim_t width) {
+  using Body = typename Plan::body;
+  using Reductions = typename Plan::reductions;
   using T = typename Plan::dtype;
   constexpr dim_t V = plan_chunk<Plan>;
-  const unsigned lane = threadIdx.x % warp_threads;
+  using ctx = kernel::context<K, NR>;
+  using cached = std::conditional_t<Plan::loop == loop_kind::row_reduce, void,
+                                    typename ctg::detail::row_cache_of<Body, Reductions>::type>;
+  const unsigned lane = threadIdx.x % warp_threads, warp = threadIdx.x / warp_threads;
   const dim_t L = layout.row_length(), rows = layout.rows();
-  for (dim_t row = blockIdx.x * dim_t{warps_per_row_block} + threadIdx.x / warp_threads; row < rows;
-       row += dim_t{gridDim.x} * warps_per_row_block) {
-    kernel::context<K, NR> t = c;
+  const dim_t first_row = blockIdx.x * dim_t{warps_per_row_block} + warp, row_step = dim_t{gridDim.x} * warps_per_row_block;
+  if constexpr (!std::is_void_v<cached>) {
+    using Kept = decltype(cached::child::value(std::declval<const ctx&>(), dim_t(0)));
+    constexpr dim_t limit = warp_row_cache_bytes / sizeof(Kept);
+    __shared__ Kept kept_by_warp[warps_per_row_block][limit];
+    if (L <= limit) {
+      Kept* kept = kept_by_warp[warp];
+      for (dim_t row = first_row; row < rows; row += row_step) {
+        kernel::kept_context<ctx, Kept> t;
+        static_cast<ctx&>(t) = c;
+        t.kept = kept;
+        layout.enter_row(t, row);
+        [&]<class... Rs>(tl::list<Rs...>) {
+          auto reduce = [&]<class Q>(std::type_identity<Q>) {
+            if constexpr (std::is_same_v<Q, cached>)
+              return ctg::detail::warp_row_reduce<Q, V>(t, L, width, lane, kept);
+            else
+              return ctg::detail::warp_row_reduce<Q, V>(t, L, width, lane);
+          };
+          ((t.local[Rs::slot] = reduce(std::type_identity<Rs>{})), ...);
+        }(Reductions{});
+        // (A lane reads back only the elements it kept itself, in the same
+        // order: no wait, and none before the next row.)
+        row_outputs<ctg::detail::row_cache_body<Body, cached>, V>(t, L, width, out.from(row * L), lane, warp_threads);
+      }
+      return;
+    }
+  }
+  for (dim_t row = first_row; row < rows; row += row_step) {
+    ctx t = c;
     layout.enter_row(t, row);
     [&]<class... Rs>(tl::list<Rs...>) {
       ((t.local[Rs::slot] = ctg::detail::warp_row_reduce<Rs, V>(t, L, width, lane)), ...);
-    }(typename Plan::reductions{});
+    }(Reductions{});
     if constexpr (Plan::loop != loop_kind::row_reduce) {
-      row_outputs<typename Plan::body, V>(t, L, width, out.from(row * L), lane, warp_threads);
+      row_outputs<Body, V>(t, L, width, out.from(row * L), lane, warp_threads);
     } else {
-      using root = kernel::row_reduction<0, typename Plan::root_op, T, typename Plan::body>;
+      using root = kernel::row_reduction<0, typename Plan::root_op, T, Body>;
       const double v = ctg::detail::warp_row_reduce<root, V>(t, L, width, lane);
       if (lane == 0) out.root[row] = store_as<T>(v);
     }
