@@ -7,15 +7,47 @@
 // launch allows (exec/cuda/chunk_width.hpp, lower/read_ahead.hpp). The
 // block combines the threads' parts (a CUB reduction: library code).
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #include <ctg/core/config.hpp>
 #include <ctg/lower/kernel_expr.hpp>
+#include <ctg/lower/node_table.hpp>
 #include <ctg/lower/read_ahead.hpp>
 
 CTG_HOT_BEGIN
 
 namespace ctg::cuda {
+
+// A reduction over a few adds of one buffer (an RMSNorm's mean of squares,
+// a max): few registers a value, so a thread reads two chunks before
+// folding either, two 16-byte loads in flight (with one, a block's rows of
+// such a sum ran at half the copy bandwidth, waiting on each load). A
+// costlier one reads a chunk at a time: holding two of its values cost
+// registers, and so blocks an SM, on Hopper (the SASS review of stop 50).
+template <class X>
+struct fold_cost {  // (constants and row values: nothing to load)
+  static constexpr std::size_t loads = 0;
+  static constexpr bool few_adds = true;
+};
+template <std::size_t Slot, class T, bool Advances>
+struct fold_cost<kernel::load<Slot, T, Advances>> {
+  static constexpr std::size_t loads = 1;
+  static constexpr bool few_adds = true;
+};
+template <std::uint32_t Stream, std::uint64_t PBits, std::size_t Slot, bool Advances, class T>
+struct fold_cost<kernel::dropout<Stream, PBits, Slot, Advances, T>> {
+  static constexpr std::size_t loads = 0;
+  static constexpr bool few_adds = false;  // (a Philox draw)
+};
+template <class Op, class T, class... Xs>
+struct fold_cost<kernel::apply<Op, T, Xs...>> {
+  static constexpr std::size_t loads = (std::size_t(0) + ... + fold_cost<Xs>::loads);
+  static constexpr bool few_adds =
+      (detail::a_few_adds<Op> || std::is_same_v<Op, kernel::pass>) && (fold_cost<Xs>::few_adds && ...);
+};
+template <class X>
+inline constexpr bool folds_two_chunks = fold_cost<X>::few_adds && fold_cost<X>::loads <= 1;
 
 // The thread's part of row reduction R over the row c is in (L elements):
 // its values folded by R's op in f64, in its order. Which elements a thread
@@ -37,7 +69,19 @@ CTG_HD double row_part(const Ctx& c, dim_t L, dim_t width, dim_t thread, dim_t t
   };
   if constexpr (V > 1) {
     if (L % V == 0) {
-      for (dim_t ch = thread; ch < L / V; ch += threads) {
+      dim_t ch = thread;
+      if constexpr (folds_two_chunks<X>) {
+        // (Chunks ch and ch + threads read, then folded in that order: the same bits.)
+        if (width > 1)
+          for (; ch + threads < L / V; ch += 2 * threads) {
+            const auto t0 = kernel::read_chunk<X, V>(c, ch * V), t1 = kernel::read_chunk<X, V>(c, (ch + threads) * V);
+            CTG_UNROLL
+            for (dim_t k = 0; k < V; ++k) fold(t0, t0.first + k);
+            CTG_UNROLL
+            for (dim_t k = 0; k < V; ++k) fold(t1, t1.first + k);
+          }
+      }
+      for (; ch < L / V; ch += threads) {
         if (width > 1) {
           const auto t = kernel::read_chunk<X, V>(c, ch * V);
           CTG_UNROLL
