@@ -84,6 +84,23 @@ TEST_CASE("scale_from_amax: fp8_max / amax / 2^margin; kept when amax is 0, nega
   CHECK(prec::scale_from_amax(0x1p-120f, 448.0f, 1, 5.0f) == 0x1.cp127f);
 }
 
+TEST_CASE("amax_combine: the larger part; any NaN part gives the canonical NaN, in any order") {
+  using ctg::fp8_scaling::amax_combine;
+  using ctg::detail::f32_bits;
+  using ctg::detail::f32_from_bits;
+  CHECK(amax_combine(0.0f, 3.0f) == 3.0f);
+  CHECK(amax_combine(5.0f, 3.0f) == 5.0f);
+  CHECK(amax_combine(5.0f, std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
+  // Two NaNs of other payloads, either order, after numbers or before: one
+  // result (the CPU's loop kept the last NaN's payload; a GPU the largest).
+  const float n1 = f32_from_bits(0x7FC00005u), n2 = f32_from_bits(0x7FC00001u);
+  for (const float first : {n1, n2})
+    for (const float second : {n1, n2, 7.0f}) {
+      CHECK(f32_bits(amax_combine(amax_combine(0.0f, first), second)) == 0x7FFFFFFFu);
+      CHECK(f32_bits(amax_combine(amax_combine(2.0f, second), first)) == 0x7FFFFFFFu);
+    }
+}
+
 TEST_CASE("delayed_update, History 4, algo max: hand-derived steps (margin 0 and 1)") {
   // e4m3, fp8_max 448, scale starts at 1, history at 0. Each step: slot 0 = amax;
   // amax_used = max over the 4 slots (NaN skipped); scale = 448 / amax_used or kept;

@@ -57,8 +57,13 @@ CTG_HD constexpr float pow2(int e) noexcept {
 // The amax of two parts of one tensor, from theirs: the larger, and NaN when
 // either is NaN (a quantize loop keeps a NaN it meets, so the amax of the
 // whole tensor is NaN too). Amaxes are >= 0, so 0 is "nothing seen yet".
+// A NaN is the canonical one (0x7FFFFFFF) whatever its payload: the amax
+// is then the same bits in any order of the parts (a GPU's blocks combine
+// theirs by the max of the bit patterns, the CPU in element order; it kept
+// the last NaN's payload, and the state file recorded it).
 CTG_HD constexpr float amax_combine(float amax, float part) noexcept {
-  return (part > amax || part != part) ? part : amax;
+  if (part != part) return detail::f32_from_bits(detail::f32_canonical_nan_bits);
+  return part > amax ? part : amax;
 }
 
 // scale = fp8_max / amax / 2^margin, or `previous` when amax is not finite or
