@@ -63,6 +63,22 @@ __global__ void encode_kernel(const float* in, std::uint32_t* ctg_out, std::uint
   }
 }
 
+// Eight consecutive inputs a thread, stored as T side by side (as a fused
+// group's chunks are): ptxas may then pack two conversions into one
+// instruction (F2FP.*.PACK_AB), a form the kernel above, a value at a time,
+// does not produce.
+template <class T>
+__global__ void encode_chunks_kernel(const float* in, T* out, std::size_t chunks) {
+  for (std::size_t c = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; c < chunks;
+       c += std::size_t{gridDim.x} * blockDim.x) {
+    T v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = T(in[c * 8 + k]);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) out[c * 8 + k] = v[k];
+  }
+}
+
 // Per narrow pattern: ctg's f32 bits, CUDA's f32 bits, and ctg's round trip.
 template <class T>
 __global__ void decode_kernel(std::uint32_t patterns, std::uint32_t* ctg_f, std::uint32_t* cuda_f,
@@ -141,6 +157,15 @@ std::uint64_t run_type(const char* name) {
     const std::uint32_t want = T(in[i]).bits;
     if (g[i] != want) mismatch("device ctg encode", ctg_test::bits_of(in[i]), g[i], want);
     if (gc[i] != want) mismatch("device CUDA encode", ctg_test::bits_of(in[i]), gc[i], want);
+  }
+  const std::size_t chunks = in.size() / 8;
+  device_buffer<T> d_packed(chunks * 8);
+  encode_chunks_kernel<T><<<1024, 256>>>(d_in.p, d_packed.p, chunks);
+  if (!ok(cudaGetLastError(), "encode_chunks_kernel") || !ok(cudaDeviceSynchronize(), "encode_chunks_kernel")) return 1;
+  const auto packed = to_host(d_packed, chunks * 8);
+  for (std::size_t i = 0; i < chunks * 8; ++i) {
+    const std::uint32_t want = T(in[i]).bits;
+    if (packed[i].bits != want) mismatch("device ctg encode, 8 a thread", ctg_test::bits_of(in[i]), packed[i].bits, want);
   }
   std::printf("%s: %u patterns decoded + round-tripped, %llu f32 inputs encoded, on device by ctg and by CUDA, "
               "vs ctg on host: %llu mismatches\n",
