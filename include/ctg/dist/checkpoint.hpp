@@ -99,8 +99,12 @@ void load(const std::filesystem::path& path, data_parallel<Store>& dp, sharded_a
   opt.take_from(whole);
 }
 
-// (A mistake's data_parallel, above: nothing to save or load.)
-inline void save(const std::filesystem::path&, data_parallel<invalid_store>&, sharded_adamw<invalid_store>&) {}
-inline void load(const std::filesystem::path&, data_parallel<invalid_store>&, sharded_adamw<invalid_store>&) {}
+// (A data_parallel that does nothing, detail::null_replicated: nothing to save or load.)
+template <step_store Store>
+  requires detail::null_replicated<Store>
+void save(const std::filesystem::path&, data_parallel<Store>&, sharded_adamw<Store>&) {}
+template <step_store Store>
+  requires detail::null_replicated<Store>
+void load(const std::filesystem::path&, data_parallel<Store>&, sharded_adamw<Store>&) {}
 
 }  // namespace ctg::dist

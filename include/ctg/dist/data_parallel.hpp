@@ -634,17 +634,31 @@ class data_parallel final : public replica_group {
   float loss_ = 0.0f;
 };
 
-// A data_parallel over the store of a mistake (invalid_store: make_store was
-// given an invalid_step, already reported) takes every use and does
-// nothing, as that store does, so the lines after the mistake add no errors.
-template <>
-class data_parallel<invalid_store> {
+namespace detail {
+// Can data_parallel run this store? A CPU store, yes. Not over a store whose
+// memory the host cannot read (a CUDA store): gradients and parameters are
+// reduced, sharded and gathered through host memory, so data_parallel runs
+// CPU stores only. (The store of a mistake, invalid_store, reported
+// already: it "can", and does nothing.)
+template <class Store>
+consteval bool host_replicable() {
+  if constexpr (std::is_same_v<Store, invalid_store>) return true;
+  else return Store::backend_type::host_memory;
+}
+// Stores whose data_parallel, sharded_adamw, dist::save and dist::load take
+// every use and do nothing (the first reporting the mistake once), so the
+// lines after it add no errors.
+template <class Store>
+concept null_replicated = std::is_same_v<Store, invalid_store> || !host_replicable<Store>();
+
+template <class Store>
+class null_data_parallel {
  public:
-  using store_type = invalid_store;
-  using step_type = invalid_step;
+  using store_type = Store;
+  using step_type = typename Store::step_type;
   template <class... Args>
-  explicit data_parallel(invalid_store& s, Args&&...) : store_(s) {}
-  invalid_store& store() { return store_; }
+  explicit null_data_parallel(Store& s, Args&&...) : store_(s) {}
+  Store& store() { return store_; }
   communicator& comm() { return own_; }
   int world() const { return 1; }
   int first_shard() const { return 0; }
@@ -661,8 +675,23 @@ class data_parallel<invalid_store> {
   void reshard() {}
 
  private:
-  invalid_store& store_;
+  Store& store_;
   self_comm own_;
+};
+}  // namespace detail
+
+// Over the store of a mistake, or a store data_parallel cannot run (reported
+// here once: the store's own param<L>() would report it thrice, pointing at
+// copies the user did not write).
+template <step_store Store>
+  requires detail::null_replicated<Store>
+class data_parallel<Store> : public detail::null_data_parallel<Store> {
+  static_assert(detail::host_replicable<Store>(),
+                "ctg: dist::data_parallel runs CPU stores only: a store whose memory is a GPU's (a CUDA store) "
+                "under data_parallel is not built yet");
+
+ public:
+  using detail::null_data_parallel<Store>::null_data_parallel;
 };
 
 }  // namespace ctg::dist

@@ -420,11 +420,13 @@ class sharded_adamw : detail::data_parallel_optimizer {
   std::int64_t steps_ = 0;
 };
 
-// Over the data_parallel of a mistake (above): takes every use, does nothing.
-template <>
-class sharded_adamw<invalid_store> {
+// Over a data_parallel that does nothing (data_parallel.hpp,
+// detail::null_replicated): takes every use, does nothing.
+template <step_store Store>
+  requires detail::null_replicated<Store>
+class sharded_adamw<Store> {
  public:
-  explicit sharded_adamw(data_parallel<invalid_store>&, optim::adamw_config cfg = {}) : cfg_(cfg) {}
+  explicit sharded_adamw(data_parallel<Store>&, optim::adamw_config cfg = {}) : cfg_(cfg) {}
   float step() { return 0.0f; }
   float step(float) { return 0.0f; }
   std::int64_t steps() const { return 0; }
@@ -432,7 +434,7 @@ class sharded_adamw<invalid_store> {
   std::span<const float> exp_avg(int = 0) const { return {}; }
   std::span<const float> exp_avg_sq(int = 0) const { return {}; }
   std::size_t state_elements() const { return 0; }
-  void check_data_parallel(const data_parallel<invalid_store>&) const {}
+  void check_data_parallel(const data_parallel<Store>&) const {}
   void gather_whole_parameters() {}
   template <class Whole>
   void gather_into(Whole&) {}
