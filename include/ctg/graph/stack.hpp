@@ -192,7 +192,9 @@ struct stack_node {
   // The block's graphs, each compiled once whatever N is: forward, and
   // forward + backward of sum(out * g) (the vector-Jacobian product for an
   // upstream gradient g) with respect to the carry and the trainable leaves,
-  // whose forward part is the block's output and what it reads.
+  // whose forward part is the block's output and what it reads. The sum
+  // itself is not computed (graph_step::root_is_output): its gradients are
+  // what the runner reads.
   using upstream = typename detail::leaf_with_dims<typename Out::dtype, leaf_role::input,
                                                    typename Out::dims>::template type<"ctg.stack.upstream">;
   using forward_step = graph_step<Out, tl::list<>>;
