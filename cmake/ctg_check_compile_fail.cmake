@@ -34,28 +34,25 @@ if(NOT EXISTS "${CTG_CF_SOURCE}")
   ctg_cf_misuse("no such file ${CTG_CF_SOURCE}")
 endif()
 
-# ---- expected regexes: every `// expect-error: <regex>` line of the file ----
-file(STRINGS "${CTG_CF_SOURCE}" expect_lines REGEX "^[ \t]*//[ \t]*expect-error:")
-set(expected "")
-foreach(line IN LISTS expect_lines)
-  string(REGEX REPLACE "^[ \t]*//[ \t]*expect-error:[ \t]*" "" re "${line}")
-  string(STRIP "${re}" re)
-  if(NOT re STREQUAL "")
-    list(APPEND expected "${re}")
-  endif()
-endforeach()
+# The regexes of every `// <tag>: <regex>` line of the file, into <out>.
+function(ctg_cf_tagged_lines tag out)
+  file(STRINGS "${CTG_CF_SOURCE}" lines REGEX "^[ \t]*//[ \t]*${tag}:")
+  set(found "")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^[ \t]*//[ \t]*${tag}:[ \t]*" "" re "${line}")
+    string(STRIP "${re}" re)
+    if(NOT re STREQUAL "")
+      list(APPEND found "${re}")
+    endif()
+  endforeach()
+  set(${out} "${found}" PARENT_SCOPE)
+endfunction()
 
-# ---- expected notes: every `// expect-note: <regex>` line; each must match some line of
-# the output (a note, an "In instantiation of ..." line), e.g. the names of what clashed ----
-file(STRINGS "${CTG_CF_SOURCE}" note_lines REGEX "^[ \t]*//[ \t]*expect-note:")
-set(expected_notes "")
-foreach(line IN LISTS note_lines)
-  string(REGEX REPLACE "^[ \t]*//[ \t]*expect-note:[ \t]*" "" re "${line}")
-  string(STRIP "${re}" re)
-  if(NOT re STREQUAL "")
-    list(APPEND expected_notes "${re}")
-  endif()
-endforeach()
+# ---- expected regexes: each must match an error line of the output ----
+ctg_cf_tagged_lines(expect-error expected)
+# ---- expected notes: each must match some line of the output (a note, an "In
+# instantiation of ..." line), e.g. the names of what clashed ----
+ctg_cf_tagged_lines(expect-note expected_notes)
 
 # ---- expected count of error diagnostics: `// expect-error-count: <n>` (optional) ----
 file(STRINGS "${CTG_CF_SOURCE}" count_lines REGEX "^[ \t]*//[ \t]*expect-error-count:")

@@ -94,6 +94,18 @@ __device__ double warp_row_reduce(const Ctx& c, dim_t L, dim_t width, unsigned l
   const double part = ctg::cuda::row_part<R, V>(c, L, width, lane, ctg::cuda::warp_threads, keep);
   return R::value_of(shuffle_fold<typename R::op, ctg::cuda::warp_threads>(part, 0xFFFFFFFFu), L);
 }
+
+// Each of the row's reductions Rs into t.local, in slot order, by
+// reduce(std::type_identity<R>{}, keep): the row cache's (Cached) keeping
+// its values at `kept`, the others nothing (keep = nullptr).
+template <class Cached, class... Rs, class Ctx, class Kept, class Reduce>
+__device__ void reduce_row_keeping(tl::list<Rs...>, Ctx& t, Kept* kept, Reduce&& reduce) {
+  auto one = [&]<class R>(std::type_identity<R>) {
+    if constexpr (std::is_same_v<R, Cached>) return reduce(std::type_identity<R>{}, kept);
+    else return reduce(std::type_identity<R>{}, nullptr);
+  };
+  ((t.local[Rs::slot] = one(std::type_identity<Rs>{})), ...);
+}
 }  // namespace ctg::detail
 
 namespace ctg::cuda {
@@ -129,15 +141,9 @@ __global__ void __launch_bounds__(warp_threads * warps_per_row_block)
         static_cast<ctx&>(t) = c;
         t.kept = kept;
         layout.enter_row(t, row);
-        [&]<class... Rs>(tl::list<Rs...>) {
-          auto reduce = [&]<class Q>(std::type_identity<Q>) {
-            if constexpr (std::is_same_v<Q, cached>)
-              return ctg::detail::warp_row_reduce<Q, V>(t, L, width, lane, kept);
-            else
-              return ctg::detail::warp_row_reduce<Q, V>(t, L, width, lane);
-          };
-          ((t.local[Rs::slot] = reduce(std::type_identity<Rs>{})), ...);
-        }(Reductions{});
+        ctg::detail::reduce_row_keeping<cached>(Reductions{}, t, kept, [&]<class Q>(std::type_identity<Q>, auto keep) {
+          return ctg::detail::warp_row_reduce<Q, V>(t, L, width, lane, keep);
+        });
         // (A lane reads back only the elements it kept itself, in the same
         // order: no wait, and none before the next row.)
         row_outputs<ctg::detail::row_cache_body<Body, cached>, V>(t, L, width, out.from(row * L), lane, warp_threads);
@@ -187,15 +193,9 @@ __global__ void __launch_bounds__(Threads)
         static_cast<ctx&>(t) = c;
         t.kept = kept;
         layout.enter_row(t, row);
-        [&]<class... Rs>(tl::list<Rs...>) {
-          auto reduce = [&]<class Q>(std::type_identity<Q>) {
-            if constexpr (std::is_same_v<Q, cached>)
-              return ctg::detail::block_row_reduce<Q, Threads, V>(t, L, width, &temp, &shared, kept);
-            else
-              return ctg::detail::block_row_reduce<Q, Threads, V>(t, L, width, &temp, &shared);
-          };
-          ((t.local[Rs::slot] = reduce(std::type_identity<Rs>{})), ...);
-        }(Reductions{});
+        ctg::detail::reduce_row_keeping<cached>(Reductions{}, t, kept, [&]<class Q>(std::type_identity<Q>, auto keep) {
+          return ctg::detail::block_row_reduce<Q, Threads, V>(t, L, width, &temp, &shared, keep);
+        });
         // (A thread reads back only the elements it kept itself, in the
         // same order: no wait, and none before the next row.)
         row_outputs<ctg::detail::row_cache_body<Body, cached>, V>(t, L, width, out.from(row * L), threadIdx.x,
