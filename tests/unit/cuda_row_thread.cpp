@@ -150,6 +150,20 @@ using X37 = ctg::input<"x", ctg::f32, ctg::dyn, 37>;
 using S3d = ctg::input<"s", ctg::f32, ctg::dyn, 8, 1032>;
 }  // namespace
 
+// Which row reductions read two chunks before folding (row_thread.hpp): a
+// few adds of one buffer, not an exp, not two buffers, not a dropout's draw.
+namespace k = ctg::kernel;
+using load_h = k::load<0, ctg::bf16, true>;
+using square_of_h = k::apply<ctg::op::square, float, k::apply<ctg::op::cast<float>, float, load_h>>;
+static_assert(ctg::cuda::folds_two_chunks<square_of_h>);                   // an RMSNorm's mean of squares
+static_assert(ctg::cuda::folds_two_chunks<k::load<0, float, true>>);        // a max
+static_assert(!ctg::cuda::folds_two_chunks<k::apply<ctg::op::exp, float,  // softmax's sum of exp(x - max)
+                                                    k::apply<ctg::op::sub, float, k::load<0, float, true>,
+                                                             k::local<0, float>>>>);
+static_assert(!ctg::cuda::folds_two_chunks<k::apply<ctg::op::mul, float, k::apply<ctg::op::cast<float>, float, load_h>,
+                                                    k::apply<ctg::op::cast<float>, float,
+                                                             k::load<1, ctg::bf16, true>>>>);  // two buffers
+
 TEST_CASE("a row group, as the CUDA block's threads compute it") {
   for (dim_t batch : {dim_t{1}, dim_t{3}}) {
     // Softmax: a max, then a sum of the values the output reads (the row cache).
