@@ -510,3 +510,40 @@ TEST_CASE("a value and its cast read elsewhere: one loop writes both, bit for bi
   CHECK(!side_of(e, eb, across));
   same_as_unfused(across);
 }
+
+TEST_CASE("nodes no output reaches are computed by no group, however large their expressions") {
+  // A hand-made table: leaf 0, a chain of 17 elementwise nodes (past
+  // max_shared_inline_ops), read by two nodes no output reaches (as a stack
+  // block's vjp loss is: graph_step::root_is_output), and an output beside
+  // them. The grouping's size pass once marked the chain's end for a buffer
+  // on every pass, as it never got one: the fixed point never came.
+  constexpr std::size_t N = 21, E = 20;
+  static ctg::detail::plan_table<N, E> p;
+  ctg::shape_value s{};
+  s.rank = 1;
+  s.d[0] = 4;
+  std::size_t edge = 0;
+  auto node = [&](std::size_t i, ctg::node_kind k, std::initializer_list<std::size_t> children, bool output) {
+    auto& d = p.node[i];
+    d.kind = k;
+    d.dims = d.child_dims = s;
+    d.output = output;
+    d.nchild = children.size();
+    p.first_child[i] = edge;
+    for (std::size_t c : children) p.children[edge++] = c;
+    p.first_child[i + 1] = edge;
+  };
+  node(0, ctg::node_kind::leaf, {}, false);
+  for (std::size_t k = 1; k <= 17; ++k) node(k, ctg::node_kind::elementwise, {k - 1}, false);
+  node(18, ctg::node_kind::elementwise, {17}, false);
+  node(19, ctg::node_kind::elementwise, {17}, false);
+  node(20, ctg::node_kind::elementwise, {0}, true);
+  ctg::detail::decide_groups(p, true);
+  for (std::size_t i = 1; i <= 19; ++i) {
+    CAPTURE(i);
+    CHECK(p.group[i] == ctg::detail::no_group);
+    CHECK(!p.materialized[i]);
+  }
+  CHECK(p.group[20] == 20);
+  CHECK(p.group_count == 1);
+}

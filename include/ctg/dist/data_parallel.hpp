@@ -665,6 +665,8 @@ class null_data_parallel {
   int shards_held() const { return 1; }
   float loss() const { return 0.0f; }
   bool has_gradient() const { return false; }
+  std::span<const f32> grad_shard(int) const { return {}; }
+  void consume() {}
   void accumulate(int) {}
   int micro_batches() const { return 1; }
   int runs_done() const { return 0; }

@@ -148,7 +148,7 @@ constexpr void decide_groups(plan_table<N, E>& p, bool fuse) {
       const node_desc& d = p.node[i];
       ops[i] = 1;
       loads[i] = p.materialized[i];
-      if (p.materialized[i] || d.kind != node_kind::elementwise) continue;  // read as one load
+      if (p.materialized[i] || unread[i] || d.kind != node_kind::elementwise) continue;  // read as one load (or not at all)
       for (std::size_t k = 0; k < d.nchild; ++k) {
         ops[i] += ops[p.child(i, k)];
         loads[i] += loads[p.child(i, k)];
