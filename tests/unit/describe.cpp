@@ -258,6 +258,11 @@ TEST_CASE("a stack's block is described as its own step, drawn inside the stack'
   static_assert(b.node[loss].op == "sum" && b.node[loss].group == ctg::no_index && !b.node[loss].output &&
                 !b.node[loss].buffer);
   static_assert(b.node[b.child(loss, 0)].op == "mul" && b.node[b.child(loss, 0)].group == ctg::no_index);
+  // Nor does a layer keep its output for backward, which does not read it
+  // (the runner copies it into the stack's buffer as the forward part ends).
+  constexpr const ctg::step_description& kept_block = ctg::description<typename Stacked<C::none>::backward_step>;
+  static_assert(kept_block.node[kept_block.forward_end - 1].op == "add" &&
+                !kept_block.node[kept_block.forward_end - 1].kept);
 
   const std::string dot = ctg::io::to_dot(S{});
   const std::string block = str("s", r, "_");

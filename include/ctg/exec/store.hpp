@@ -574,7 +574,9 @@ class basic_store {
     prepare(kept, feeds...);
     run_positions(prog.backward_begin, prog.len);
   }
-  // Both parts, the forward one as a recompute (it records no state).
+  // Both parts, the forward one as a recompute (it records no state) of
+  // what backward reads only (not a layer's output, which backward does not
+  // read, nor what only that reads: a stack's layer, recomputed).
   template <class... Feeds>
   void run_recomputing(std::byte* kept, const Feeds&... feeds) {
     prepare(kept, feeds...);
@@ -585,7 +587,7 @@ class basic_store {
     {
       recomputing_ = true;
       recompute_scope scope{recomputing_};
-      run_positions(0, prog.backward_begin);
+      run_positions(0, prog.backward_begin, true);
     }
     run_positions(prog.backward_begin, prog.len);
   }
@@ -803,11 +805,13 @@ class basic_store {
     }
   }
 
-  void run_positions(std::size_t from, std::size_t to) {
+  // Positions [from, to), or of those what backward reads only.
+  void run_positions(std::size_t from, std::size_t to, bool backward_reads_only = false) {
     const bindings_view view = mem_.bound().view();
     for (std::size_t q = from; q < to; ++q) {
       if (prog.enter_region[q] != detail::no_region) mem_.enter_recompute(prog.enter_region[q]);
       const position& p = positions[q];
+      if (backward_reads_only && !prog.backward_reads[p.call.root]) continue;
       const node_kind k = table.node[p.call.root].kind;
       if (k == node_kind::stack) {
         run_stack(p.call.root, true);

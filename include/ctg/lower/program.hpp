@@ -50,6 +50,9 @@ struct program_table {
   life value[N]{};                  // node i's buffer, from the group that writes it to its last reader
   life recomputed[N]{};             // the same for the value a recompute writes again
   bool kept[N]{};                   // a forward buffer alive when the backward part begins
+  // A forward group backward reads, or one such reads in turn: what a
+  // recompute of the whole forward part (a stack block's) runs.
+  bool backward_reads[N]{};
   std::size_t region_count = 0;
 };
 
@@ -66,8 +69,11 @@ constexpr void for_each_read(const plan_table<N, E>& t, const program_table<N>& 
   });
 }
 
+// root_is_output: graph_step::root_is_output (false for a stack block's
+// backward step, whose forward root the stack runner copies out when the
+// forward part ends).
 template <std::size_t N, std::size_t E>
-constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t forward_root) {
+constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t forward_root, bool root_is_output) {
   program_table<N> p;
   p.forward_end = forward_root + 1;
   for (std::size_t i = 0; i < N; ++i) {
@@ -124,12 +130,26 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
     append_group(r, false);
   }
 
+  // The forward groups the backward part reads (its recomputes' reads too),
+  // and those they read in turn.
+  auto mark_writer = [&](std::size_t b) {
+    if (b < p.forward_end && t.group[b] != no_group) p.backward_reads[t.group[b]] = true;
+  };
+  for (std::size_t q = p.backward_begin; q < p.len; ++q) for_each_read(t, p, p.root[q], mark_writer);
+  for (std::size_t g = p.forward_end; g-- > 0;)
+    if (t.group[g] == g && p.backward_reads[g]) for_each_read(t, p, g, mark_writer);
+
   // Lives. A read after a recompute reads the recomputed value.
   for (std::size_t i = 0; i < N; ++i) p.value[i].present = p.owns[i];
-  // Outputs live to the end, and so does the buffer of an output that is a view.
+  // Outputs live to the end, and so does the buffer of an output that is a
+  // view; but a stack block's forward root lives to the end of the forward
+  // part only (the runner copies it into the stack's buffer then), unless
+  // backward reads it: so each layer's kept values hold no copy of it.
   for (std::size_t i = 0; i < N; ++i)
-    if ((t.node[i].kind == node_kind::runtime_scalar || t.node[i].output) && p.owns[p.base[i]])
-      p.value[p.base[i]].end = p.len;
+    if ((t.node[i].kind == node_kind::runtime_scalar || t.node[i].output) && p.owns[p.base[i]]) {
+      const bool handed_over = !root_is_output && i == forward_root && p.backward_begin > 0;
+      p.value[p.base[i]].end = handed_over ? p.backward_begin - 1 : p.len;
+    }
   for (std::size_t q = 0; q < p.len; ++q) {
     const std::size_t r = p.root[q];
     for_each_read(t, p, r, [&](std::size_t b) {
@@ -154,7 +174,8 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
 namespace detail {
 template <class Key>
 inline constexpr program_table<step_of<Key>::nodes::size> program_of =
-    make_program(schedule_table<Key>, tl::index_of<typename step_of<Key>::forward_root, typename step_of<Key>::nodes>::value);
+    make_program(schedule_table<Key>, tl::index_of<typename step_of<Key>::forward_root, typename step_of<Key>::nodes>::value,
+                 step_of<Key>::root_is_output);
 }  // namespace detail
 
 // The program of a compiled step (a graph_step, or its key).
