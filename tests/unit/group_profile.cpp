@@ -102,6 +102,26 @@ TEST_CASE("a profiled store times every group of each run, with its bytes and a 
   CHECK(store.group_times().empty());
 }
 
+TEST_CASE("a dropout mask is drawn in the loop, not read: a group's bytes are those of its loads") {
+  // sum(dropout(tanh(x @ w))): the loss group reads the product [1000, 4]
+  // f32 (16000 bytes) and writes the loss (4); the mask it draws is read
+  // from nowhere (it was counted as 16000 bytes more).
+  using D = decltype(ctg::dropout<"drop">(ctg::tanh(Y{}), ctg::lit<0.25>));
+  using DStep = decltype(ctg::value_and_grad(ctg::sum(D{})));
+  constexpr const auto& d = ctg::description<DStep>;
+  const std::vector<float> xs(1000 * 8, 0.25f);
+  ctg::cpu::device dev{1};
+  auto store = ctg::make_store(dev, DStep{});
+  store.profile_groups(true);
+  DStep step;
+  step(store, ctg::feed<X>(xs, 1000));
+  constexpr std::size_t loss = ctg::tl::index_of<typename DStep::root, DStep::nodes>::value;
+  REQUIRE(d.node[loss].op == "sum");
+  const ctg::group_timing* t = find(store.group_times(), ctg::group_timing::own_step, loss);
+  REQUIRE(t != nullptr);
+  CHECK(t->bytes == 16000.0 + 4.0);
+}
+
 TEST_CASE("a failed run adds nothing to the profile") {
   ctg::cpu::device dev{1};
   auto store = ctg::make_store(dev, Step{});

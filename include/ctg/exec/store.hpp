@@ -858,8 +858,10 @@ class basic_store {
                 static_cast<double>(a.d[a.rank - (d.transpose_a ? 2 : 1)]);
       }
     } else {
+      // (A dropout mask is an input for its index only: drawn in the loop, never read.)
       constexpr const auto& inputs = detail::step_inputs_of<Key>;
-      for (std::size_t j = inputs.first[c.root]; j < inputs.first[c.root + 1]; ++j) moved += bytes(inputs.node[j]);
+      for (std::size_t j = inputs.first[c.root]; j < inputs.first[c.root + 1]; ++j)
+        if (table.node[inputs.node[j]].kind != node_kind::random) moved += bytes(inputs.node[j]);
     }
     profile_->ran(profile_stack_, c.root, moved, flops, from, to);
   }
