@@ -6,11 +6,14 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <ctg/ctg.hpp>
 #include <ctg/io/graph_text.hpp>
+
+#include "../common/nested_stacks.hpp"
 
 namespace {
 using ctg::dyn;
@@ -39,6 +42,12 @@ const ctg::group_timing* find(std::span<const ctg::group_timing> times, std::siz
   for (const auto& t : times)
     if (t.stack == stack && t.root == root) return &t;
   return nullptr;
+}
+template <class... Parts>
+std::string str_of(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
 }
 std::size_t count(const std::string& s, const std::string& what) {
   std::size_t n = 0;
@@ -175,6 +184,57 @@ TEST_CASE("a stack's block's groups are timed once per layer, under their stack;
   };
   check(SStep<C::none>{}, 1);
   check(SStep<C::every_layer>{}, 2);  // each layer's forward part runs again in backward (what it reads)
+}
+
+TEST_CASE("a stack inside a stacked block: its block's groups are timed under both stacks, and printed") {
+  // The outer stack is node #2 of the step and the inner one node #2 of the
+  // outer block: the inner block's groups were filed under stack #2 alone,
+  // described with the outer block's nodes, and the text read past them.
+  using C = ctg::nn::checkpointing;
+  using namespace nested_stacks;
+  auto step = ctg::value_and_grad(
+      ctg::sum(ctg::nn::stack<2, nested_blocks<C::none, 0.0>::template outer, C::none>(NX{}) * ctg::lit<0.5>));
+  using S = decltype(step);
+  constexpr const auto& d = ctg::description<S>;
+  REQUIRE(d.blocks.size() == 1);
+  const ctg::step_description& outer = *d.blocks[0].step;
+  REQUIRE(outer.blocks.size() == 1);
+  const ctg::step_description& inner = *outer.blocks[0].step;
+  const std::size_t top = d.blocks[0].stack, in_outer = outer.blocks[0].stack;
+  REQUIRE(top == in_outer);  // (the collision this checks)
+  ctg::cpu::device dev{1};
+  auto store = ctg::make_store(dev, step);
+  ctg::nn::init_params(store, 7, 0.5);
+  const std::vector<float> x(12, 0.3f);
+  store.profile_groups(true);
+  step(store, ctg::feed(NX{}, x, 3));
+  const auto times = store.group_times();
+  std::size_t in_inner = 0, in_top = 0, in_outer_block = 0;
+  for (const auto& t : times) {
+    if (t.block.depth == 2) {
+      CHECK(t.block.stack[0] == top);
+      CHECK(t.block.stack[1] == in_outer);
+      CHECK(t.root < inner.size());
+      CHECK(t.calls == 2 * 2);  // 2 outer layers of 2 inner ones
+      ++in_inner;
+    } else if (t.block.depth == 1) {
+      CHECK(t.root < outer.size());
+      ++in_outer_block;
+    } else {
+      ++in_top;
+    }
+  }
+  // Every group of every level once (the stacks' own nodes are not timed).
+  auto timed = [](const ctg::step_description& s) {
+    std::size_t n = 0;
+    for (const auto& g : s.group) n += s.node[g.root].op != "stack" && s.node[g.root].op != "stack_grad";
+    return n;
+  };
+  CHECK(in_inner == timed(inner));
+  CHECK(in_outer_block == timed(outer));
+  CHECK(in_top == timed(d));
+  const std::string text = ctg::io::group_profile_text(store);
+  CHECK(count(text, str_of(" (block of #", in_outer, " in the block of #", top, ")")) == in_inner);
 }
 
 TEST_CASE("a profiled fused attention counts every operand, its three gradients and the products its kernels compute") {

@@ -7,16 +7,37 @@
 // is timed on its own: a GPU's runs are launched one by one (no graph
 // replay) between two events, so a profiled run takes longer than a plain
 // one, and what matters is each group's share and its bytes per second.
+#include <array>
 #include <cstddef>
 #include <span>
 #include <vector>
 
+#include <ctg/core/error.hpp>
+
 namespace ctg {
+
+// The step a group is in: the store's own (depth 0), or a stack's block,
+// named by the stack nodes from the store's step in (a stack inside a
+// stacked block: the outer stack, then the inner one, in the outer block).
+struct block_path {
+  static constexpr std::size_t max_depth = 8;
+  std::array<std::size_t, max_depth> stack{};
+  std::size_t depth = 0;
+  bool operator==(const block_path&) const = default;
+  // The block of stack node s of this path's step.
+  block_path in(std::size_t s) const {
+    if (depth == max_depth) throw error("ctg: profile_groups: stacks nested more than 8 deep");
+    block_path p = *this;
+    p.stack[p.depth++] = s;
+    return p;
+  }
+};
 
 // One group's sums over the profiled runs.
 struct group_timing {
   static constexpr std::size_t own_step = static_cast<std::size_t>(-1);
   std::size_t stack = own_step;  // the stack node whose block holds the group (own_step: the store's step)
+  block_path block{};            // that block's place, from the store's step (nested stacks: several)
   std::size_t root = 0;          // the node the group writes (in its step: the block's, for a block)
   std::size_t calls = 0;
   double seconds = 0;
@@ -41,8 +62,8 @@ class group_profile {
     return clock_.now(ws);
   }
   // A group ran between two marks; its time is read once the run succeeds.
-  void ran(std::size_t stack, std::size_t root, double bytes, double flops, mark from, mark to) {
-    pending_.push_back({stack, root, bytes, flops, from, to});
+  void ran(const block_path& block, std::size_t root, double bytes, double flops, mark from, mark to) {
+    pending_.push_back({block, root, bytes, flops, from, to});
   }
   // A run starts: what a failed run left is dropped.
   void start_run() {
@@ -55,8 +76,11 @@ class group_profile {
     for (const pending_group& p : pending_) {
       group_timing* t = nullptr;
       for (group_timing& e : sums_)
-        if (e.stack == p.stack && e.root == p.root) t = &e;
-      if (!t) t = &sums_.emplace_back(group_timing{p.stack, p.root});
+        if (e.block == p.block && e.root == p.root) t = &e;
+      if (!t) {
+        const std::size_t stack = p.block.depth ? p.block.stack[p.block.depth - 1] : group_timing::own_step;
+        t = &sums_.emplace_back(group_timing{stack, p.block, p.root});
+      }
       ++t->calls;
       t->seconds += clock_.seconds(p.from, p.to);
       t->bytes += p.bytes;
@@ -68,7 +92,8 @@ class group_profile {
 
  private:
   struct pending_group {
-    std::size_t stack, root;
+    block_path block;
+    std::size_t root;
     double bytes, flops;
     mark from, to;
   };

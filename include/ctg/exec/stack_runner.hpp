@@ -196,7 +196,7 @@ class stack_runner {
     block_.layer_group_ = group;
     block_.layer_stack_ = R;
     block_.profile_ = p.profile_;  // (the block's groups add to its parent's profile, under R)
-    block_.profile_stack_ = R;
+    if (p.profile_) block_.profile_block_ = p.profile_block_.in(R);
     for (const leaf_slice& l : leaf_slices) {
       const std::byte* gathered = group ? group->layer_slice(l.stacked) : nullptr;
       block_.mem_.share_leaf(l.block, gathered ? const_cast<std::byte*>(gathered)

@@ -863,7 +863,7 @@ class basic_store {
       for (std::size_t j = inputs.first[c.root]; j < inputs.first[c.root + 1]; ++j)
         if (table.node[inputs.node[j]].kind != node_kind::random) moved += bytes(inputs.node[j]);
     }
-    profile_->ran(profile_stack_, c.root, moved, flops, from, to);
+    profile_->ran(profile_block_, c.root, moved, flops, from, to);
   }
   // Quantize node r's value as its replica group gave it: the payload, its
   // side data (amax, scale, scale_inv: exec/buffers.hpp) and the amax it records.
@@ -1090,11 +1090,11 @@ class basic_store {
   std::array<rt_shape, N> reserved_shapes_{};  // the shapes the scratch was last reserved for (reserve_scratch)
   bool reserved_ = false;
   // Group profiling: this store's own sums, and the ones its runs add to
-  // (a stack's block: its parent's, under the stack node profile_stack_).
+  // (a stack's block: its parent's, under its place profile_block_).
   using profile_type = group_profile<typename Backend::group_clock>;
   std::unique_ptr<profile_type> own_profile_;
   profile_type* profile_ = nullptr;
-  std::size_t profile_stack_ = group_timing::own_step;
+  block_path profile_block_{};
 };
 
 }  // namespace ctg

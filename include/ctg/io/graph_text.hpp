@@ -160,13 +160,24 @@ inline void append_group_summary(std::string& out, const step_description& d, co
   if (!duplicated.empty()) out.append(cat(indent, "computed again in each group that reads it: ", duplicated, "\n"));
 }
 
-// The step of stack node `stack`'s block, in d or in the blocks below it (null: none).
-inline const step_description* block_step_of(const step_description& d, std::size_t stack) {
-  for (const block_description& b : d.blocks)
-    if (b.stack == stack) return b.step;
-  for (const block_description& b : d.blocks)
-    if (const step_description* inner = block_step_of(*b.step, stack)) return inner;
-  return nullptr;
+// The step of the block at `path` from d (d itself for an empty path; null: none).
+inline const step_description* block_step_of(const step_description& d, const block_path& path) {
+  const step_description* s = &d;
+  for (std::size_t k = 0; k < path.depth && s; ++k) {
+    const step_description* inner = nullptr;
+    for (const block_description& b : s->blocks)
+      if (b.stack == path.stack[k]) inner = b.step;
+    s = inner;
+  }
+  return s;
+}
+
+// " (block of #5)", " (block of #2 in the block of #5)", or "" for the step's own groups.
+inline std::string block_text(const block_path& path) {
+  std::string t;
+  for (std::size_t k = path.depth; k-- > 0;)
+    t.append(cat(k + 1 == path.depth ? " (block of #" : " in the block of #", std::to_string(path.stack[k])));
+  return path.depth ? t + ")" : t;
 }
 
 inline std::string group_profile_text(const step_description& d, std::span<const group_timing> times) {
@@ -174,13 +185,14 @@ inline std::string group_profile_text(const step_description& d, std::span<const
   std::stable_sort(order.begin(), order.end(), [](const group_timing& a, const group_timing& b) { return a.seconds > b.seconds; });
   double total = 0;
   for (const group_timing& t : order) total += t.seconds;
-  // The description a timing's root indexes: the step's, or its stack's block's.
-  auto described_in = [&](const group_timing& t) {
-    return t.stack == group_timing::own_step ? &d : block_step_of(d, t.stack);
+  // The description a timing's root indexes: the step's, or its stack's
+  // block's (null: none that holds the root, as a profile of another step).
+  auto described_in = [&](const group_timing& t) -> const step_description* {
+    const step_description* s = block_step_of(d, t.block);
+    return s && t.root < s->size() ? s : nullptr;
   };
   std::string out = "   total ms  share    calls   ms a call      GB/s    GFLOP/s  group\n";
   for (const group_timing& t : order) {
-    const bool own = t.stack == group_timing::own_step;
     const step_description* s = described_in(t);
     const double per_call = t.calls ? t.seconds / static_cast<double>(t.calls) : 0.0;
     char head[112], gflops[24] = "";
@@ -188,8 +200,7 @@ inline std::string group_profile_text(const step_description& d, std::span<const
     std::snprintf(head, sizeof head, "%11.3f %5.1f %% %8zu %11.4f %9.1f %10s  ", t.seconds * 1e3,
                   total > 0 ? 100.0 * t.seconds / total : 0.0, t.calls, per_call * 1e3,
                   t.seconds > 0 ? t.bytes / t.seconds / 1e9 : 0.0, gflops);
-    out.append(cat(head, s ? node_line_text(*s, t.root) : cat("#", std::to_string(t.root)),
-                   own ? "" : cat(" (block of #", std::to_string(t.stack), ")"), "\n"));
+    out.append(cat(head, s ? node_line_text(*s, t.root) : cat("#", std::to_string(t.root)), block_text(t.block), "\n"));
   }
   char tail[64];
   std::snprintf(tail, sizeof tail, "%11.3f ms in all; by kind:\n", total * 1e3);
