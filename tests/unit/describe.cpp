@@ -294,6 +294,17 @@ TEST_CASE("a stack's block is described as its own step, drawn inside the stack'
   const std::string forward = ctg::io::group_summary(decltype(ctg::forward(Stacked<C::none>{})){});
   CHECK(forward.find("(stack x2): runs once per layer; one layer's values at a time (no backward):") !=
         std::string::npos);
+  // ... and only its block's forward part runs: no backward group listed or
+  // drawn, nothing drawn kept for a backward.
+  CHECK(forward.find(" backward  ") == std::string::npos);
+  CHECK(count(forward, "\n") == 1 + b.group_count() - [&] {
+          std::size_t n = 0;
+          for (const auto& g : b.group) n += g.backward;
+          return n;
+        }() + 1);
+  const std::string forward_dot = ctg::io::to_dot(decltype(ctg::forward(Stacked<C::none>{})){});
+  CHECK(forward_dot.find("kept for backward") == std::string::npos);
+  CHECK(count(forward_dot, "_backward {") == 1);  // (the step's own part, empty; none in the block)
 }
 
 TEST_CASE("the group summary: one line per group, in order, with its fused ops, then the duplicated nodes") {

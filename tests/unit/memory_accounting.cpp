@@ -157,6 +157,24 @@ TEST_CASE("a stack inside a stacked block keeps its layers' values in the outer 
   CHECK(nested_store.scratch_bytes() <= nested_bytes);
 }
 
+TEST_CASE("a forward step over a stack places no buffer of its block's backward part") {
+  // 6 layers, forward only: stacked, and unrolled (the same layers as nodes
+  // of the step). The stack's block is its backward step, whose forward part
+  // alone runs here; it placed the backward part's buffers too (a layer's
+  // weight and input gradients), nearly twice the unrolled step's scratch.
+  using U = decltype(ctg::sum(ctg::square(ctg::nn::unrolled<6, mlp_block>(X{}))));
+  auto stacked_step = ctg::forward(stacked<6, ctg::checkpointing::none>());
+  auto unrolled_step = ctg::forward(U{});
+  ctg::cpu::device dev{1};
+  auto s = ctg::make_store(dev, stacked_step);
+  auto u = ctg::make_store(dev, unrolled_step);
+  s.plan(feed());
+  u.plan(feed());
+  INFO("stacked ", s.scratch_bytes(), " bytes of scratch, unrolled ", u.scratch_bytes());
+  CHECK(s.scratch_bytes() <= u.scratch_bytes() + u.scratch_bytes() / 4);
+  check_plan_reported(stacked_step);
+}
+
 TEST_CASE("once a step's shapes have been seen, its runs and the optimizer's steps allocate nothing") {
   ctg::cpu::device dev{1};
   auto check = [&](auto step) {

@@ -210,6 +210,10 @@ class step_buffers {
     return shares_leaves_ ? 0 : layout.param_bytes + (stacked_ ? layout.stacked_bytes : 0);
   }
   void share_leaf(std::size_t i, std::byte* at) { leaf_[i] = b_.buf[i] = at; }
+  // Only the forward part runs (a stack's block in a step with no backward,
+  // exec/stack_runner.hpp): the buffers the backward part writes take no
+  // memory (they held a layer's gradients, weights' included, for nothing).
+  void forward_part_only(bool only) { forward_part_only_ = only; }
   std::byte* grad_bytes(std::size_t i) { return grads_.data() + layout.grad_offset[i]; }  // (not on shared leaves)
   const bindings<N>& bound() const { return b_; }
   bindings<N>& bound() { return b_; }
@@ -317,6 +321,7 @@ class step_buffers {
     std::array<std::size_t, N> bytes{};
     for (std::size_t i = 0; i < N; ++i) {
       if (!prog.owns[i]) continue;
+      if (forward_part_only_ && prog.value[i].begin >= prog.backward_begin) continue;  // (no byte: never written)
       const dim_t n = detail::checked_numel(b_.shape[i], "an intermediate");
       bytes[i] = detail::buffer_bytes(table.node[i], static_cast<std::size_t>(n));
     }
@@ -381,6 +386,7 @@ class step_buffers {
   std::byte* kept_area_ = nullptr;                      // the kept pool, when the caller provides it
   bindings<N> b_;
   bool shares_leaves_ = false;  // (detail::on_shared_leaves)
+  bool forward_part_only_ = false;
 };
 
 }  // namespace ctg

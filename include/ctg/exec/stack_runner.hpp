@@ -7,7 +7,8 @@
 //
 // Forward: layer i loads its slice of every stacked leaf, reads x_i and writes
 // x_{i+1}; the stack's buffer keeps the output x_N in slot 0 and the inputs
-// x_1 .. x_{N-1} in slots 1 .. N-1 for backward. Backward: for i = N-1 .. 0,
+// x_1 .. x_{N-1} in slots 1 .. N-1 for backward (in a step with no
+// backward, two slots in turn: lower/schedule.hpp). Backward: for i = N-1 .. 0,
 // the block's backward part at x_i (after its forward part again, when the
 // stack recomputes) turns the gradient of x_{i+1} into that of x_i and gives
 // layer i's parameter gradients. FP8 amaxes are recorded per layer (the
@@ -88,6 +89,7 @@ class stack_runner {
     const auto& b = p.mem_.bound();
     const auto* in = reinterpret_cast<const typename S::dtype*>(b.buf[Parent::table.child(R, 0)]);
     if constexpr (requires { block_.ws_.follow(p.ws_); }) block_.ws_.follow(p.ws_);  // (the CPU's threads)
+    block_.mem_.forward_part_only(!has_backward);
     kept_stride_ =
         align_up(block_.size_as_block(feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in)));
     // (Inside a stacked block, the values live in the outer layer's area:
@@ -110,7 +112,10 @@ class stack_runner {
       // (The forward part never reads the upstream gradient; it is fed x_i for its shape.)
       block_.run_forward_part(kept + (layers_kept == 1 ? 0 : i * kept_stride_),
                               feed_like<typename S::carry>(b, in), feed_like<typename S::upstream>(b, in));
-      T* next = layer_values + (i + 1 == S::layers ? 0 : (i + 1) * n);
+      // (With a backward, layer i + 1's input in slot i + 1, the output in
+      // slot 0; without one, two slots in turn, the last layer's into 0.)
+      const std::size_t slot = has_backward ? (i + 1 == S::layers ? 0 : i + 1) : (S::layers - 1 - i) % 2;
+      T* next = layer_values + slot * n;
       Backend::copy(p.ws_, reinterpret_cast<std::byte*>(next), block_.template value_bytes<block_out>(), n * sizeof(T));
       in = next;
     }

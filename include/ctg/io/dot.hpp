@@ -78,9 +78,17 @@ inline std::string dot_node(const std::string& id, std::size_t i, const node_des
   return cat(id, " [label=", label, attrs, "];\n");
 }
 
+// forward_only: d is the block of a stack in a step with no backward part:
+// its forward part alone is drawn (the rest never runs), nothing kept or
+// recomputed for a backward.
 inline void append_dot(std::string& out, const step_description& d, const std::string& prefix,
-                       const std::string& indent) {
+                       const std::string& indent, bool forward_only = false) {
+  const bool has_backward = !forward_only && d.forward_end < d.size();
   auto id = [&](std::size_t i) { return cat(prefix, "n", std::to_string(i)); };
+  auto dot_node = [&](const std::string& node_id, std::size_t i, node_description n) {
+    if (forward_only) n.kept = n.recomputed = false;
+    return detail::dot_node(node_id, i, n);
+  };
   auto group_cluster = [&](std::size_t g, const std::string& in) {
     out += cat(in, "subgraph cluster_", prefix, "g", std::to_string(g), " {\n");
     out += cat(in, "  label=", dot_label({cat("g", std::to_string(g), " ", group_title(d.group[g]))}),
@@ -94,6 +102,7 @@ inline void append_dot(std::string& out, const step_description& d, const std::s
     if (d.node[i].kind == node_kind::leaf) out += cat(indent, dot_node(id(i), i, d.node[i]));
 
   for (const bool backward : {false, true}) {
+    if (backward && forward_only) continue;
     const std::string part = backward ? "backward" : "forward";
     out += cat(indent, "subgraph cluster_", prefix, part, " {\n");
     out += cat(indent, "  label=", dot_label({part}), "; style=filled; fillcolor=\"",
@@ -121,9 +130,9 @@ inline void append_dot(std::string& out, const step_description& d, const std::s
       const step_description& b = *blk.step;
       const std::string block = cat(prefix, "s", std::to_string(r), "_");
       out += cat(indent, "  subgraph cluster_", block, "block {\n");
-      out += cat(indent, "    label=", dot_label({block_title(r, d.node[r], d.forward_end < d.size())}),
+      out += cat(indent, "    label=", dot_label({block_title(r, d.node[r], has_backward)}),
                  "; style=filled; fillcolor=white;\n");
-      append_dot(out, b, block, indent + "    ");
+      append_dot(out, b, block, indent + "    ", !has_backward);
       out += cat(indent, "  }\n");
       for (std::size_t i = 0; i < b.size(); ++i)
         if (b.node[i].kind == node_kind::leaf && b.node[i].role == leaf_role::carry)
@@ -135,7 +144,8 @@ inline void append_dot(std::string& out, const step_description& d, const std::s
   }
 
   for (std::size_t i = 0; i < d.size(); ++i)
-    for (std::size_t k = 0; k < d.child_count(i); ++k) out += cat(indent, id(d.child(i, k)), " -> ", id(i), ";\n");
+    if (!(forward_only && d.node[i].backward))
+      for (std::size_t k = 0; k < d.child_count(i); ++k) out += cat(indent, id(d.child(i, k)), " -> ", id(i), ";\n");
 }
 
 }  // namespace ctg::detail

@@ -130,9 +130,14 @@ inline std::string block_title(std::size_t stack, const node_description& s, boo
   return cat("block of #", std::to_string(stack), " (", node_title(s), "): runs once per layer", backward);
 }
 
-inline void append_group_summary(std::string& out, const step_description& d, const std::string& indent) {
+// forward_only: d is the block of a stack in a step with no backward part,
+// where only d's forward part runs.
+inline void append_group_summary(std::string& out, const step_description& d, const std::string& indent,
+                                 bool forward_only = false) {
+  const bool has_backward = !forward_only && d.forward_end < d.size();
   for (std::size_t g = 0; g < d.group_count(); ++g) {
     const group_description& gr = d.group[g];
+    if (forward_only && gr.backward) continue;
     const node_description& root = d.node[gr.root];
     char head[96];
     std::snprintf(head, sizeof head, "g%-3zu %-9s %-24s %3zu node%s  ", g, gr.backward ? "backward" : "forward",
@@ -144,18 +149,18 @@ inline void append_group_summary(std::string& out, const step_description& d, co
         if (d.node[i].group == g) out.append(cat(" ", d.node[i].op));
       if (gr.side != no_index) out.append(cat("; also writes ", node_line_text(d, gr.side)));
     }
-    const std::string recompute = recompute_text(gr);
+    const std::string recompute = forward_only ? std::string() : recompute_text(gr);
     if (!recompute.empty()) out.append(cat("  ", recompute));
     out.append("\n");
     for (const block_description& b : d.blocks) {
       if (b.stack != gr.root) continue;
-      out.append(cat(indent, "    ", block_title(b.stack, root, d.forward_end < d.size()), ":\n"));
-      append_group_summary(out, *b.step, indent + "    ");
+      out.append(cat(indent, "    ", block_title(b.stack, root, has_backward), ":\n"));
+      append_group_summary(out, *b.step, indent + "    ", !has_backward);
     }
   }
   std::string duplicated;
   for (std::size_t i = 0; i < d.size(); ++i)
-    if (d.node[i].duplicated)
+    if (d.node[i].duplicated && !(forward_only && d.node[i].backward))
       duplicated.append(cat(duplicated.empty() ? "" : ", ", node_line_text(d, i)));
   if (!duplicated.empty()) out.append(cat(indent, "computed again in each group that reads it: ", duplicated, "\n"));
 }

@@ -102,7 +102,8 @@ struct node_desc {
   void (*store_scalar)(double, std::byte*) = nullptr;  // a run-time scalar: its value in its dtype
   bool transpose_a = false, transpose_b = false;  // matmul, fp8_matmul: op = transpose
   bool delayed = false;           // a quantize with delayed scaling (it records an amax)
-  std::size_t layers = 1;         // its buffer holds this many values of its shape (a stack's layers; dq, dk, dv)
+  std::size_t layers = 1;         // its buffer holds this many values of its shape (a stack's layers, two
+                                  // where no backward reads them: schedule.hpp; dq, dk, dv)
   std::size_t extra_bytes = 0;    // a stack's backward: its parameter gradients before the input's
   std::size_t byte_offset = 0;    // a view: where its value starts in its base's buffer
   std::size_t value_index = 0;    // a view of value k of a base holding several: k values of its shape further
