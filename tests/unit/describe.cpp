@@ -252,19 +252,12 @@ TEST_CASE("a stack's block is described as its own step, drawn inside the stack'
   static_assert(d.node[r].op == "stack" && d.node[r].layers == 2 && d.node[r].recomputes_layers);
   static_assert(d.blocks.size() == 1 && d.blocks[0].stack == r && d.blocks[0].step == &ctg::description<Block>);
 
-  // The block's root, vjp_seed(out, g), is there for autodiff to give out
-  // the upstream gradient g itself: no group computes it, and out's gradient
-  // is g's buffer (it was a group multiplying g by the loss seed, 1).
-  constexpr std::size_t seed = ctg::tl::index_of<typename Block::root, typename Block::nodes>::value;
-  static_assert(b.node[seed].op == "vjp_seed" && b.node[seed].group == ctg::no_index && !b.node[seed].output &&
-                !b.node[seed].buffer);
-  static_assert(b.child(seed, 0) == b.forward_end - 1 && b.node[b.child(seed, 1)].kind == ctg::node_kind::leaf);
-  static_assert([] {  // (down's input gradient g @ w^T reads g's buffer)
-    const std::size_t g = b.child(seed, 1);
-    for (std::size_t i = b.forward_end; i < b.size(); ++i)
-      if (b.node[i].kind == ctg::node_kind::matmul && b.child(i, 0) == g) return true;
-    return false;
-  }());
+  // The block's root, the vjp loss sum(out * g), is there for autodiff to
+  // derive the gradients from: no group computes it, nor its product.
+  constexpr std::size_t loss = ctg::tl::index_of<typename Block::root, typename Block::nodes>::value;
+  static_assert(b.node[loss].op == "sum" && b.node[loss].group == ctg::no_index && !b.node[loss].output &&
+                !b.node[loss].buffer);
+  static_assert(b.node[b.child(loss, 0)].op == "mul" && b.node[b.child(loss, 0)].group == ctg::no_index);
   // Nor does a layer keep its output for backward, which does not read it
   // (the runner copies it into the stack's buffer as the forward part ends).
   constexpr const ctg::step_description& kept_block = ctg::description<typename Stacked<C::none>::backward_step>;

@@ -108,20 +108,6 @@ struct keep_where {
   CTG_HD static CTG_FORCEINLINE C apply(C a, C m) { return m != C(0) ? a : C(0); }
 };
 
-// vjp_seed(out, g): a stack block's backward root (graph/stack.hpp), there
-// for autodiff to give `out` the gradient g, the upstream gradient, itself
-// (its rule, graph/rules.hpp). Nothing reads its value, so no loop computes
-// it (graph_step::root_is_output); where one would, it is out * g, whose
-// sum over the elements a vjp is the gradient of.
-struct vjp_seed {
-  static constexpr grad gradient = grad::rule;
-  static constexpr const char* name = "vjp_seed";
-  template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply(C out, C g) {
-    return out * g;
-  }
-};
-
 // div_by_count: a / max(b, 1), a sum over the kept elements divided by
 // their count b (nn::cross_entropy's: a whole number, without gradient).
 // Where none was kept (b = 0, a = 0) it is 0, and so is the gradient of a,

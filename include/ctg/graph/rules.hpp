@@ -80,14 +80,6 @@ constexpr auto elementwise_rule(Self self, G g, X x, Rest...) {
     using M = tl::at_t<0, tl::list<Rest...>>;
     if constexpr (K == 0) return make_ew<op::keep_where, G, M>();
     else return make_ew<op::keep_where, G, constant_node<0.0, typename G::dtype>>();
-  } else if constexpr (std::is_same_v<Op, op::vjp_seed>) {
-    // out's gradient is the upstream gradient itself: the root's own is 1
-    // (a stack's block never accumulates micro-batches), so g is not read.
-    // (The upstream gradient is an input, without gradient; were it to need
-    // one, it is g * out.)
-    using U = tl::at_t<0, tl::list<Rest...>>;
-    if constexpr (K == 0) return U{};
-    else return g * x;
   } else if constexpr (std::is_same_v<Op, op::div_by_count>) {
     using B = tl::at_t<0, tl::list<Rest...>>;
     if constexpr (K == 0) return make_ew<op::div_by_count, G, B>();

@@ -190,18 +190,17 @@ struct stack_node {
   static constexpr bool recompute = Ckpt == checkpointing::every_layer;
 
   // The block's graphs, each compiled once whatever N is: forward, and
-  // forward + backward of the vector-Jacobian product for an upstream
-  // gradient g (the gradient of sum(out * g)) with respect to the carry and
-  // the trainable leaves, whose forward part is the block's output and what
-  // it reads. Its root, vjp_seed(out, g), gives out the gradient g itself
-  // and is not computed (graph_step::root_is_output): the gradients are what
-  // the runner reads.
+  // forward + backward of sum(out * g) (the vector-Jacobian product for an
+  // upstream gradient g) with respect to the carry and the trainable leaves,
+  // whose forward part is the block's output and what it reads. The sum
+  // itself is not computed (graph_step::root_is_output): its gradients are
+  // what the runner reads.
   using upstream = typename detail::leaf_with_dims<typename Out::dtype, leaf_role::input,
                                                    typename Out::dims>::template type<"ctg.stack.upstream">;
   using forward_step = graph_step<Out, tl::list<>>;
-  using vjp_root = decltype(detail::make_ew<op::vjp_seed, Out, upstream>());
+  using vjp_loss = decltype(sum(cast<compute_t<dtype>>(Out{}) * cast<compute_t<dtype>>(upstream{})));
   using backward_step = decltype([]<class... Ps>(tl::list<Ps...>) {
-    return graph_step<vjp_root, tl::list<carry, Ps...>, true, Out>{};
+    return graph_step<vjp_loss, tl::list<carry, Ps...>, true, Out>{};
   }(trainable{}));
   // The block's own leaves, stored per layer: the forward's, then state only
   // the backward reads (an FP8 gradient quantizer's scale and history).

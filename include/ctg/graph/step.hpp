@@ -64,8 +64,8 @@ struct graph_step {
   using wrt = Wrt;
   using forward_root = ForwardRoot;
   // A step whose forward root is another node (a stack block's backward,
-  // graph/stack.hpp, whose root vjp_seed(out, g) is there for autodiff to
-  // derive the gradients from) does not compute its root:
+  // graph/stack.hpp, whose root is the vjp loss sum(out * g), there for
+  // autodiff to derive the gradients from) does not compute its root:
   // nothing reads it (lower/schedule.hpp leaves it to no group).
   static constexpr bool root_is_output = CTG_SAME(Root, ForwardRoot);
   static constexpr bool fuse = Fuse;
