@@ -49,6 +49,33 @@ TEST_CASE("stack<3> of a residual block equals three unrolled blocks, bit for bi
 }
 
 
+TEST_CASE("a forward step over stacks of 1 to 4 layers equals the unrolled layers, bit for bit") {
+  // (A forward step's stack holds two layers' outputs in turn, the last in
+  // the first slot: an odd and an even count each end there.)
+  using X = ctg::input<"x", ctg::f32, dyn, 4>;
+  gc::rng rng(6);
+  const auto x = gc::data_of<float>(rng.vec(20, -1, 1));
+  auto check = [&]<std::size_t N>(std::integral_constant<std::size_t, N>) {
+    CAPTURE(N);
+    auto sstep = ctg::forward(ctg::nn::stack<N, mlp_block>(X{}) * ctg::lit<2.0>);
+    auto ustep = ctg::forward(ctg::nn::unrolled<N, mlp_block>(X{}) * ctg::lit<2.0>);
+    ctg::cpu::device dev;
+    auto ss = ctg::make_store(dev, sstep);
+    auto us = ctg::make_store(dev, ustep);
+    ctg::nn::init_params(us, 9, 0.5);
+    copy_params(us, ss);
+    sstep(ss, ctg::feed<X>(x, 5));
+    ustep(us, ctg::feed<X>(x, 5));
+    const auto sv = gc::to_vec(ss.value()), uv = gc::to_vec(us.value());
+    REQUIRE(sv.size() == 20);
+    CHECK(sv == uv);
+  };
+  check(std::integral_constant<std::size_t, 1>{});
+  check(std::integral_constant<std::size_t, 2>{});
+  check(std::integral_constant<std::size_t, 3>{});
+  check(std::integral_constant<std::size_t, 4>{});
+}
+
 TEST_CASE("a stack inside a stacked block trains alike in every checkpointing mix, bit for bit") {
   // (Neither recomputing, the inner stack kept its layers' values in one
   // area that every outer layer overwrote: outer layer 0's gradients were
