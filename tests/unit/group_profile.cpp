@@ -211,13 +211,13 @@ TEST_CASE("a stack inside a stacked block: its block's groups are timed under bo
   const auto times = store.group_times();
   std::size_t in_inner = 0, in_top = 0, in_outer_block = 0;
   for (const auto& t : times) {
-    if (t.block.depth == 2) {
+    if (t.block.depth() == 2) {
       CHECK(t.block.stack[0] == top);
       CHECK(t.block.stack[1] == in_outer);
       CHECK(t.root < inner.size());
       CHECK(t.calls == 2 * 2);  // 2 outer layers of 2 inner ones
       ++in_inner;
-    } else if (t.block.depth == 1) {
+    } else if (t.block.depth() == 1) {
       CHECK(t.root < outer.size());
       ++in_outer_block;
     } else {

@@ -7,12 +7,9 @@
 // is timed on its own: a GPU's runs are launched one by one (no graph
 // replay) between two events, so a profiled run takes longer than a plain
 // one, and what matters is each group's share and its bytes per second.
-#include <array>
 #include <cstddef>
 #include <span>
 #include <vector>
-
-#include <ctg/core/error.hpp>
 
 namespace ctg {
 
@@ -20,15 +17,13 @@ namespace ctg {
 // named by the stack nodes from the store's step in (a stack inside a
 // stacked block: the outer stack, then the inner one, in the outer block).
 struct block_path {
-  static constexpr std::size_t max_depth = 8;
-  std::array<std::size_t, max_depth> stack{};
-  std::size_t depth = 0;
+  std::vector<std::size_t> stack;
   bool operator==(const block_path&) const = default;
+  std::size_t depth() const { return stack.size(); }
   // The block of stack node s of this path's step.
   block_path in(std::size_t s) const {
-    if (depth == max_depth) throw error("ctg: profile_groups: stacks nested more than 8 deep");
     block_path p = *this;
-    p.stack[p.depth++] = s;
+    p.stack.push_back(s);
     return p;
   }
 };
@@ -78,7 +73,7 @@ class group_profile {
       for (group_timing& e : sums_)
         if (e.block == p.block && e.root == p.root) t = &e;
       if (!t) {
-        const std::size_t stack = p.block.depth ? p.block.stack[p.block.depth - 1] : group_timing::own_step;
+        const std::size_t stack = p.block.depth() ? p.block.stack.back() : group_timing::own_step;
         t = &sums_.emplace_back(group_timing{stack, p.block, p.root});
       }
       ++t->calls;

@@ -168,7 +168,7 @@ inline void append_group_summary(std::string& out, const step_description& d, co
 // The step of the block at `path` from d (d itself for an empty path; null: none).
 inline const step_description* block_step_of(const step_description& d, const block_path& path) {
   const step_description* s = &d;
-  for (std::size_t k = 0; k < path.depth && s; ++k) {
+  for (std::size_t k = 0; k < path.depth() && s; ++k) {
     const step_description* inner = nullptr;
     for (const block_description& b : s->blocks)
       if (b.stack == path.stack[k]) inner = b.step;
@@ -180,9 +180,9 @@ inline const step_description* block_step_of(const step_description& d, const bl
 // " (block of #5)", " (block of #2 in the block of #5)", or "" for the step's own groups.
 inline std::string block_text(const block_path& path) {
   std::string t;
-  for (std::size_t k = path.depth; k-- > 0;)
-    t.append(cat(k + 1 == path.depth ? " (block of #" : " in the block of #", std::to_string(path.stack[k])));
-  return path.depth ? t + ")" : t;
+  for (std::size_t k = path.depth(); k-- > 0;)
+    t.append(cat(k + 1 == path.depth() ? " (block of #" : " in the block of #", std::to_string(path.stack[k])));
+  return path.depth() ? t + ")" : t;
 }
 
 inline std::string group_profile_text(const step_description& d, std::span<const group_timing> times) {
