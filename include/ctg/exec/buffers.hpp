@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -352,8 +353,27 @@ class step_buffers {
       for (std::size_t i = 0; i < count; ++i) offset[refs[i].node][refs[i].recomputed] = at[i];
       return size;
     };
-    const std::size_t kept = place(lives.kept, lives.nkept);
-    const std::size_t rest = place(lives.rest, lives.nrest);
+    std::size_t kept = 0, rest = 0;
+    if (!forward_part_only_) {
+      kept = place(lives.kept, lives.nkept);
+      rest = place(lives.rest, lives.nrest);
+    } else {
+      // The forward part alone: what it would keep for backward lives to its
+      // end only, in one pool with the rest, in the order lives begin (no
+      // recompute runs).
+      std::vector<life_ref> forward;
+      std::merge(lives.kept, lives.kept + lives.nkept, lives.rest, lives.rest + lives.nrest,
+                 std::back_inserter(forward), [](const life_ref& a, const life_ref& b) {
+                   return prog.value[a.node].begin < prog.value[b.node].begin;
+                 });
+      std::erase_if(forward, [](const life_ref& r) { return r.recomputed; });
+      for (std::size_t i = 0; i < forward.size(); ++i) {
+        const auto& v = prog.value[forward[i].node];
+        l[i] = {v.begin, v.end < prog.backward_begin ? v.end : prog.backward_begin - 1, bytes[forward[i].node]};
+      }
+      rest = detail::place_lives(l.data(), forward.size(), at.data());
+      for (std::size_t i = 0; i < forward.size(); ++i) offset[forward[i].node][0] = at[i];
+    }
     offset_ = offset;
     kept_bytes_ = kept;
     rest_bytes_ = rest;
@@ -361,7 +381,8 @@ class step_buffers {
   }
 
   std::byte* buffer_at(std::size_t j, bool recomputed) {
-    if (!recomputed && prog.kept[j]) return (kept_area_ ? kept_area_ : scratch_.data()) + offset_[j][0];
+    if (!recomputed && prog.kept[j] && !forward_part_only_)
+      return (kept_area_ ? kept_area_ : scratch_.data()) + offset_[j][0];
     return scratch_.data() + (kept_area_ ? 0 : kept_bytes_) + offset_[j][recomputed];
   }
   void bind_views() {
