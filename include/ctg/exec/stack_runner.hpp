@@ -39,13 +39,7 @@ class stack_runner {
   using block_store = basic_store<Backend, block_key>;
   static constexpr std::size_t node = R;
   // The parent's stack-grad node over this stack (none in a forward step).
-  static constexpr std::size_t grad_node = [] {
-    constexpr const auto& t = schedule<ParentKey>::table;
-    std::size_t g = schedule<ParentKey>::size;
-    for (std::size_t i = 0; i < schedule<ParentKey>::size; ++i)
-      if (t.node[i].kind == node_kind::stack_grad && t.child(i, 0) == R) g = i;
-    return g;
-  }();
+  static constexpr std::size_t grad_node = schedule<ParentKey>::table.stack_grad_of(R);
   static constexpr bool has_backward = grad_node < schedule<ParentKey>::size;
   // Layers whose values are kept at once: all of them for a backward that
   // does not recompute; one (the layer running) when it recomputes, or when

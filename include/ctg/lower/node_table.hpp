@@ -153,6 +153,13 @@ struct plan_table {
     return node[root].kind == node_kind::reduce ? node[root].child_dims : node[root].dims;
   }
   constexpr bool is_group_root(std::size_t i) const { return group[i] == i; }
+  // The stack_grad node that runs stack node s's layers backward, or N: none
+  // (a step with no backward over the stack).
+  constexpr std::size_t stack_grad_of(std::size_t s) const {
+    for (std::size_t j = s + 1; j < N; ++j)
+      if (node[j].kind == node_kind::stack_grad && child(j, 0) == s) return j;
+    return N;
+  }
 };
 
 // Element ops of a few adds, multiplies or comparisons: cheap enough to

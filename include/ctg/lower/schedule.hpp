@@ -241,13 +241,8 @@ constexpr void choose_side_outputs(plan_table<N, E>& p, bool fuse, std::size_t f
 // write in turn, the last into the first (exec/stack_runner.hpp).
 template <std::size_t N, std::size_t E>
 constexpr void size_stack_buffers(plan_table<N, E>& p) {
-  for (std::size_t i = 0; i < N; ++i) {
-    if (p.node[i].kind != node_kind::stack || p.node[i].layers <= 2) continue;
-    bool read_by_grad = false;
-    for (std::size_t j = i + 1; j < N; ++j)
-      read_by_grad = read_by_grad || (p.node[j].kind == node_kind::stack_grad && p.child(j, 0) == i);
-    if (!read_by_grad) p.node[i].layers = 2;
-  }
+  for (std::size_t i = 0; i < N; ++i)
+    if (p.node[i].kind == node_kind::stack && p.node[i].layers > 2 && p.stack_grad_of(i) == N) p.node[i].layers = 2;
 }
 
 template <class Key>
