@@ -69,6 +69,22 @@ constexpr void for_each_read(const plan_table<N, E>& t, const program_table<N>& 
   });
 }
 
+// Marks (by group root) the forward groups that write a buffer the backward
+// groups read, and those that write what a marked group reads in turn, each
+// time only for buffers `follows` accepts (the groups a recompute reruns,
+// the groups a stack block's recompute runs).
+template <std::size_t N, std::size_t E, class Follows>
+constexpr void mark_backward_writers(const plan_table<N, E>& t, const program_table<N>& p, bool* marked,
+                                     Follows follows) {
+  auto mark = [&](std::size_t b) {
+    if (follows(b)) marked[t.group[b]] = true;
+  };
+  for (std::size_t r = p.forward_end; r < N; ++r)
+    if (t.group[r] == r) for_each_read(t, p, r, mark);
+  for (std::size_t g = p.forward_end; g-- > 0;)  // (readers before the groups they read)
+    if (t.group[g] == g && marked[g] && follows(g)) for_each_read(t, p, g, mark);
+}
+
 // root_is_output: graph_step::root_is_output (false for a stack block's
 // backward step, whose forward root the stack runner copies out when the
 // forward part ends).
@@ -91,17 +107,7 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
   // checkpoint copied). A value's writer is its group (a side output's: the
   // group of the root it is cast from).
   ct_buffer<bool> rerun(N + 1);
-  auto in_region = [&](std::size_t b) { return p.region[b] != no_region; };
-  for (std::size_t r = p.forward_end; r < N; ++r)
-    if (t.group[r] == r)
-      for_each_read(t, p, r, [&](std::size_t b) {
-        if (in_region(b)) rerun[t.group[b]] = true;
-      });
-  for (std::size_t g = p.forward_end; g-- > 0;)  // (readers before the groups they read)
-    if (t.group[g] == g && rerun[g] && in_region(g))
-      for_each_read(t, p, g, [&](std::size_t b) {
-        if (in_region(b)) rerun[t.group[b]] = true;
-      });
+  mark_backward_writers(t, p, rerun.data(), [&](std::size_t b) { return p.region[b] != no_region; });
 
   // The forward groups, then the backward ones, each preceded by the
   // recompute of the regions it reads that are not recomputed yet.
@@ -130,14 +136,10 @@ constexpr program_table<N> make_program(const plan_table<N, E>& t, std::size_t f
     append_group(r, false);
   }
 
-  // The forward groups the backward part reads (its recomputes' reads too),
-  // and those they read in turn.
-  auto mark_writer = [&](std::size_t b) {
-    if (b < p.forward_end && t.group[b] != no_group) p.backward_reads[t.group[b]] = true;
-  };
-  for (std::size_t q = p.backward_begin; q < p.len; ++q) for_each_read(t, p, p.root[q], mark_writer);
-  for (std::size_t g = p.forward_end; g-- > 0;)
-    if (t.group[g] == g && p.backward_reads[g]) for_each_read(t, p, g, mark_writer);
+  // The forward groups the backward part reads, and those they read in turn
+  // (the groups its recomputes rerun among them).
+  mark_backward_writers(t, p, p.backward_reads,
+                        [&](std::size_t b) { return b < p.forward_end && t.group[b] != no_group; });
 
   // Lives. A read after a recompute reads the recomputed value.
   for (std::size_t i = 0; i < N; ++i) p.value[i].present = p.owns[i];
