@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -294,6 +293,9 @@ class step_buffers {
 
   // ----------------------------------------------------------- memory ----
   // The lives to place, in the order they begin: kept ones in their own pool.
+  // The forward part alone (a forward step's stack block) places its values'
+  // lives in one pool, kept ones first where two begin together: what it
+  // would keep for backward lives to the part's end only.
   struct life_ref {
     std::size_t node = 0;
     bool recomputed = false;
@@ -303,10 +305,12 @@ class step_buffers {
     std::size_t nkept = 0;
     life_ref rest[2 * N + 1]{};
     std::size_t nrest = 0;
+    life_ref forward[N + 1]{};
+    std::size_t nforward = 0;
   };
   static constexpr life_order lives = [] {
     life_order o;
-    for (std::size_t q = 0; q <= prog.len; ++q)
+    for (std::size_t q = 0; q <= prog.len; ++q) {
       for (std::size_t j = 0; j < N; ++j) {
         if (j == first_output) continue;
         if (prog.value[j].present && prog.value[j].begin == q) {
@@ -315,6 +319,11 @@ class step_buffers {
         }
         if (prog.recomputed[j].present && prog.recomputed[j].begin == q) o.rest[o.nrest++] = {j, true};
       }
+      for (const bool kept : {true, false})
+        for (std::size_t j = 0; j < N; ++j)
+          if (j != first_output && prog.value[j].present && prog.value[j].begin == q && prog.kept[j] == kept)
+            o.forward[o.nforward++] = {j, false};
+    }
     return o;
   }();
 
@@ -344,10 +353,11 @@ class step_buffers {
     std::vector<detail::buffer_life> l(lives.nkept + lives.nrest + 1);
     std::vector<std::size_t> at(l.size());
     auto offset = offset_;
-    auto place = [&](const life_ref* refs, std::size_t count) {
+    // (Lives placed up to position `last` at the latest.)
+    auto place = [&](const life_ref* refs, std::size_t count, std::size_t last) {
       for (std::size_t i = 0; i < count; ++i) {
         const auto& life = refs[i].recomputed ? prog.recomputed[refs[i].node] : prog.value[refs[i].node];
-        l[i] = {life.begin, life.end, bytes[refs[i].node]};
+        l[i] = {life.begin, std::min(life.end, last), bytes[refs[i].node]};
       }
       const std::size_t size = detail::place_lives(l.data(), count, at.data());
       for (std::size_t i = 0; i < count; ++i) offset[refs[i].node][refs[i].recomputed] = at[i];
@@ -355,24 +365,10 @@ class step_buffers {
     };
     std::size_t kept = 0, rest = 0;
     if (!forward_part_only_) {
-      kept = place(lives.kept, lives.nkept);
-      rest = place(lives.rest, lives.nrest);
+      kept = place(lives.kept, lives.nkept, prog.len);
+      rest = place(lives.rest, lives.nrest, prog.len);
     } else {
-      // The forward part alone: what it would keep for backward lives to its
-      // end only, in one pool with the rest, in the order lives begin (no
-      // recompute runs).
-      std::vector<life_ref> forward;
-      std::merge(lives.kept, lives.kept + lives.nkept, lives.rest, lives.rest + lives.nrest,
-                 std::back_inserter(forward), [](const life_ref& a, const life_ref& b) {
-                   return prog.value[a.node].begin < prog.value[b.node].begin;
-                 });
-      std::erase_if(forward, [](const life_ref& r) { return r.recomputed; });
-      for (std::size_t i = 0; i < forward.size(); ++i) {
-        const auto& v = prog.value[forward[i].node];
-        l[i] = {v.begin, v.end < prog.backward_begin ? v.end : prog.backward_begin - 1, bytes[forward[i].node]};
-      }
-      rest = detail::place_lives(l.data(), forward.size(), at.data());
-      for (std::size_t i = 0; i < forward.size(); ++i) offset[forward[i].node][0] = at[i];
+      rest = place(lives.forward, lives.nforward, prog.backward_begin - 1);
     }
     offset_ = offset;
     kept_bytes_ = kept;
