@@ -11,6 +11,8 @@
 // every element, cached or not.
 #include <doctest/doctest.h>
 
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -163,6 +165,8 @@ static_assert(!ctg::cuda::folds_two_chunks<k::apply<ctg::op::exp, float,  // sof
 static_assert(!ctg::cuda::folds_two_chunks<k::apply<ctg::op::mul, float, k::apply<ctg::op::cast<float>, float, load_h>,
                                                     k::apply<ctg::op::cast<float>, float,
                                                              k::load<1, ctg::bf16, true>>>>);  // two buffers
+static_assert(!ctg::cuda::folds_two_chunks<k::apply<ctg::op::mul, float, k::load<0, float, true>,  // a dropout's draw
+                                                    k::dropout<1, std::bit_cast<std::uint64_t>(0.1), 1, true, float>>>);
 
 TEST_CASE("a row group, as the CUDA block's threads compute it") {
   for (dim_t batch : {dim_t{1}, dim_t{3}}) {
