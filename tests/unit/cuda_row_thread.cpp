@@ -12,8 +12,8 @@
 #include <doctest/doctest.h>
 
 #include <bit>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
