@@ -91,6 +91,29 @@ CTG_HD CTG_FORCEINLINE float select_f(bool c, float a, float b) {
   const u32 m = 0u - static_cast<u32>(c);
   return f32_from_bits((f32_bits(a) & m) | (f32_bits(b) & ~m));
 }
+// -inf as C: built from its bits, where -1 / 0 in device code is a real
+// division that takes its slow path on every call.
+template <class C>
+CTG_HD CTG_FORCEINLINE constexpr C minus_infinity() {
+  return static_cast<C>(hd_bit_cast<double>(std::uint64_t{0xFFF0000000000000u}));
+}
+// c ? a : b for an element functor's compute type C, as select_f (float,
+// double; other types, and the device, whose selects are predicated, take
+// a plain ?:).
+template <class C>
+CTG_HD CTG_FORCEINLINE C select_value(bool c, C a, C b) {
+#ifndef __CUDA_ARCH__
+  if constexpr (std::is_same_v<C, float>) {
+    return select_f(c, a, b);
+  } else if constexpr (std::is_same_v<C, double>) {
+    const std::uint64_t m = 0u - static_cast<std::uint64_t>(c);
+    return hd_bit_cast<double>((hd_bit_cast<std::uint64_t>(a) & m) | (hd_bit_cast<std::uint64_t>(b) & ~m));
+  } else
+#endif
+  {
+    return c ? a : b;
+  }
+}
 
 // 2^n as a float, n in [-126, 127], built from its bits.
 CTG_HD CTG_FORCEINLINE float pow2i(i32 n) { return f32_from_bits((static_cast<u32>(n) + 127u) << 23); }

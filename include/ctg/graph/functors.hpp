@@ -105,7 +105,7 @@ struct keep_where {
   static constexpr grad gradient = grad::rule;
   static constexpr const char* name = "keep_where";
   template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply(C a, C m) { return m != C(0) ? a : C(0); }
+  CTG_HD static CTG_FORCEINLINE C apply(C a, C m) { return detail::select_value(m != C(0), a, C(0)); }
 };
 
 // div_by_count: a / max(b, 1), a sum over the kept elements divided by
@@ -116,7 +116,7 @@ struct div_by_count {
   static constexpr grad gradient = grad::rule;
   static constexpr const char* name = "div_by_count";
   template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply(C a, C b) { return a / (b < C(1) ? C(1) : b); }
+  CTG_HD static CTG_FORCEINLINE C apply(C a, C b) { return a / detail::select_value(b < C(1), C(1), b); }
 };
 
 // log_softmax_sub<Axis>: log-softmax's last step, z - log(sum(exp(z))), given
@@ -213,9 +213,9 @@ struct one_hot {
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t, C idx) {
     if constexpr (ignore_is_a_class)
-      return C(static_cast<std::int32_t>(col)) == idx && idx != C(ignore) ? C(1) : C(0);
+      return C(C(static_cast<std::int32_t>(col)) == idx && idx != C(ignore));
     else
-      return C(static_cast<std::int32_t>(col)) == idx ? C(1) : C(0);
+      return C(C(static_cast<std::int32_t>(col)) == idx);
   }
 };
 // index_valid<Ignore>: 1 where the index is not Ignore, 0 where it is.
@@ -225,7 +225,7 @@ struct index_valid {
   static constexpr const char* name = "index_valid";
   using result_dtype = f32;
   template <class C>
-  CTG_HD static CTG_FORCEINLINE C apply(C idx) { return idx == C(Ignore) ? C(0) : C(1); }
+  CTG_HD static CTG_FORCEINLINE C apply(C idx) { return C(idx != C(Ignore)); }
 };
 // causal_mask<NegInf>: keeps x where col <= row; elsewhere -inf (forward) or 0 (its backward).
 template <bool NegInf>
@@ -235,7 +235,7 @@ struct causal_mask {
   static constexpr bool index_aware = true;
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t row, C x) {
-    return col <= row ? x : (NegInf ? -C(1) / C(0) : C(0));
+    return detail::select_value(col <= row, x, NegInf ? detail::minus_infinity<C>() : C(0));
   }
 };
 
@@ -263,7 +263,7 @@ struct mean_r {
 };
 struct max_r {
   static constexpr const char* name = "max";
-  template <class C> CTG_HD static constexpr C identity() { return -C(1) / C(0); }  // -inf
+  template <class C> CTG_HD static constexpr C identity() { return detail::minus_infinity<C>(); }
   template <class C> CTG_HD static CTG_FORCEINLINE C combine(C a, C b) { return b > a || b != b ? b : a; }
   template <class C> CTG_HD static CTG_FORCEINLINE C finalize(C a, double) { return a; }
 };
