@@ -86,6 +86,7 @@ struct group_fixture {
       };
       (one(std::integral_constant<std::size_t, S>{}), ...);
     }(std::make_index_sequence<info::ninputs>{});
+    layout = ctg::detail::launched_layout<Plan>(layout);  // (as a store launches it)
   }
 
   // The CPU backend's output of the group (its side output: in cpu_side).

@@ -91,6 +91,7 @@ using G64 = ctg::input<"g", ctg::bf16, ctg::dyn, 64>;
 using X64 = ctg::input<"x", ctg::f32, ctg::dyn, 64>;
 using B64 = ctg::param<"b", ctg::f32, 64>;
 using X37 = ctg::input<"x", ctg::f32, ctg::dyn, 37>;
+using B37 = ctg::param<"b", ctg::f32, 37>;
 using D16 = ctg::input<"d", ctg::f64, ctg::dyn, 16>;
 using X3d = ctg::input<"x", ctg::f32, ctg::dyn, 4, 8>;
 using C4 = ctg::input<"c", ctg::f32, ctg::dyn, 4, 1>;
@@ -128,9 +129,13 @@ TEST_CASE("an elementwise group, as the CUDA kernel's threads compute it, agains
     check_group(ctg::forward(droppedh), droppedh, batch, true);
     auto droppedd = ctg::dropout<"dropd">(D16{}, ctg::lit<0.15>);
     check_group(ctg::forward(droppedd), droppedd, batch, true);
-    // A row of 37: element by element.
+    // Rows of 37: element by element where they are rows (a broadcast row
+    // read in each); a flat loop's elements are one row (launched_layout),
+    // in chunks where their count is a multiple of 4.
+    auto odd_rows = ctg::square(X37{}) * B37{};
+    check_group(ctg::forward(odd_rows), odd_rows, batch, false);
     auto odd = ctg::square(X37{});
-    check_group(ctg::forward(odd), odd, batch, false);
+    check_group(ctg::forward(odd), odd, batch, batch * 37 % 4 == 0);
     // An input or the output off its alignment: element by element.
     check_group(ctg::forward(swiglu), swiglu, batch, false, 1);
     check_group(ctg::forward(widened), widened, batch, false, 0);

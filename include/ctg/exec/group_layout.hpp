@@ -12,6 +12,14 @@
 
 namespace ctg::detail {
 
+// The layout a kernel runs a plan's loop in: a flat loop's as one row
+// (loop_layout::one_row; the CPU's flat loop indexes its elements so too).
+template <class Plan, std::size_t K>
+kernel::loop_layout<K> launched_layout(const kernel::loop_layout<K>& l) {
+  if constexpr (Plan::loop == loop_kind::flat) return l.one_row();
+  else return l;
+}
+
 // Fills the context's input pointers and random key; returns the layout.
 template <class Plan>
 kernel::loop_layout<Plan::buffer_slots> group_layout(const group_call& g, const bindings_view& b,
@@ -26,7 +34,7 @@ kernel::loop_layout<Plan::buffer_slots> group_layout(const group_call& g, const 
     l.set_slot(k, s.rank, s.d);
   }
   c.key = b.key;
-  return l;
+  return launched_layout<Plan>(l);
 }
 
 // Where the group writes: its root's buffer, and its side output's where it

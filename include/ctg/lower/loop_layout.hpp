@@ -84,6 +84,16 @@ struct loop_layout {
       if (d + 1 < rank) n *= dims[d];
     return n;
   }
+  // The same elements as one row, for a loop whose every slot moves with it
+  // in its shape (lower/group.hpp, loop_kind::flat): a kernel then enters no
+  // row, and an element's index in the row is its index in every buffer.
+  CTG_HD loop_layout one_row() const {
+    loop_layout l;
+    l.rank = 1;
+    l.dims[0] = rows() * row_length();
+    for (std::size_t k = 0; k < K; ++k) l.stride[k][0] = 1;
+    return l;
+  }
   // Slot k reads a buffer of shape (buffer_rank, buffer_dims).
   CTG_HD void set_slot(std::size_t k, std::size_t buffer_rank, const dim_t* buffer_dims) {
     broadcast_strides(buffer_rank, buffer_dims, rank, stride[k]);

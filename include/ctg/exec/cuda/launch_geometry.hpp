@@ -66,7 +66,7 @@ struct row_tiles {
     per_row = (length + span - 1) / span;
     count = rows * per_row;
   }
-  CTG_HD dim_t row(dim_t tile) const { return tile / per_row; }
+  CTG_HD dim_t row(dim_t tile) const { return count == per_row ? 0 : tile / per_row; }  // (one row: no division)
   CTG_HD dim_t first(dim_t tile) const { return (tile - row(tile) * per_row) * span; }  // element in its row
   CTG_HD dim_t end(dim_t tile) const {
     const dim_t e = first(tile) + span;
