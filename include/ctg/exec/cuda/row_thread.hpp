@@ -50,7 +50,8 @@ template <class X>
 inline constexpr bool folds_two_chunks = fold_cost<X>::few_adds && fold_cost<X>::loads <= 1;
 
 // The thread's part of row reduction R over the row c is in (L elements):
-// its values folded by R's op in f64, in its order. Which elements a thread
+// its values folded by R's op in f64 (a max of f32 values in f32: it picks
+// one of them, the same in either), in its order. Which elements a thread
 // folds, and so the block's bits, follow the shape alone: where L is a
 // multiple of V, its chunks thread, thread + threads, ... (each V elements
 // in order), read in 16-byte loads where `width` says the launch allows,
@@ -61,11 +62,14 @@ template <class R, dim_t V, class Ctx, class Keep = std::nullptr_t>
 CTG_HD double row_part(const Ctx& c, dim_t L, dim_t width, dim_t thread, dim_t threads, Keep keep = nullptr) {
   using X = typename R::child;
   using op = typename R::op;
-  double part = op::template identity<double>();
+  using value_t = std::remove_cvref_t<decltype(X::value(c, dim_t{}))>;
+  using part_t =
+      std::conditional_t<std::is_same_v<op, ctg::op::max_r> && std::is_same_v<value_t, float>, float, double>;
+  part_t part = op::template identity<part_t>();
   auto fold = [&](const auto& t, dim_t j) {
     const auto v = X::value(t, j);
     if constexpr (!std::is_null_pointer_v<Keep>) keep[j] = v;
-    part = op::combine(part, static_cast<double>(v));
+    part = op::combine(part, static_cast<part_t>(v));
   };
   if constexpr (V > 1) {
     if (L % V == 0) {
@@ -94,7 +98,7 @@ CTG_HD double row_part(const Ctx& c, dim_t L, dim_t width, dim_t thread, dim_t t
     }
   }
   for (dim_t j = thread; j < L; j += threads) fold(c, j);
-  return part;
+  return part;  // (a float part widened: exact)
 }
 
 // The thread's outputs of the row: Body's value at j to element j of the
