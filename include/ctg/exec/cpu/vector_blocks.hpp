@@ -38,52 +38,73 @@ CTG_FORCEINLINE void each_in_blocks_of_16(dim_t j0, dim_t j1, F&& f) {
 // taking value u of each block of 16: a sum in f64 lanes, a max in lanes of
 // the value's type. Written as plain loops over the 16 lanes, GCC 12 made
 // them a scalar conversion and add, or a scalar compare, per value; here the
-// lanes are two vectors of 8 (GCC's vector types; a vector of 16 doubles,
-// wider than any register, went through memory), each filled element by
-// element from the block (copied in with memcpy instead, the loop computing
-// the block turned scalar). The same operations in the same order, so the
-// same bits. (bench: a causal softmax's forward 1.3x, a cross-entropy's row
-// max 2.6x faster in GPT-2's step on this host's AVX-512 CPU.)
+// lanes are GCC's vector types, each filled element by element from the
+// block (copied in with memcpy instead, the loop computing the block turned
+// scalar): vectors of 8 lanes where the target has AVX (a vector of 16
+// doubles, wider than any register, went through memory), of 16 bytes
+// without (an 8-lane vector of floats went through memory there: a row's
+// max at 9x the time of 16-byte vectors, g++ 12's x86-64 baseline). The
+// same operations per lane in the same order, so the same bits. (bench: a
+// causal softmax's forward 1.3x, a cross-entropy's row max 2.6x faster in
+// GPT-2's step on an AVX-512 CPU.)
 #if CTG_VECTOR_TYPES
+#if defined(__AVX__)
 template <class T>
-struct lanes8 {
-  typedef T type __attribute__((vector_size(8 * sizeof(T))));
+inline constexpr int lanes_a_vector = 8;
+#else
+template <class T>
+inline constexpr int lanes_a_vector = static_cast<int>(16 / sizeof(T));
+#endif
+template <class T>
+struct lane_vector {
+  typedef T type __attribute__((vector_size(lanes_a_vector<T> * sizeof(T))));
 };
+// The 16 lanes of T, as vectors of lanes_a_vector<T>.
 template <class T>
-using lanes8_t = typename lanes8<T>::type;
+struct lanes16 {
+  static constexpr int width = lanes_a_vector<T>, count = 16 / width;
+  typename lane_vector<T>::type v[count];
+};
 #endif
 
 class f64_sum_lanes {
  public:
   explicit f64_sum_lanes(double start) {
 #if CTG_VECTOR_TYPES
-    lo_ = hi_ = lanes8_t<double>{} + start;  // (whole: g++ -O3 warned of lanes set one by one as maybe unset)
+    for (auto& p : lanes_.v) p = typename lane_vector<double>::type{} + start;  // (whole: g++ -O3 warned of lanes set one by one as maybe unset)
 #else
-    for (int u = 0; u < 8; ++u) lo_[u] = hi_[u] = start;
+    for (int u = 0; u < 16; ++u) lanes_[u] = start;
 #endif
   }
   template <class V>
   CTG_FORCEINLINE void add(const V (&v)[16]) {
     static_assert(std::is_arithmetic_v<V>);
 #if CTG_VECTOR_TYPES
-    lanes8_t<double> a, b;
-    for (int u = 0; u < 8; ++u) a[u] = static_cast<double>(v[u]), b[u] = static_cast<double>(v[u + 8]);
-    lo_ += a;
-    hi_ += b;
+    constexpr int w = lanes16<double>::width;
+    for (int p = 0; p < lanes16<double>::count; ++p) {
+      typename lane_vector<double>::type a;
+      for (int u = 0; u < w; ++u) a[u] = static_cast<double>(v[p * w + u]);
+      lanes_.v[p] += a;
+    }
 #else
-    for (int u = 0; u < 8; ++u) lo_[u] += static_cast<double>(v[u]), hi_[u] += static_cast<double>(v[u + 8]);
+    for (int u = 0; u < 16; ++u) lanes_[u] += static_cast<double>(v[u]);
 #endif
   }
   // The lanes' sums, lane u at out[u].
   void store(double (&out)[16]) const {
-    for (int u = 0; u < 8; ++u) out[u] = lo_[u], out[u + 8] = hi_[u];
+#if CTG_VECTOR_TYPES
+    constexpr int w = lanes16<double>::width;
+    for (int u = 0; u < 16; ++u) out[u] = lanes_.v[u / w][u % w];
+#else
+    for (int u = 0; u < 16; ++u) out[u] = lanes_[u];
+#endif
   }
 
  private:
 #if CTG_VECTOR_TYPES
-  lanes8_t<double> lo_, hi_;
+  lanes16<double> lanes_;
 #else
-  double lo_[8], hi_[8];
+  double lanes_[16];
 #endif
 };
 
@@ -93,42 +114,52 @@ class max_lanes {
  public:
   explicit max_lanes(V start) {
 #if CTG_VECTOR_TYPES
-    lo_ = hi_ = lanes8_t<V>{} + start;
+    for (auto& p : lanes_.v) p = typename lane_vector<V>::type{} + start;
 #else
-    for (int u = 0; u < 8; ++u) lo_[u] = hi_[u] = start;
+    for (int u = 0; u < 16; ++u) lanes_[u] = start;
 #endif
   }
   CTG_FORCEINLINE void add(const V (&v)[16]) {
 #if CTG_VECTOR_TYPES
-    lanes8_t<V> a, b;
-    for (int u = 0; u < 8; ++u) a[u] = v[u], b[u] = v[u + 8];
-    nan_ |= (a != a) | (b != b);
-    lo_ = a > lo_ ? a : lo_;
-    hi_ = b > hi_ ? b : hi_;
+    constexpr int w = lanes16<V>::width;
+    for (int p = 0; p < lanes16<V>::count; ++p) {
+      typename lane_vector<V>::type a;
+      for (int u = 0; u < w; ++u) a[u] = v[p * w + u];
+      nan_ |= a != a;
+      lanes_.v[p] = a > lanes_.v[p] ? a : lanes_.v[p];
+    }
 #else
-    for (int u = 0; u < 8; ++u) {
-      nan_[u] |= v[u] != v[u] || v[u + 8] != v[u + 8];
-      lo_[u] = v[u] > lo_[u] ? v[u] : lo_[u];
-      hi_[u] = v[u + 8] > hi_[u] ? v[u + 8] : hi_[u];
+    for (int u = 0; u < 16; ++u) {
+      nan_ = nan_ || v[u] != v[u];
+      lanes_[u] = v[u] > lanes_[u] ? v[u] : lanes_[u];
     }
 #endif
   }
   bool saw_nan() const {
+#if CTG_VECTOR_TYPES
     bool any = false;
-    for (int u = 0; u < 8; ++u) any |= nan_[u] != 0;
+    for (int u = 0; u < lanes16<V>::width; ++u) any |= nan_[u] != 0;
     return any;
+#else
+    return nan_;
+#endif
   }
   void store(V (&out)[16]) const {
-    for (int u = 0; u < 8; ++u) out[u] = lo_[u], out[u + 8] = hi_[u];
+#if CTG_VECTOR_TYPES
+    constexpr int w = lanes16<V>::width;
+    for (int u = 0; u < 16; ++u) out[u] = lanes_.v[u / w][u % w];
+#else
+    for (int u = 0; u < 16; ++u) out[u] = lanes_[u];
+#endif
   }
 
  private:
 #if CTG_VECTOR_TYPES
-  lanes8_t<V> lo_, hi_;
-  decltype(lanes8_t<V>{} != lanes8_t<V>{}) nan_{};
+  lanes16<V> lanes_;
+  decltype(typename lane_vector<V>::type{} != typename lane_vector<V>::type{}) nan_{};
 #else
-  V lo_[8], hi_[8];
-  bool nan_[8] = {};
+  V lanes_[16];
+  bool nan_ = false;
 #endif
 };
 
