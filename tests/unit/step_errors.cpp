@@ -128,6 +128,27 @@ TEST_CASE("a size that overflows is reported, not wrapped") {
   CHECK(sum2(s2, ctg::feed<X2>(four, 2, 2)) == 4.0f);
 }
 
+TEST_CASE("a causal mask over rows or columns of 2^31 is reported (it compares them as i32)") {
+  using S = ctg::input<"s", ctg::f32, ctg::dyn, ctg::dyn>;
+  auto masked = ctg::forward(ctg::sum(ctg::causal_mask(S{})));
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, masked);
+  const std::vector<float> none;
+  const ctg::dim_t n = ctg::dim_t{1} << 31;
+  for (const auto& [rows, cols] : {std::pair{ctg::dim_t{0}, n}, std::pair{n, ctg::dim_t{0}}}) {
+    const std::string m = message_of([&] { masked(st, ctg::feed<S>(none, rows, cols)); });
+    INFO(m);
+    CHECK(m.rfind("ctg: causal_mask and one_hot take rows and columns below 2^31: dims [" + std::to_string(rows) + ", " +
+                      std::to_string(cols) + "]",
+                  0) == 0);
+    CHECK(m.find("'s'") != std::string::npos);
+  }
+  CHECK(masked(st, ctg::feed<S>(none, 0, n - 1)) == 0.0f);  // (below 2^31: an empty sum)
+  CHECK(masked(st, ctg::feed<S>(none, n - 1, 0)) == 0.0f);
+  const std::vector<float> x = {1, 2, 3, 4};  // [[1, -inf], [3, 4]]
+  CHECK(std::isinf(masked(st, ctg::feed<S>(x, 2, 2))));
+}
+
 TEST_CASE("a non-finite loss throws when checking is on, and writes nothing") {
   fixture f;
   f.good_step();

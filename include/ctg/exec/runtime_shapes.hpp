@@ -246,6 +246,14 @@ void resolve_shapes(const Table& t, rt_shape* shapes) {
   std::vector<bool> reaches;  // (worked out only when a max has no element)
   for (std::size_t i = 0; i < t.size; ++i) {
     const node_desc& d = t.node[i];
+    // A position-aware op reads its element's column (and a causal mask its
+    // row) as an i32 (graph/functors.hpp).
+    const rt_shape& s = shapes[i];
+    constexpr dim_t i32_end = dim_t{1} << 31;
+    if ((d.index_aware && s.rank >= 1 && s.d[s.rank - 1] >= i32_end) ||
+        (d.reads_row && s.rank >= 2 && s.d[s.rank - 2] >= i32_end))
+      throw error("ctg: causal_mask and one_hot take rows and columns below 2^31: dims " + dims_text(s) +
+                  fed_inputs_read_by(t, i, shapes));
     if (!d.max_reduce || shapes[i].numel() == 0 || shapes[d.shape_from].numel() > 0) continue;
     if (reaches.empty()) reaches = values_reaching_an_output(t, shapes);
     if (reaches[i])

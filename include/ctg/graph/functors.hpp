@@ -228,14 +228,20 @@ struct index_valid {
   CTG_HD static CTG_FORCEINLINE C apply(C idx) { return C(idx != C(Ignore)); }
 };
 // causal_mask<NegInf>: keeps x where col <= row; elsewhere -inf (forward) or 0 (its backward).
+// (col and row compared as i32, as one_hot's column: a 64-bit compare kept
+// the CPU's loop from vectorizing well without SSE4.2 / AVX2, a softmax's
+// forward at 3.5x the time. A step's shapes keep both below 2^31:
+// resolve_shapes.)
 template <bool NegInf>
 struct causal_mask {
   static constexpr grad gradient = grad::rule;
   static constexpr const char* name = "causal_mask";
   static constexpr bool index_aware = true;
+  static constexpr bool reads_row = true;
   template <class C>
   CTG_HD static CTG_FORCEINLINE C apply_at(dim_t col, dim_t row, C x) {
-    return detail::select_value(col <= row, x, NegInf ? detail::minus_infinity<C>() : C(0));
+    return detail::select_value(static_cast<std::int32_t>(col) <= static_cast<std::int32_t>(row), x,
+                                NegInf ? detail::minus_infinity<C>() : C(0));
   }
 };
 

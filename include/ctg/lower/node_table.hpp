@@ -79,6 +79,7 @@ struct node_desc {
   std::size_t nchild = 0;
   bool row_reduction = false;
   bool index_aware = false;  // an elementwise op that reads its own position (one_hot, causal_mask)
+  bool reads_row = false;    // one that reads its row's index too (causal_mask)
   bool cheap = false;        // an elementwise op of a few adds, multiplies or comparisons (a_few_adds)
   bool cast = false;         // an op::cast: its child's value in another dtype
   bool region_end = false;   // a checkpoint: always a buffer of its own, kept for backward
@@ -227,6 +228,7 @@ consteval node_desc node_facts() {
   if constexpr (N::kind == node_kind::reduce) d.row_reduction = N::row_reduction;
   if constexpr (N::kind == node_kind::elementwise) {
     d.index_aware = requires { N::op::index_aware; };
+    d.reads_row = requires { N::op::reads_row; };
     d.region_end = requires { N::op::region_end; };
     d.cheap = a_few_adds<typename N::op>;
     d.cast = is_cast_op<typename N::op>;

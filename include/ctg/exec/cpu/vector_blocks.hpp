@@ -82,7 +82,7 @@ class f64_sum_lanes {
 #if CTG_VECTOR_TYPES
     constexpr int w = lanes16<double>::width;
     for (int p = 0; p < lanes16<double>::count; ++p) {
-      typename lane_vector<double>::type a;
+      typename lane_vector<double>::type a{};  // (every lane set below; g++ warned of them as maybe unset)
       for (int u = 0; u < w; ++u) a[u] = static_cast<double>(v[p * w + u]);
       lanes_.v[p] += a;
     }
@@ -123,7 +123,7 @@ class max_lanes {
 #if CTG_VECTOR_TYPES
     constexpr int w = lanes16<V>::width;
     for (int p = 0; p < lanes16<V>::count; ++p) {
-      typename lane_vector<V>::type a;
+      typename lane_vector<V>::type a{};
       for (int u = 0; u < w; ++u) a[u] = v[p * w + u];
       nan_ |= a != a;
       lanes_.v[p] = a > lanes_.v[p] ? a : lanes_.v[p];
