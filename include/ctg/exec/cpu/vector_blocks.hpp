@@ -59,108 +59,92 @@ template <class T>
 struct lane_vector {
   typedef T type __attribute__((vector_size(lanes_a_vector<T> * sizeof(T))));
 };
-// The 16 lanes of T, as vectors of lanes_a_vector<T>.
+#endif
+
+// The 16 lanes of T, as `count` vectors of `width` lanes (one lane each
+// without vector types).
 template <class T>
 struct lanes16 {
-  static constexpr int width = lanes_a_vector<T>, count = 16 / width;
-  typename lane_vector<T>::type v[count];
-};
+#if CTG_VECTOR_TYPES
+  static constexpr int width = lanes_a_vector<T>;
+  using vector = typename lane_vector<T>::type;
+#else
+  static constexpr int width = 1;
+  using vector = T;
 #endif
+  static constexpr int count = 16 / width;
+  vector v[count];
+
+  explicit lanes16(T start) {
+    for (auto& p : v) p = vector{} + start;  // (whole: g++ -O3 warned of lanes set one by one as maybe unset)
+  }
+  // a = vector p of a block's 16 values (a reference: a returned vector of 8
+  // doubles changes the ABI without AVX-512, and g++ warns of it).
+  template <class V>
+  static CTG_FORCEINLINE void load(vector& a, const V (&block)[16], int p) {
+#if CTG_VECTOR_TYPES
+    for (int u = 0; u < width; ++u) a[u] = static_cast<T>(block[p * width + u]);
+#else
+    a = static_cast<T>(block[p]);
+#endif
+  }
+  // Lane u at out[u].
+  void store(T (&out)[16]) const {
+#if CTG_VECTOR_TYPES
+    for (int u = 0; u < 16; ++u) out[u] = v[u / width][u % width];
+#else
+    for (int u = 0; u < 16; ++u) out[u] = v[u];
+#endif
+  }
+};
 
 class f64_sum_lanes {
  public:
-  explicit f64_sum_lanes(double start) {
-#if CTG_VECTOR_TYPES
-    for (auto& p : lanes_.v) p = typename lane_vector<double>::type{} + start;  // (whole: g++ -O3 warned of lanes set one by one as maybe unset)
-#else
-    for (int u = 0; u < 16; ++u) lanes_[u] = start;
-#endif
-  }
+  explicit f64_sum_lanes(double start) : lanes_(start) {}
   template <class V>
   CTG_FORCEINLINE void add(const V (&v)[16]) {
     static_assert(std::is_arithmetic_v<V>);
-#if CTG_VECTOR_TYPES
-    constexpr int w = lanes16<double>::width;
     for (int p = 0; p < lanes16<double>::count; ++p) {
-      typename lane_vector<double>::type a{};  // (every lane set below; g++ warned of them as maybe unset)
-      for (int u = 0; u < w; ++u) a[u] = static_cast<double>(v[p * w + u]);
+      lanes16<double>::vector a{};  // (every lane set: g++ warned of them as maybe unset)
+      lanes16<double>::load(a, v, p);
       lanes_.v[p] += a;
     }
-#else
-    for (int u = 0; u < 16; ++u) lanes_[u] += static_cast<double>(v[u]);
-#endif
   }
   // The lanes' sums, lane u at out[u].
-  void store(double (&out)[16]) const {
-#if CTG_VECTOR_TYPES
-    constexpr int w = lanes16<double>::width;
-    for (int u = 0; u < 16; ++u) out[u] = lanes_.v[u / w][u % w];
-#else
-    for (int u = 0; u < 16; ++u) out[u] = lanes_[u];
-#endif
-  }
+  void store(double (&out)[16]) const { lanes_.store(out); }
 
  private:
-#if CTG_VECTOR_TYPES
   lanes16<double> lanes_;
-#else
-  double lanes_[16];
-#endif
 };
 
 // lane u = v[u] > lane u ? v[u] : lane u, noting whether any v[u] was a NaN.
 template <class V>
 class max_lanes {
  public:
-  explicit max_lanes(V start) {
-#if CTG_VECTOR_TYPES
-    for (auto& p : lanes_.v) p = typename lane_vector<V>::type{} + start;
-#else
-    for (int u = 0; u < 16; ++u) lanes_[u] = start;
-#endif
-  }
+  explicit max_lanes(V start) : lanes_(start) {}
   CTG_FORCEINLINE void add(const V (&v)[16]) {
-#if CTG_VECTOR_TYPES
-    constexpr int w = lanes16<V>::width;
     for (int p = 0; p < lanes16<V>::count; ++p) {
-      typename lane_vector<V>::type a{};
-      for (int u = 0; u < w; ++u) a[u] = v[p * w + u];
+      vector a{};
+      lanes16<V>::load(a, v, p);
       nan_ |= a != a;
       lanes_.v[p] = a > lanes_.v[p] ? a : lanes_.v[p];
     }
-#else
-    for (int u = 0; u < 16; ++u) {
-      nan_ = nan_ || v[u] != v[u];
-      lanes_[u] = v[u] > lanes_[u] ? v[u] : lanes_[u];
-    }
-#endif
   }
   bool saw_nan() const {
-#if CTG_VECTOR_TYPES
-    bool any = false;
-    for (int u = 0; u < lanes16<V>::width; ++u) any |= nan_[u] != 0;
-    return any;
-#else
-    return nan_;
-#endif
+    if constexpr (lanes16<V>::width == 1) {
+      return nan_;
+    } else {
+      bool any = false;
+      for (int u = 0; u < lanes16<V>::width; ++u) any |= nan_[u] != 0;
+      return any;
+    }
   }
-  void store(V (&out)[16]) const {
-#if CTG_VECTOR_TYPES
-    constexpr int w = lanes16<V>::width;
-    for (int u = 0; u < 16; ++u) out[u] = lanes_.v[u / w][u % w];
-#else
-    for (int u = 0; u < 16; ++u) out[u] = lanes_[u];
-#endif
-  }
+  void store(V (&out)[16]) const { lanes_.store(out); }
 
  private:
-#if CTG_VECTOR_TYPES
+  using vector = typename lanes16<V>::vector;
   lanes16<V> lanes_;
-  decltype(typename lane_vector<V>::type{} != typename lane_vector<V>::type{}) nan_{};
-#else
-  V lanes_[16];
-  bool nan_ = false;
-#endif
+  decltype(vector{} != vector{}) nan_{};
 };
 
 }  // namespace ctg::cpu
