@@ -2,7 +2,10 @@
 // Shared by the nn_model*.cpp tests: a small transformer config, its feeds,
 // and copying unrolled parameters into a stack's stacked leaves.
 #include <cstring>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "grad_check.hpp"
 
@@ -48,42 +51,45 @@ void check_all_grads(Step& step, Store& st) {
 }  // namespace
 
 namespace nn_model {
-// Copy every unrolled leaf's values into the stacked store ("layers.k.x" -> slice k of "layers.{i}.x").
+// The stacked store's leaves by name, as bytes.
+using named_bytes = std::vector<std::pair<std::string, std::span<std::byte>>>;
+
+// Copy an unrolled leaf's values into its stacked leaf ("layers.k.x" -> slice
+// k of "layers.{i}.x"; another name to the leaf of that name). Not a
+// template: matched at compile time, the copy and its checks were compiled
+// once for every pair of an unrolled and a stacked leaf.
+inline void copy_leaf(std::string name, std::span<const std::byte> src, const named_bytes& stacked) {
+  std::size_t layer = 0;
+  if (name.rfind("layers.", 0) == 0) {
+    const std::size_t dot = name.find('.', 7);
+    layer = std::stoul(name.substr(7, dot - 7));
+    name = "layers.{i}" + name.substr(dot);
+  }
+  for (const auto& [n, dst] : stacked)
+    if (n == name) {
+      REQUIRE(dst.size() >= (layer + 1) * src.size());
+      std::copy(src.begin(), src.end(), dst.begin() + layer * src.size());
+      return;
+    }
+  FAIL_CHECK("no stacked leaf for " << name);
+}
+
+// Copy every unrolled leaf's values into the stacked store.
 template <class UStore, class SStore>
 void copy_params(UStore& us, SStore& ss) {
-  using unodes = typename UStore::step_type::nodes;
-  using snodes = typename SStore::step_type::nodes;
+  named_bytes stacked;
+  [&]<class... Ss>(ctg::tl::list<Ss...>) {
+    auto add = [&]<class S>(std::type_identity<S>) {
+      if constexpr (!S::fed) stacked.emplace_back(S::name.c_str(), std::as_writable_bytes(ss.template param<S>()));
+    };
+    (add(std::type_identity<Ss>{}), ...);
+  }(ctg::leaves_t<typename SStore::step_type::nodes>{});
   [&]<class... Us>(ctg::tl::list<Us...>) {
     auto one = [&]<class U>(std::type_identity<U>) {
-      if constexpr (!U::fed) {
-        std::string name = U::name.c_str();
-        std::size_t layer = 0;
-        bool stacked = false;
-        if (name.rfind("layers.", 0) == 0) {
-          const std::size_t dot = name.find('.', 7);
-          layer = std::stoul(name.substr(7, dot - 7));
-          name = "layers.{i}" + name.substr(dot);
-          stacked = true;
-        }
-        bool found = false;
-        [&]<class... Ss>(ctg::tl::list<Ss...>) {
-          auto match = [&]<class S>(std::type_identity<S>) {
-            if constexpr (!S::fed) {
-              if (name != S::name.c_str()) return;
-              found = true;
-              auto src = us.template param<U>();
-              auto dst = ss.template param<S>();
-              REQUIRE(dst.size() >= (layer + 1) * src.size());
-              std::copy(src.begin(), src.end(), dst.begin() + layer * src.size());
-            }
-          };
-          (match(std::type_identity<Ss>{}), ...);
-        }(ctg::leaves_t<snodes>{});
-        CHECK_MESSAGE(found, "no stacked leaf for " << std::string(U::name.c_str()));
-      }
+      if constexpr (!U::fed) copy_leaf(U::name.c_str(), std::as_bytes(us.template param<U>()), stacked);
     };
     (one(std::type_identity<Us>{}), ...);
-  }(ctg::leaves_t<unodes>{});
+  }(ctg::leaves_t<typename UStore::step_type::nodes>{});
 }
 }  // namespace
 

@@ -225,7 +225,7 @@ class step_buffers {
   void prepare(typename Backend::workspace& ws, std::byte* kept_area, const Feeds&... feeds) {
     kept_area_ = kept_area;
     (bind_input(ws, feeds), ...);
-    detail::resolve_shapes(table, b_.shape.data());
+    detail::resolve_shapes(table.view(), b_.shape.data());
     place(true);
   }
   // The pools' sizes for these feeds, for a caller that keeps the kept pool
@@ -237,7 +237,7 @@ class step_buffers {
   void size_pools(typename Backend::workspace& ws, const Feeds&... feeds) {
     kept_area_ = nullptr;
     (bind_input(ws, feeds), ...);
-    detail::resolve_shapes(table, b_.shape.data());
+    detail::resolve_shapes(table.view(), b_.shape.data());
     place(false);
   }
 
@@ -275,19 +275,9 @@ class step_buffers {
   template <class L>
   void bind_input(typename Backend::workspace& ws, const feed_t<L>& f) {
     constexpr std::size_t i = tl::index_of<L, nodes>::value;
-    rt_shape s = detail::static_rt(value_of<typename L::dims>());
-    for (std::size_t d = 0, k = 0; d < s.rank; ++d)
-      if (s.d[d] == dyn) s.d[d] = f.dyn_dims[k++];
-    // (The message's text is made only for an error: a step allocates nothing.)
-    auto what = [] { return std::string("input '") + L::name.c_str() + "'"; };
-    dim_t n = 0;
-    if (!detail::numel_fits(s, n)) detail::checked_numel(s, what().c_str());  // (throws, naming the input)
-    if (f.data.data() == nullptr && n > 0) throw error("ctg: " + what() + " is fed a null pointer");
-    if (static_cast<dim_t>(f.data.size()) != n)
-      throw error("ctg: " + what() + " expects " + std::to_string(n) + " elements (dims " + detail::dims_text(s) +
-                  ") but was fed " + std::to_string(f.data.size()));
-    b_.shape[i] = s;
-    b_.buf[i] = Backend::bind_input(ws, f.data.data(), static_cast<std::size_t>(n) * sizeof(typename L::dtype),
+    b_.shape[i] = detail::fed_shape(L::name.c_str(), table.node[i].dims, f.dyn_dims, f.data.data() != nullptr,
+                                    f.data.size());
+    b_.buf[i] = Backend::bind_input(ws, f.data.data(), f.data.size() * sizeof(typename L::dtype),
                                     staging_[tl::index_of<L, inputs>::value]);
   }
 

@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include <ctg/exec/bindings.hpp>
+
 namespace ctg {
 
 // The step a group is in: the store's own (depth 0), or a stack's block,
@@ -42,6 +44,44 @@ struct group_timing {
   double bytes = 0;
   double flops = 0;
 };
+
+// What one run of a group moved and computed, as group_timing counts them.
+// (Of the step's table's view: one copy of this code for every step.)
+struct group_work {
+  double bytes = 0, flops = 0;
+};
+inline group_work group_work_of(const detail::table_view& t, const group_call& c, const bindings_view& v) {
+  const detail::node_desc& d = t.node[c.root];
+  auto bytes = [&](std::size_t i) {
+    return static_cast<double>(v.shape[i].numel()) * static_cast<double>(t.node[i].elem_bytes);
+  };
+  group_work w;
+  w.bytes = bytes(c.root) + (c.side != detail::no_node ? bytes(c.side) : 0.0);
+  if (d.kind == node_kind::attention) {
+    // Every operand read once, every value written once; the products its
+    // kernels compute, each over the causal half of [T, T] per head: the
+    // lse q k^T; the output q k^T and p v; the gradients q k^T and g v^T
+    // twice (for dq, then for dk and dv) and ds k, ds^T q, p^T g.
+    for (std::size_t k = 0; k < d.nchild; ++k) w.bytes += bytes(c.child[k]);
+    w.bytes += bytes(c.root) * static_cast<double>(d.layers - 1);
+    const rt_shape& lse = v.shape[d.nchild >= 4 ? c.child[3] : c.root];  // [..., T, 1] or [..., 1, T]
+    const double tokens = static_cast<double>(lse.d[lse.rank - 2] * lse.d[lse.rank - 1]);
+    const double products = d.nchild <= 2 ? 1 : d.nchild <= 4 ? 2 : 7;
+    w.flops = products * static_cast<double>(v.shape[c.child[0]].numel()) * (tokens + 1);
+  } else if (detail::kind_info_of(d.kind).runs_alone) {
+    for (std::size_t k = 0; k < d.nchild && k < 2; ++k) w.bytes += bytes(c.child[k]);
+    if (d.kind == node_kind::matmul || d.kind == node_kind::fp8_matmul) {
+      const rt_shape& a = v.shape[c.child[0]];
+      w.flops = 2.0 * static_cast<double>(v.shape[c.root].numel()) *
+                static_cast<double>(a.d[a.rank - (d.transpose_a ? 2 : 1)]);
+    }
+  } else {
+    // (A dropout mask is an input for its index only: drawn in the loop, never read.)
+    for (std::size_t j = 0; j < c.ninputs; ++j)
+      if (t.node[c.input[j]].kind != node_kind::random) w.bytes += bytes(c.input[j]);
+  }
+  return w;
+}
 
 // Clock: a backend's group_clock (exec/cpu/store.hpp, exec/cuda/group_clock.cuh):
 //   mark now(workspace&)          a point in the workspace's order of work

@@ -63,17 +63,35 @@ inline rt_shape static_rt(const shape_value& v) {
   return r;
 }
 
+// The run-time shape of input `name` of static dims `dims`, its dyn dims fed
+// `dyn_dims` (in order), checked against the fed span: `size` elements, and
+// not null unless empty.
+inline rt_shape fed_shape(const char* name, const shape_value& dims, const dim_t* dyn_dims, bool has_data,
+                          std::size_t size) {
+  rt_shape s = static_rt(dims);
+  for (std::size_t d = 0, k = 0; d < s.rank; ++d)
+    if (s.d[d] == dyn) s.d[d] = dyn_dims[k++];
+  // (The message's text is made only for an error: a step allocates nothing.)
+  auto what = [&] { return std::string("input '") + name + "'"; };
+  dim_t n = 0;
+  if (!numel_fits(s, n)) checked_numel(s, what().c_str());  // (throws, naming the input)
+  if (!has_data && n > 0) throw error("ctg: " + what() + " is fed a null pointer");
+  if (static_cast<dim_t>(size) != n)
+    throw error("ctg: " + what() + " expects " + std::to_string(n) + " elements (dims " + dims_text(s) +
+                ") but was fed " + std::to_string(size));
+  return s;
+}
+
 inline void swap_last_dims(rt_shape& s) {
   const dim_t t = s.d[s.rank - 1];
   s.d[s.rank - 1] = s.d[s.rank - 2];
   s.d[s.rank - 2] = t;
 }
 
-// The run-time shape of node i of a plan table (lower/node_table.hpp) from
+// The run-time shape of node i of a plan table (lower/node_table.hpp's view) from
 // the shapes before it (fed inputs were set from their feeds), by its
 // shape_rule, checked as it is computed.
-template <class Table>
-void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
+inline void resolve_shape(const table_view& t, std::size_t i, rt_shape* shapes) {
   const node_desc& d = t.node[i];
   rt_shape& out = shapes[i];
   auto child = [&](std::size_t k) -> const rt_shape& { return shapes[t.child(i, k)]; };
@@ -196,8 +214,7 @@ void resolve_shape(const Table& t, std::size_t i, rt_shape* shapes) {
 
 // The fed inputs node i reads, at any depth, with the sizes they were fed:
 // what a shape error at node i names ("; it reads 'x' fed 2 x 4, 'y' fed 3 x 4").
-template <class Table>
-std::string fed_inputs_read_by(const Table& t, std::size_t i, const rt_shape* shapes) {
+inline std::string fed_inputs_read_by(const table_view& t, std::size_t i, const rt_shape* shapes) {
   std::vector<bool> seen(t.size, false);
   std::vector<std::size_t> todo{i};
   std::vector<std::size_t> fed;
@@ -218,8 +235,7 @@ std::string fed_inputs_read_by(const Table& t, std::size_t i, const rt_shape* sh
 // Which nodes' values reach an element of an output: an output with
 // elements, and the children of such a node that have elements themselves
 // (the nodes are in topological order: readers after what they read).
-template <class Table>
-std::vector<bool> values_reaching_an_output(const Table& t, const rt_shape* shapes) {
+inline std::vector<bool> values_reaching_an_output(const table_view& t, const rt_shape* shapes) {
   std::vector<bool> read(t.size, false), reaches(t.size, false);
   for (std::size_t j = t.size; j-- > 0;) {
     reaches[j] = shapes[j].numel() > 0 && (t.node[j].output || read[j]);
@@ -234,8 +250,7 @@ std::vector<bool> values_reaching_an_output(const Table& t, const rt_shape* shap
 // no element is an error, as PyTorch's (a sum is 0, a mean NaN), where its
 // value reaches an output's element: a softmax over an empty axis reads its
 // max for no element, and is empty, as PyTorch's.
-template <class Table>
-void resolve_shapes(const Table& t, rt_shape* shapes) {
+inline void resolve_shapes(const table_view& t, rt_shape* shapes) {
   for (std::size_t i = 0; i < t.size; ++i) {
     try {
       resolve_shape(t, i, shapes);

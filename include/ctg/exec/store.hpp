@@ -135,6 +135,29 @@ class group_link {
   }
   replica_group* group_ = nullptr;
 };
+
+// The store's errors that name a leaf, out of line (one copy for every store).
+// A stack's parameter is not in this store: dist::fsdp holds it in shards.
+[[noreturn]] inline void throw_held_in_shards(const char* name) {
+  throw error(std::string("ctg: parameter '") + name +
+              "' is held in shards by dist::data_parallel with dist::fsdp (this rank has its own rows only): "
+              "make every parameter whole with sharded_adamw's gather_whole_parameters() while the "
+              "data_parallel lasts, or save a checkpoint (dist::save)");
+}
+// A parameter gathered as fp8 by dist::data_parallel: whole in this rank's rows only.
+[[noreturn]] inline void throw_rows_only(const char* name) {
+  throw error(std::string("ctg: parameter '") + name +
+              "' is whole only in this rank's rows: dist::data_parallel gathers it as fp8 (shard(quantize(w))) "
+              "and the optimizer updates this rank's rows of it: make it whole with sharded_adamw's "
+              "gather_whole_parameters() (every rank) while the data_parallel lasts, or save a checkpoint "
+              "(dist::save) and load it (io::load writes it whole)");
+}
+// A host span of n elements given for leaf `name` of `expected`.
+[[noreturn]] inline void throw_host_size(const char* name, std::size_t expected, std::size_t n) {
+  throw error(std::string("ctg: host span size differs from leaf '") + name + "': " + std::to_string(expected) +
+              " elements expected, " + std::to_string(n) + " given");
+}
+
 }  // namespace detail
 
 template <class Backend, class Key>
@@ -248,7 +271,7 @@ class basic_store {
   // backend's memory (a device optimizer's kernels read them).
   template <class L>
   std::byte* leaf_bytes() {
-    if (rows_only_[tl::index_of<L, nodes>::value]) throw_rows_only(L::name.c_str());
+    if (rows_only_[tl::index_of<L, nodes>::value]) detail::throw_rows_only(L::name.c_str());
     return stored_bytes<L>();
   }
 
@@ -397,7 +420,7 @@ class basic_store {
   // Throws ctg::error unless it holds them: what a call that writes every
   // stored leaf checks before it writes any (nn::init_params).
   void check_stacked_params_held() const {
-    if (!mem_.holds_stacked_params()) throw_held_in_shards(first_stacked_param_name());
+    if (!mem_.holds_stacked_params()) detail::throw_held_in_shards(first_stacked_param_name());
   }
   void release_stacked_params() { mem_.release_stacked_params(); }
   void hold_stacked_params() { mem_.hold_stacked_params(); }
@@ -481,7 +504,7 @@ class basic_store {
     if (group_) return run_as_replica(feeds...);
     check_stacked_params_held();
     for (std::size_t i = 0; i < N; ++i)
-      if (rows_only_[i]) throw_rows_only(table.node[i].name);
+      if (rows_only_[i]) detail::throw_rows_only(table.node[i].name);
     if (profile_) profile_->start_run();
     prepare(nullptr, feeds...);
     detail::check_ids<Key>(host_ids(), mem_.bound().shape.data(), feeds...);
@@ -682,12 +705,9 @@ class basic_store {
     };
   }
 
-  // A stack's parameter is not in this store: dist::fsdp holds it in shards.
-  [[noreturn]] static void throw_held_in_shards(const char* name) {
-    throw error(std::string("ctg: parameter '") + name +
-                "' is held in shards by dist::data_parallel with dist::fsdp (this rank has its own rows only): "
-                "make every parameter whole with sharded_adamw's gather_whole_parameters() while the "
-                "data_parallel lasts, or save a checkpoint (dist::save)");
+  template <class L>
+  static void check_host_size(std::size_t n) {
+    if (n != L::dims::static_numel) detail::throw_host_size(L::name.c_str(), L::dims::static_numel, n);
   }
   // Stored leaf L's bytes, whole or held in rows only (leaf_bytes checks that).
   template <class L>
@@ -697,27 +717,13 @@ class basic_store {
                   "ctg: inputs are fed, not stored: use ctg::feed<X>");
     check_not_moved_from();
     std::byte* at = mem_.param_bytes(tl::index_of<L, nodes>::value);
-    if (!at) throw_held_in_shards(L::name.c_str());
+    if (!at) detail::throw_held_in_shards(L::name.c_str());
     return at;
-  }
-  [[noreturn]] static void throw_rows_only(const char* name) {
-    throw error(std::string("ctg: parameter '") + name +
-                "' is whole only in this rank's rows: dist::data_parallel gathers it as fp8 (shard(quantize(w))) "
-                "and the optimizer updates this rank's rows of it: make it whole with sharded_adamw's "
-                "gather_whole_parameters() (every rank) while the data_parallel lasts, or save a checkpoint "
-                "(dist::save) and load it (io::load writes it whole)");
   }
   static const char* first_stacked_param_name() {
     for (std::size_t i = 0; i < N; ++i)
       if (step_buffers<Backend, Key>::stacked_param[i]) return table.node[i].name;
     return "";
-  }
-
-  template <class L>
-  static void check_host_size(std::size_t n) {
-    if (n != L::dims::static_numel)
-      throw error(std::string("ctg: host span size differs from leaf '") + L::name.c_str() + "': " +
-                  std::to_string(L::dims::static_numel) + " elements expected, " + std::to_string(n) + " given");
   }
 
   template <class... Feeds>
@@ -833,37 +839,8 @@ class basic_store {
     const auto from = profile_->now(ws_);
     p.run(p.call, v, ws_, amax);
     const auto to = profile_->now(ws_);
-    const group_call& c = p.call;
-    const detail::node_desc& d = table.node[c.root];
-    auto bytes = [&](std::size_t i) {
-      return static_cast<double>(v.shape[i].numel()) * static_cast<double>(table.node[i].elem_bytes);
-    };
-    double moved = bytes(c.root) + (c.side != detail::no_node ? bytes(c.side) : 0.0), flops = 0;
-    if (d.kind == node_kind::attention) {
-      // Every operand read once, every value written once; the products its
-      // kernels compute, each over the causal half of [T, T] per head: the
-      // lse q k^T; the output q k^T and p v; the gradients q k^T and g v^T
-      // twice (for dq, then for dk and dv) and ds k, ds^T q, p^T g.
-      for (std::size_t k = 0; k < d.nchild; ++k) moved += bytes(c.child[k]);
-      moved += bytes(c.root) * static_cast<double>(d.layers - 1);
-      const rt_shape& lse = v.shape[d.nchild >= 4 ? c.child[3] : c.root];  // [..., T, 1] or [..., 1, T]
-      const double tokens = static_cast<double>(lse.d[lse.rank - 2] * lse.d[lse.rank - 1]);
-      const double products = d.nchild <= 2 ? 1 : d.nchild <= 4 ? 2 : 7;
-      flops = products * static_cast<double>(v.shape[c.child[0]].numel()) * (tokens + 1);
-    } else if (detail::kind_info_of(d.kind).runs_alone) {
-      for (std::size_t k = 0; k < d.nchild && k < 2; ++k) moved += bytes(c.child[k]);
-      if (d.kind == node_kind::matmul || d.kind == node_kind::fp8_matmul) {
-        const rt_shape& a = v.shape[c.child[0]];
-        flops = 2.0 * static_cast<double>(v.shape[c.root].numel()) *
-                static_cast<double>(a.d[a.rank - (d.transpose_a ? 2 : 1)]);
-      }
-    } else {
-      // (A dropout mask is an input for its index only: drawn in the loop, never read.)
-      constexpr const auto& inputs = detail::step_inputs_of<Key>;
-      for (std::size_t j = inputs.first[c.root]; j < inputs.first[c.root + 1]; ++j)
-        if (table.node[inputs.node[j]].kind != node_kind::random) moved += bytes(inputs.node[j]);
-    }
-    profile_->ran(profile_block_, c.root, moved, flops, from, to);
+    const group_work w = group_work_of(table.view(), p.call, v);
+    profile_->ran(profile_block_, p.call.root, w.bytes, w.flops, from, to);
   }
   // Quantize node r's value as its replica group gave it: the payload, its
   // side data (amax, scale, scale_inv: exec/buffers.hpp) and the amax it records.

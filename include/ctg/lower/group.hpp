@@ -136,6 +136,7 @@ struct group_call {
   std::size_t side = detail::no_node;  // a fused group: its side output (a cast of the root), or no_node
   std::size_t iteration = 0;           // a fused group: the node whose shape its loop runs over
   const std::size_t* input = nullptr;  // a fused group: the node of each input slot
+  std::size_t ninputs = 0;             // a fused group: how many (input[0 .. ninputs-1])
   std::size_t child[6]{};              // a group that runs alone: its root's first children
   std::size_t fp8_slot = 0;            // a quantize with delayed scaling: where its amax goes
 };
@@ -163,6 +164,7 @@ consteval group_call group_call_of() {
   c.iteration = t.node[R].kind == node_kind::reduce ? t.child(R, 0) : R;
   c.side = t.side[R];
   c.input = &detail::step_inputs_of<Key>.node[detail::step_inputs_of<Key>.first[R]];
+  c.ninputs = detail::step_inputs_of<Key>.first[R + 1] - detail::step_inputs_of<Key>.first[R];
   for (std::size_t k = 0; k < 6 && k < t.node[R].nchild; ++k) c.child[k] = t.child(R, k);
   for (std::size_t i = 0; i < R; ++i) c.fp8_slot += t.node[i].kind == node_kind::quantize && t.node[i].delayed;
   return c;

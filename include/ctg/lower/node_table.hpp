@@ -128,6 +128,19 @@ class ct_buffer {
   T* p_;
 };
 
+// A table's nodes and child edges, its size a value rather than part of its
+// type: what the run-time passes that need nothing else read
+// (exec/runtime_shapes.hpp), so their code is compiled once, not once for
+// every step.
+struct table_view {
+  const node_desc* node = nullptr;
+  const std::size_t* first_child = nullptr;
+  const std::size_t* children = nullptr;
+  std::size_t size = 0;
+
+  constexpr std::size_t child(std::size_t i, std::size_t k) const { return children[first_child[i] + k]; }
+};
+
 // N nodes with E child edges in all.
 template <std::size_t N, std::size_t E>
 struct plan_table {
@@ -142,6 +155,7 @@ struct plan_table {
   std::size_t group_count = 0;
 
   constexpr std::size_t child(std::size_t i, std::size_t k) const { return children[first_child[i] + k]; }
+  constexpr table_view view() const { return {node, first_child, children, N}; }
 
   constexpr bool same_dims(const shape_value& a, const shape_value& b) const {
     if (a.rank != b.rank) return false;
