@@ -399,20 +399,18 @@ void check_adamw_grads_complete(const Store& s) {
                 "was updated");
 }
 
-// The errors of a step's first pass, naming leaf L.
-template <class L>
-[[noreturn]] void throw_adamw_not_finite(std::size_t i, double x) {
-  throw error(std::string("ctg: adamw: the gradient of '") + L::name.c_str() + "' is not finite (element " +
+// The errors of a step's first pass, naming the leaf (out of line: one copy, not one a leaf).
+[[noreturn]] inline void throw_adamw_not_finite(const char* name, std::size_t i, double x) {
+  throw error(std::string("ctg: adamw: the gradient of '") + name + "' is not finite (element " +
               std::to_string(i) + " is " + std::to_string(x) + "); nothing was updated");
 }
-template <class L>
-[[noreturn]] void throw_adamw_norm_overflow() {
-  throw error(std::string("ctg: adamw: the sum of squares of the gradient of '") + L::name.c_str() +
+[[noreturn]] inline void throw_adamw_norm_overflow(const char* name) {
+  throw error(std::string("ctg: adamw: the sum of squares of the gradient of '") + name +
               "' overflows; nothing was updated");
 }
-template <class L>
-[[noreturn]] void throw_adamw_master_written(std::size_t i, double holds, float master) {
-  throw error(std::string("ctg: adamw: parameter '") + L::name.c_str() +
+[[noreturn]] inline void throw_adamw_master_written(const char* name, std::size_t i, double holds,
+                                                    float master) {
+  throw error(std::string("ctg: adamw: parameter '") + name +
               "' was written after the optimizer last set it (element " + std::to_string(i) + " holds " +
               std::to_string(holds) + ", its f32 master " + std::to_string(master) +
               "): an update would undo the write. Take the written values as masters (opt.sync_masters(store)) "
@@ -600,16 +598,16 @@ class adamw : public detail::adamw_counters {
     const float* w = state_.data() + layout.master[K];
     const std::size_t i = detail::first_master_mismatch(p.data(), w, p.size());
     if (i == p.size()) return;
-    detail::throw_adamw_master_written<L>(i, static_cast<double>(load_as(p[i])), w[i]);
+    detail::throw_adamw_master_written(L::name.c_str(), i, static_cast<double>(load_as(p[i])), w[i]);
   }
 
   template <class L, class G>
   [[noreturn]] static void throw_not_finite(G g) {
     for (std::size_t i = 0; i < g.size(); ++i) {
       const double x = static_cast<double>(load_as(g[i]));
-      if (!std::isfinite(x)) detail::throw_adamw_not_finite<L>(i, x);
+      if (!std::isfinite(x)) detail::throw_adamw_not_finite(L::name.c_str(), i, x);
     }
-    detail::throw_adamw_norm_overflow<L>();
+    detail::throw_adamw_norm_overflow(L::name.c_str());
   }
 
   detail::float_buffer state_;

@@ -166,18 +166,19 @@ class adamw<Store> : public detail::adamw_counters {
     tl::for_each_indexed<trainable>([&]<std::size_t K, class L>() {
       using T = typename L::dtype;
       if (h.first[K] != none)
-        detail::throw_adamw_not_finite<L>(h.first[K],
-                                          this->template element<T>(ws, this->template grad_of<L>(s), h.first[K]));
+        detail::throw_adamw_not_finite(L::name.c_str(), h.first[K],
+                                       this->template element<T>(ws, this->template grad_of<L>(s), h.first[K]));
       const double ss = h.sums[K];
-      if (!std::isfinite(ss)) detail::throw_adamw_norm_overflow<L>();
+      if (!std::isfinite(ss)) detail::throw_adamw_norm_overflow(L::name.c_str());
       total_sq += ss;
       if constexpr (detail::has_master_copy<T>)
         if (h.written[K] != none) {
           float w = 0;
           cuda::backend::download(ws, &w, reinterpret_cast<const std::byte*>(state(layout.master[K]) + h.written[K]),
                                   sizeof w);
-          detail::throw_adamw_master_written<L>(
-              h.written[K], this->template element<T>(ws, this->template param_of<L>(s), h.written[K]), w);
+          detail::throw_adamw_master_written(
+              L::name.c_str(), h.written[K], this->template element<T>(ws, this->template param_of<L>(s), h.written[K]),
+              w);
         }
     });
     if (!std::isfinite(total_sq))
