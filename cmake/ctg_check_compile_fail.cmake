@@ -1,6 +1,8 @@
 # cmake -P script run by ctest for one half of a compile-fail pair (see CtgCompileFail.cmake).
 #   -DCTG_CF_SETTINGS=<generated settings file>  -DCTG_CF_SOURCE=<file.cpp>
-#   -DCTG_CF_MODE=fail|ok  -DCTG_CF_OBJECT=<scratch .o>  [-DCTG_CF_OPTIONS=a|b|c]
+#   -DCTG_CF_MODE=fail|ok|pch  -DCTG_CF_OBJECT=<scratch .o>  [-DCTG_CF_OPTIONS=a|b|c]
+# MODE pch compiles the source as a header into CTG_CF_OBJECT (a precompiled header, kept),
+# with the flags the pairs are compiled with, and fails if it does not compile.
 #   [-DCTG_CF_EXPECT_VERDICT=compiled|wrong_message|wrong_error_count|ok_failed|no_expectation]
 # Verdicts: pass, compiled (fail half compiled), wrong_message (failed, but no error line
 # matches an expect-error regex, or no line an expect-note regex), wrong_error_count (the
@@ -23,8 +25,8 @@ foreach(v CTG_CF_SETTINGS CTG_CF_SOURCE CTG_CF_MODE CTG_CF_OBJECT)
     ctg_cf_misuse("${v} not set")
   endif()
 endforeach()
-if(NOT CTG_CF_MODE MATCHES "^(fail|ok)$")
-  ctg_cf_misuse("CTG_CF_MODE must be fail or ok, not '${CTG_CF_MODE}'")
+if(NOT CTG_CF_MODE MATCHES "^(fail|ok|pch)$")
+  ctg_cf_misuse("CTG_CF_MODE must be fail, ok or pch, not '${CTG_CF_MODE}'")
 endif()
 include("${CTG_CF_SETTINGS}" OPTIONAL RESULT_VARIABLE settings_found)
 if(NOT settings_found)
@@ -83,8 +85,6 @@ if(DEFINED CTG_CF_OPTIONS AND NOT CTG_CF_OPTIONS STREQUAL "")
   string(REPLACE "|" ";" opts "${CTG_CF_OPTIONS}")
   list(APPEND cmd ${opts})
 endif()
-list(APPEND cmd -c "${CTG_CF_SOURCE}" -o "${CTG_CF_OBJECT}")
-
 get_filename_component(objdir "${CTG_CF_OBJECT}" DIRECTORY)
 file(MAKE_DIRECTORY "${objdir}")
 file(REMOVE "${CTG_CF_OBJECT}")
@@ -92,6 +92,18 @@ file(REMOVE "${CTG_CF_OBJECT}")
 set(ENV{LC_ALL} C)
 set(ENV{LANG} C)
 unset(ENV{GCC_COLORS})
+if(CTG_CF_MODE STREQUAL "pch")
+  list(APPEND cmd -x c++-header "${CTG_CF_SOURCE}" -o "${CTG_CF_OBJECT}")
+  execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " cmd_str "${cmd}")
+    message("  command:  ${cmd_str}\n  exit:     ${rc}\n  compiler output:\n${out}")
+    message(FATAL_ERROR "ctg compile-fail check FAILED: the precompiled header ${CTG_CF_SOURCE} did not compile")
+  endif()
+  message("ok: ${CTG_CF_OBJECT} precompiled")
+  return()
+endif()
+list(APPEND cmd -c "${CTG_CF_SOURCE}" -o "${CTG_CF_OBJECT}")
 execute_process(COMMAND ${cmd}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 file(REMOVE "${CTG_CF_OBJECT}")
