@@ -217,6 +217,55 @@ TEST_CASE("a row sum adds in 16 lanes, then pairwise") {
   CHECK(red::combine_row(ctx{rows.data() + 35}, 35) == 1.0);
 }
 
+// A fused loop writes a row in blocks of 16, the last block ending at the
+// row's end over part of the one before (a row under 16: one by one):
+// every element is written, none outside the range.
+TEST_CASE("overlapping blocks of 16 cover a range exactly") {
+  for (ctg::dim_t j0 : {0, 16, 48})
+    for (ctg::dim_t n = 0; n <= 50; ++n) {
+      std::vector<int> times(static_cast<std::size_t>(j0 + n + 32), 0);
+      ctg::cpu::each_in_overlapping_blocks_of_16(j0, j0 + n, [&](ctg::dim_t j) { ++times[static_cast<std::size_t>(j)]; });
+      for (ctg::dim_t j = 0; j < static_cast<ctg::dim_t>(times.size()); ++j) {
+        const bool inside = j >= j0 && j < j0 + n;
+        CAPTURE(j0);
+        CAPTURE(n);
+        CAPTURE(j);
+        CHECK(inside == (times[static_cast<std::size_t>(j)] > 0));
+        // A block is 16 calls; only the last overlaps the one before.
+        CHECK(times[static_cast<std::size_t>(j)] <= 2);
+      }
+    }
+}
+
+// Rows of every length from 1 to 50 through a row group (a row max, then
+// each element less it, written with its cast): the exact values, each run
+// on other data, so a stale or skipped element fails.
+TEST_CASE("a row group writes every element of rows of any length") {
+  using R = ctg::input<"r", ctg::f32, ctg::dyn, ctg::dyn>;
+  auto centred = R{} - ctg::max<-1>(R{});
+  auto step = ctg::forward(ctg::cast<ctg::f32>(ctg::cast<ctg::bf16>(centred)) + centred);
+  auto store = ctg::make_store(ctg::cpu::device{1}, step);
+  for (ctg::dim_t L = 1; L <= 50; ++L) {
+    const ctg::dim_t rows = 3;
+    std::vector<float> x(static_cast<std::size_t>(rows * L));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7 + static_cast<std::size_t>(L)) % 23);
+    step(store, ctg::feed<R>(x, rows, L));
+    const auto y = store.value();
+    REQUIRE(y.size() == x.size());
+    std::size_t wrong = 0;
+    for (ctg::dim_t r = 0; r < rows; ++r) {
+      float m = x[static_cast<std::size_t>(r * L)];
+      for (ctg::dim_t j = 0; j < L; ++j) m = std::max(m, x[static_cast<std::size_t>(r * L + j)]);
+      for (ctg::dim_t j = 0; j < L; ++j) {
+        const std::size_t i = static_cast<std::size_t>(r * L + j);
+        wrong += y[i] != 2.0f * (x[i] - m);  // (small integers: exact in bf16 and f32)
+      }
+    }
+    CAPTURE(L);
+    CHECK(wrong == 0);
+  }
+}
+
 // A batched product whose B broadcasts over a batch dim runs as groups of
 // batches sharing B's packing (cpu::run_matmul): every batch still has the
 // bits of its own cpu::gemm, in f32 and bf16, on 1, 2 and 3 threads: 7 groups

@@ -133,7 +133,7 @@ struct cpu_fused_group {
   using outputs = typename Plan::outputs;
   template <class Body = body, class Ctx = ctx>
   static CTG_FORCEINLINE void write_range(const Ctx& c, outputs o, dim_t j0, dim_t j1) {
-    cpu::each_in_blocks_of_16(j0, j1, [&](dim_t j) CTG_INLINE_LAMBDA { o.put(j, Body::value(c, j)); });
+    cpu::each_in_overlapping_blocks_of_16(j0, j1, [&](dim_t j) CTG_INLINE_LAMBDA { o.put(j, Body::value(c, j)); });
   }
   static CTG_FORCEINLINE void write_row(const ctx& c, outputs o, dim_t L) { write_range(c, o, 0, L); }
 

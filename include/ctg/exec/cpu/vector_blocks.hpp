@@ -18,6 +18,18 @@ CTG_HOT_BEGIN
 
 namespace ctg::cpu {
 
+// j, as a value the optimizer cannot follow (no instruction). A loop that
+// steps by it has no trip count the vectorizer can compute, so it stays
+// scalar: a row's tail (under 16 elements), which g++ -O3 vectorized too,
+// compiling each group's expression once more for at most 15 elements (90
+// such tails in GPT-2's step).
+CTG_FORCEINLINE dim_t opaque_index(dim_t j) {
+#if defined(__GNUC__) || defined(__clang__)
+  asm("" : "+r"(j));
+#endif
+  return j;
+}
+
 // f(j) for j in [j0, j1): blocks of 16 under `ivdep`, then the tail. GCC
 // vectorizes the blocks at -O2 too (its very-cheap cost model takes a loop of
 // a known trip count that needs no alias check; a plain loop over a run-time
@@ -32,6 +44,25 @@ CTG_FORCEINLINE void each_in_blocks_of_16(dim_t j0, dim_t j1, F&& f) {
     for (dim_t u = 0; u < 16; ++u) f(j + u);
   }
   for (; j < j1; ++j) f(j);
+}
+
+// f(j) for j in [j0, j1) where f writes the same however often it runs for
+// one j (a fused group's outputs: they never alias its inputs): blocks of
+// 16, the last ending at j1, over part of the one before, so the row's
+// expression is compiled once, vectorized (a tail loop was compiled as well,
+// and g++ -O3 vectorized it too); a range under 16 one by one, scalar.
+template <class F>
+CTG_FORCEINLINE void each_in_overlapping_blocks_of_16(dim_t j0, dim_t j1, F&& f) {
+  if (j1 - j0 < 16) {
+    for (dim_t j = j0; j < j1; j = opaque_index(j + 1)) f(j);
+    return;
+  }
+  for (dim_t j = j0;; j += 16) {
+    if (j > j1 - 16) j = j1 - 16;
+#pragma GCC ivdep
+    for (dim_t u = 0; u < 16; ++u) f(j + u);
+    if (j == j1 - 16) break;
+  }
 }
 
 // A row's reduction in 16 lanes side by side (kernel::row_reduction), lane u
