@@ -20,9 +20,9 @@ namespace ctg::cpu {
 
 // j, as a value the optimizer cannot follow (no instruction). A loop that
 // steps by it has no trip count the vectorizer can compute, so it stays
-// scalar: a row's tail (under 16 elements), which g++ -O3 vectorized too,
-// compiling each group's expression once more for at most 15 elements (90
-// such tails in GPT-2's step).
+// scalar: a row under 16 elements (each_in_overlapping_blocks_of_16), whose
+// loop g++ -O3 would vectorize too, compiling the group's expression once
+// more for at most 15 elements (as it did the rows' tails: 90 in GPT-2's step).
 CTG_FORCEINLINE dim_t opaque_index(dim_t j) {
 #if defined(__GNUC__) || defined(__clang__)
   asm("" : "+r"(j));
