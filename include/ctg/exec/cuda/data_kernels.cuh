@@ -98,7 +98,8 @@ __global__ void gather(const type_at<Ts, 0>* table, const i32* ids, type_at<Ts, 
 }
 
 // positions[i] = i, for the sort of scatter_add's ids.
-__global__ inline void positions(std::int32_t* p, dim_t n) {
+template <int = 0>
+__global__ void positions(std::int32_t* p, dim_t n) {
   for (dim_t i = blockIdx.x * dim_t{blockDim.x} + threadIdx.x; i < n; i += dim_t{gridDim.x} * blockDim.x)
     p[i] = static_cast<std::int32_t>(i);
 }
@@ -213,7 +214,8 @@ __global__ void accumulate(type_at<Ts, 0>* dst, const type_at<Ts, 0>* src, dim_t
 
 // A value of n <= 8 bytes (its bits in `bits`, little-endian) written to
 // dst: in order on the stream, and captured into a graph as its argument.
-__global__ inline void write_value(std::byte* dst, std::uint64_t bits, unsigned n) {
+template <int = 0>
+__global__ void write_value(std::byte* dst, std::uint64_t bits, unsigned n) {
   for (unsigned i = 0; i < n; ++i) dst[i] = static_cast<std::byte>(bits >> (8 * i));
 }
 

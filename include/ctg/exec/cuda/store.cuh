@@ -186,7 +186,7 @@ void run_scatter_add(const group_call& g, const bindings_view& b, workspace& ws,
   auto* positions = reinterpret_cast<std::int32_t*>(base + at.positions);
   auto* sorted_ids = reinterpret_cast<key*>(base + at.sorted_ids);
   auto* sorted_positions = reinterpret_cast<std::int32_t*>(base + at.sorted_positions);
-  kernels::positions<<<ws.dev().blocks_for(static_cast<std::size_t>(n), threads), threads, 0, ws.stream()>>>(positions,
+  kernels::positions<><<<ws.dev().blocks_for(static_cast<std::size_t>(n), threads), threads, 0, ws.stream()>>>(positions,
                                                                                                              n);
   check_launch("ctg::cuda::kernels::positions");
   std::size_t temp_bytes = at.temp_bytes;
@@ -349,7 +349,7 @@ struct backend {
   static void write_value(workspace& ws, std::byte* dst, const std::byte* bytes, std::size_t n) {
     std::uint64_t bits = 0;
     std::memcpy(&bits, bytes, n);
-    kernels::write_value<<<1, 1, 0, ws.stream()>>>(dst, bits, static_cast<unsigned>(n));
+    kernels::write_value<><<<1, 1, 0, ws.stream()>>>(dst, bits, static_cast<unsigned>(n));
     check_launch("ctg::cuda::kernels::write_value");
   }
   // A step's launches: run, captured or replayed (exec/cuda/step_graphs.cuh).

@@ -77,7 +77,8 @@ __global__ void __launch_bounds__(adamw_threads)
 
 // sums[k] = leaf k's adamw_check_blocks partials added in a fixed order
 // (thread t: slots t, t + threads, ...; then the block's sum): one block a leaf.
-__global__ inline void __launch_bounds__(adamw_threads) adamw_fold(const double* partials, double* sums) {
+template <int = 0>
+__global__ void __launch_bounds__(adamw_threads) adamw_fold(const double* partials, double* sums) {
   using reduce = cub::BlockReduce<double, adamw_threads>;
   __shared__ typename reduce::TempStorage temp;
   const double* mine = partials + std::size_t{blockIdx.x} * adamw_check_blocks;
@@ -157,7 +158,7 @@ class adamw<Store> : public detail::adamw_counters {
           this->template numel<L>(), partials + K * check_blocks, r->first + K, r->written + K);
       cuda::check_launch("ctg::cuda::kernels::adamw_check");
     });
-    cuda::kernels::adamw_fold<<<static_cast<unsigned>(nt), kernels_threads, 0, stream>>>(partials, r->sums);
+    cuda::kernels::adamw_fold<><<<static_cast<unsigned>(nt), kernels_threads, 0, stream>>>(partials, r->sums);
     cuda::check_launch("ctg::cuda::kernels::adamw_fold");
     check_results h;
     CTG_CUDA_CHECK(cudaMemcpyAsync(&h, r, sizeof h, cudaMemcpyDeviceToHost, stream));
