@@ -525,7 +525,8 @@ TEST_CASE("weights_only(): a model's FP8 state is in no tensor; a load starts it
   const std::vector<float> b_w(b.param<W>().begin(), b.param<W>().end());
   const std::string m = message_of([&] { io::load_safetensors(dir / "weights.safetensors", b); });
   CHECK(m.find("scale'") != std::string::npos);  // (a state leaf: "tensor 'x.scale'")
-  CHECK(m.find("found no such tensor") != std::string::npos);
+  CHECK(m.find("found no such tensor (FP8 scaling state") != std::string::npos);
+  CHECK(m.find("tensor_map{}.weights_only()") != std::string::npos);  // (the fix, named)
   CHECK(std::vector<float>(b.param<W>().begin(), b.param<W>().end()) == b_w);
   // With it: w is a's, the state a fresh store's (scales 1, histories 0),
   // not b's, which its step moved.

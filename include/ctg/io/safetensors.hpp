@@ -55,6 +55,7 @@ struct st_target {
   st_dtype dtype;
   rt_shape slice, file;  // the ctg slice's dims and the file tensor's
   std::byte* data;
+  bool state;  // an FP8 scaling state leaf (a scale, an amax history)
 };
 
 inline std::string with_layer(std::string s, std::size_t k) {
@@ -127,7 +128,8 @@ std::vector<st_target> st_targets(Store& store, const tensor_map& map, st_host_c
         const bool per_layer = e && leaf.find("{i}") != std::string::npos && tensor.find("{i}") != std::string::npos;
         if (!per_layer) {
           const std::string what = "leaf '" + leaf + "'";
-          out.push_back({what, tensor, how, st_dtype_of<typename L::dtype>, whole, file_shape(how, whole, what), bytes});
+          out.push_back({what, tensor, how, st_dtype_of<typename L::dtype>, whole, file_shape(how, whole, what), bytes,
+                         L::role == leaf_role::state});
           return;
         }
         rt_shape slice;
@@ -137,7 +139,7 @@ std::vector<st_target> st_targets(Store& store, const tensor_map& map, st_host_c
         for (std::size_t k = 0; k < static_cast<std::size_t>(whole.d[0]); ++k) {
           const std::string what = "leaf '" + leaf + "' (layer " + std::to_string(k) + ")";
           out.push_back({what, with_layer(tensor, k), how, st_dtype_of<typename L::dtype>, slice,
-                         file_shape(how, slice, what), bytes + k * step});
+                         file_shape(how, slice, what), bytes + k * step, L::role == leaf_role::state});
         }
       }
     };
@@ -172,7 +174,11 @@ void load_safetensors(const std::filesystem::path& path, Store& store, const ten
   for (const auto& t : targets) {
     const safetensors_tensor* f = file.find(t.tensor);
     const std::string head = file.where() + "tensor '" + t.tensor + "' for " + t.what + ": expected ";
-    if (!f) throw error(head + detail::shape_text(t.dtype, t.file) + ", found no such tensor");
+    if (!f)
+      throw error(head + detail::shape_text(t.dtype, t.file) + ", found no such tensor" +
+                  (t.state ? std::string(" (FP8 scaling state, which a file of weights alone does not hold: "
+                                         "tensor_map{}.weights_only() loads the weights and starts the state afresh)")
+                           : std::string()));
     if (f->dtype != t.dtype)
       throw error(head + "dtype " + std::string(name_of(t.dtype)) + ", found " + std::string(name_of(f->dtype)));
     bool same = f->shape.rank == t.file.rank;
