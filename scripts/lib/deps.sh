@@ -10,9 +10,10 @@
 # libblas.so.3 OpenBLAS, so Debian's PyTorch (built with BLAS_INFO=generic) is a fair peer in
 # bench/vs_pytorch_cpu.py rather than netlib's reference BLAS; libopenblas-dev gives
 # bench_gemm_cpu its OpenBLAS side (cblas.h). Open MPI (openmpi-bin, libopenmpi-dev) runs the
-# data-parallel tests on real ranks (tests/mpi) and the 2-rank demo.
+# data-parallel tests on real ranks (tests/mpi) and the 2-rank demo. clang-19 builds two unit
+# tests with clang (unit.clang: the headers compile and compute the same under clang).
 CTG_DEBIAN_PACKAGES=(cmake g++ doctest-dev libbenchmark-dev libeigen3-dev python3-torch graphviz libopenblas0-pthread
-  libopenblas-dev openmpi-bin libopenmpi-dev)
+  libopenblas-dev openmpi-bin libopenmpi-dev clang-19)
 
 ctg_install_missing_deps() {
   local who="${1:-ctg}"

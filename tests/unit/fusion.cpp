@@ -6,6 +6,7 @@
 
 #include <ctg/ctg.hpp>
 #include <ctg/lower/describe.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +68,36 @@ void check_same_nonzero_grad(std::span<const G> fused, std::span<const G> plain)
   CHECK(nonzero > fused.size() / 2);
 }
 }  // namespace
+
+TEST_CASE("an element function's a*b+c is rounded twice, never one FMA (silu's gradient)") {
+  // silu'(x) = s (1 + x (1 - s)), s = sigmoid(x). On a target with FMA,
+  // clang's default contraction made 1 + x*(1-s) one fma (g++'s default made
+  // such sums across nodes one): the CPU's bits then were not the GPU's
+  // (--fmad=false) nor PyTorch's. The reference rounds the product first.
+  using P = ctg::param<"p", ctg::f32, 64, 64>;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::silu(P{})));
+  ctg::cpu::device dev;
+  auto store = ctg::make_store(dev, step);
+  const auto xs = random_floats(64 * 64, 11, -6.0f, 6.0f);
+  std::copy(xs.begin(), xs.end(), store.param<P>().begin());
+  step(store);
+  const auto grad = store.grad<P>();
+  // s as ctg computes it (sigmoid's exp, inlined into this file's code, would
+  // be compiled with this file's contraction under g++).
+  auto sigmoid = ctg::forward(ctg::sigmoid(P{}));
+  auto s_store = ctg::make_store(dev, sigmoid);
+  std::copy(xs.begin(), xs.end(), s_store.param<P>().begin());
+  sigmoid(s_store);
+  const auto sv = s_store.value();
+  std::size_t diff = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const float x = xs[i], s = sv[i];
+    volatile float product = x * (1.0f - s);  // (stored: rounded, not fused into the add)
+    const float want = s * (1.0f + product);
+    diff += std::memcmp(&want, &grad[i], sizeof(float)) != 0;
+  }
+  CHECK(diff == 0);
+}
 
 TEST_CASE("a 6-op elementwise chain is one group") {
   X x;

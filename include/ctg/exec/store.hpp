@@ -693,7 +693,8 @@ class basic_store {
   // Fed ids as the host reads them: in place, or (a backend whose memory the
   // host cannot read: Backend::host_readable) copied here first.
   auto host_ids() {
-    return [this](std::span<const i32> ids) -> std::span<const i32> {
+    // ([&]: only `this` is used, and only by a backend's branch; clang warns of [this] unused on the CPU.)
+    return [&](std::span<const i32> ids) -> std::span<const i32> {
       if constexpr (requires { Backend::host_readable(ids.data()); }) {
         if (!Backend::host_readable(ids.data())) {
           ids_copy_.resize(ids.size());

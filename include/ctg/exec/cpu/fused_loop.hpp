@@ -56,7 +56,7 @@ struct cpu_fused_group {
     dim_t j = 0;
     for (; j + 16 <= L; j += 16) {
       V v[16];
-#pragma GCC ivdep
+CTG_IVDEP
       for (dim_t u = 0; u < 16; ++u) v[u] = X::value(c, j + u);
       block(v, j);
     }
@@ -231,7 +231,7 @@ bool axis_reduce_blocks(const rt_shape& it, const rt_shape& xs, const rt_shape& 
         std::fill(a, a + n, Op::template identity<double>());
         for (dim_t r = 0; r < R; ++r) {
           const T* xr = x + (o * R + r) * I + c0;
-#pragma GCC ivdep
+CTG_IVDEP
           for (dim_t i = 0; i < n; ++i) a[i] = Op::combine(a[i], static_cast<double>(load_as<T>(xr[i])));
         }
         TOut* oc = out + o * I + c0;
@@ -375,7 +375,7 @@ void run_axis_reduce(const group_call& g, const bindings_view& b, workspace& ws)
         layout.enter_row(c, row);
         F::inline_reductions(c, L, typename Plan::reductions{});
         if constexpr (Plan::root_advances) {
-#pragma GCC ivdep
+CTG_IVDEP
           for (dim_t j = j0; j < j1; ++j) a[j] = Op::combine(a[j], static_cast<double>(F::body::value(c, j)));
         } else {
           a[0] = Op::combine(a[0], F::template combine_row<typename F::root_reduction>(c, L));

@@ -280,7 +280,9 @@ __attribute__((target("avx2,fma"))) void gemm_tile_avx2(dim_t K, const float* co
 // (g++ 12's intrinsics start some results from a self-initialized
 // "undefined" register, which -Wmaybe-uninitialized reports once inlined.)
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 template <int MR, int NV, class TC>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile_bf16(
     dim_t K2, const std::uint16_t* const* a, dim_t a_step, const std::uint32_t* b, TC* c, dim_t ldc, int mr, int nr,

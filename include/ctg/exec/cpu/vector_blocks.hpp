@@ -40,7 +40,7 @@ template <class F>
 CTG_FORCEINLINE void each_in_blocks_of_16(dim_t j0, dim_t j1, F&& f) {
   dim_t j = j0;
   for (; j + 16 <= j1; j += 16) {
-#pragma GCC ivdep
+CTG_IVDEP
     for (dim_t u = 0; u < 16; ++u) f(j + u);
   }
   for (; j < j1; ++j) f(j);
@@ -59,7 +59,7 @@ CTG_FORCEINLINE void each_in_overlapping_blocks_of_16(dim_t j0, dim_t j1, F&& f)
   }
   for (dim_t j = j0;; j += 16) {
     if (j > j1 - 16) j = j1 - 16;
-#pragma GCC ivdep
+CTG_IVDEP
     for (dim_t u = 0; u < 16; ++u) f(j + u);
     if (j == j1 - 16) break;
   }
