@@ -359,6 +359,50 @@ TEST_CASE("gemm: transposed operands give the bits of transposing first") {
   }
 }
 
+// add_to_c (C += op(A) op(B)) starts each output's chain from C's value: a
+// batch's products added one after another into a zeroed C are bit for bit
+// one product over all their k (a matmul summed over its batches:
+// cpu::run_summed_matmul), on every f32 kernel set, transposed or not,
+// with threads, over blocks of k too.
+TEST_CASE("gemm: add_to_c continues each output's chain (a batch's products summed as one product over their k)") {
+  ctg::cpu::thread_pool pool(3);
+  auto check = [&]<class T>(mnk s, dim_t batches, gemm_isa isa, std::type_identity<T>) {
+    const dim_t kk = s.k * batches;  // the concatenated product: op(A) [M, kk], op(B) [kk, N]
+    const auto a = random_values<T>(static_cast<std::size_t>(s.m * kk), 31);
+    const auto b = random_values<T>(static_cast<std::size_t>(kk * s.n), 32);
+    const auto want = fma_chain<T, T, float>({s.m, s.n, kk}, a, b);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (ctg::cpu::thread_pool* p : {static_cast<ctg::cpu::thread_pool*>(nullptr), &pool}) {
+          std::vector<float> got(want.size(), 0.0f);
+          ctg::cpu::gemm_workspace ws;
+          for (dim_t t = 0; t < batches; ++t) {
+            std::vector<T> at(static_cast<std::size_t>(s.m * s.k)), bt(static_cast<std::size_t>(s.k * s.n));
+            for (dim_t i = 0; i < s.m; ++i)  // batch t's op(A): columns [t K, (t + 1) K) of A
+              for (dim_t k = 0; k < s.k; ++k) at[i * s.k + k] = a[i * kk + t * s.k + k];
+            for (dim_t k = 0; k < s.k; ++k)  // its op(B): rows [t K, (t + 1) K) of B
+              for (dim_t j = 0; j < s.n; ++j) bt[k * s.n + j] = b[(t * s.k + k) * s.n + j];
+            const auto as = ta ? transposed(at, s.m, s.k) : at, bs = tb ? transposed(bt, s.k, s.n) : bt;
+            ctg::detail::gemm_with(isa, s.m, s.n, s.k, as.data(), bs.data(), got.data(), ws, p,
+                                   {.transpose_a = ta, .transpose_b = tb, .add_to_c = true});
+          }
+          std::size_t bad = 0;
+          for (std::size_t e = 0; e < want.size(); ++e) bad += bits(got[e]) != bits(want[e]);
+          INFO(str(s), " x ", batches, " isa ", static_cast<int>(isa), " transpose_a ", ta, " transpose_b ", tb,
+               " pool ", p != nullptr);
+          CHECK(bad == 0);
+        }
+  };
+  for (gemm_isa isa : {gemm_isa::portable, gemm_isa::avx2, gemm_isa::avx512}) {
+    if (!ctg::detail::gemm_isa_available(isa)) continue;
+    for (auto [s, batches] : {std::pair{mnk{17, 33, 17}, dim_t{3}}, std::pair{mnk{40, 172, 64}, dim_t{2}},
+                              std::pair{mnk{9, 41, 2100}, dim_t{2}}, std::pair{mnk{5, 7, 1}, dim_t{4}}}) {
+      check(s, batches, isa, std::type_identity<ctg::f32>{});
+      check(s, batches, isa, std::type_identity<ctg::bf16>{});
+    }
+  }
+}
+
 // A transposed A is packed by tile of MR rows before the kernels read it
 // (k-major within a tile; pairs of k for vdpbf16ps): each row's values, and
 // zeros past the last row, where the returned gemm_rows says they are. The

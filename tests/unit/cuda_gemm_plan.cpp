@@ -89,8 +89,14 @@ reference interpret(const cu::gemm_plan& p, const TA* a, const TB* b, dim_t d_el
           }
           const std::size_t d = static_cast<std::size_t>(d0 + i + j * o.d.ld);
           REQUIRE(d < out.value.size());
-          out.value[d] = alpha * sum;
-          out.magnitude[d] = alpha * mag;
+          if (c.accumulate) {  // (beta 1: D holds an earlier call's value)
+            REQUIRE(!std::isnan(out.value[d]));
+            out.value[d] += alpha * sum;
+            out.magnitude[d] += alpha * mag;
+          } else {
+            out.value[d] = alpha * sum;
+            out.magnitude[d] = alpha * mag;
+          }
         }
     }
   }
@@ -105,20 +111,23 @@ constexpr double unit_roundoff() {
 
 // What the checks saw.
 struct tally {
-  int products = 0, fp8 = 0, transposed = 0, folded = 0, strided = 0, per_batch = 0, bad = 0;
+  int products = 0, fp8 = 0, transposed = 0, folded = 0, strided = 0, per_batch = 0, summed = 0, bad = 0;
   double worst = 0;  // the largest |cpu - plan| / bound
 };
 tally seen;
 
-// Plans C = op(A) op(B) from the run's shapes, runs the plan, and compares
-// with what the CPU wrote. Bound: the f32 accumulation of K terms and the
-// fp8 scaling ((K + 2) u32 of the sum of |terms|), then the rounding of the
-// result to its type (u of that type, relative).
-template <class TA, class TB, class TD, bool Fp8, bool TrA, bool TrB>
+// Plans C = op(A) op(B) (summed over its batches: SumBatches) from the
+// run's shapes, runs the plan, and compares with what the CPU wrote. Bound:
+// the f32 accumulation of the K terms of every batch summed, one more
+// rounding a batch, and the fp8 scaling ((K batches + batches + 2) u32 of
+// the sum of |terms|), then the rounding of the result to its type (u of
+// that type, relative).
+template <class TA, class TB, class TD, bool Fp8, bool TrA, bool TrB, bool SumBatches>
 void check_product(const ctg::group_call& g, const ctg::bindings_view& b) {
   const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
   const auto p = cu::plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], cu::gemm_type_of<TA>(), cu::gemm_type_of<TB>(),
-                               cu::gemm_type_of<TD>(), Fp8, TrA, TrB);
+                               cu::gemm_type_of<TD>(), Fp8, TrA, TrB, SumBatches);
+  const dim_t summed = SumBatches ? ctg::product_batch_dims(b.shape[ia], b.shape[ib]).numel() : 1;
   const double alpha = Fp8 ? double(ctg::fp8_side(b, ia)->scale_inv) * double(ctg::fp8_side(b, ib)->scale_inv) : 1.0;
   const dim_t n = b.shape[r].numel();
   const reference ref = interpret(p, b.template as<const TA>(ia), b.template as<const TB>(ib), n, alpha);
@@ -126,7 +135,7 @@ void check_product(const ctg::group_call& g, const ctg::bindings_view& b) {
   const dim_t K = TrA ? b.shape[ia].d[b.shape[ia].rank - 2] : b.shape[ia].d[b.shape[ia].rank - 1];
   for (dim_t i = 0; i < n; ++i) {
     const double got = static_cast<double>(ctg::to_float(cpu[i])), want = ref.value[static_cast<std::size_t>(i)];
-    const double sum_error = double(K + 2) * 0x1p-24 * ref.magnitude[static_cast<std::size_t>(i)];
+    const double sum_error = double(K * summed + summed + 2) * 0x1p-24 * ref.magnitude[static_cast<std::size_t>(i)];
     const double bound = sum_error + unit_roundoff<TD>() * (std::abs(want) + sum_error) + 1e-30;
     const double ratio = std::abs(got - want) / bound;
     if (!(ratio <= 1.0)) ++seen.bad;
@@ -134,6 +143,7 @@ void check_product(const ctg::group_call& g, const ctg::bindings_view& b) {
   }
   ++seen.products;
   seen.fp8 += Fp8;
+  seen.summed += SumBatches;
   seen.transposed += !p.transposes.empty();
   for (const auto& c : p.calls) {
     seen.folded += c.n > b.shape[r].d[b.shape[r].rank - 2];
@@ -174,12 +184,14 @@ std::vector<double> naive_product(const ctg::rt_shape& a, const ctg::rt_shape& b
   return out;
 }
 
-// Plans C = op(A) op(B) on random data and checks the plan's calls (how many, and each one's batches) and its
-// interpreted result against naive_product.
+// Plans C = op(A) op(B) (c: the product's shape; summed, its sum over the batches) on random data and checks the
+// plan's calls (how many, and each one's batches) and its interpreted result against naive_product.
 void check_broadcast_plan(const ctg::rt_shape& a, const ctg::rt_shape& b, const ctg::rt_shape& c, bool fp8,
-                          bool tr_a, bool tr_b, std::size_t calls, dim_t batches) {
+                          bool tr_a, bool tr_b, std::size_t calls, dim_t batches, bool summed = false) {
   const auto t = fp8 ? e4m3 : f32;  // (the interpreter reads floats whatever the type: fp8 tests the transposes)
-  const cu::gemm_plan p = cu::plan_gemm(a, b, c, t, t, f32, fp8, tr_a, tr_b);
+  ctg::rt_shape d = c;  // (the result's shape)
+  if (summed) d = test_shapes::dims({c.d[c.rank - 2], c.d[c.rank - 1]});
+  const cu::gemm_plan p = cu::plan_gemm(a, b, d, t, t, f32, fp8, tr_a, tr_b, summed);
   REQUIRE(p.calls.size() == calls);
   for (const cu::gemm_call& call : p.calls) CHECK(call.batches == batches);
   unsigned state = 7;
@@ -190,8 +202,13 @@ void check_broadcast_plan(const ctg::rt_shape& a, const ctg::rt_shape& b, const 
   std::vector<float> x(static_cast<std::size_t>(a.numel())), y(static_cast<std::size_t>(b.numel()));
   for (float& v : x) v = random();
   for (float& v : y) v = random();
-  const reference got = interpret(p, x.data(), y.data(), c.numel(), 1.0);
-  const std::vector<double> want = naive_product(a, b, c, x, y, tr_a, tr_b);
+  const reference got = interpret(p, x.data(), y.data(), d.numel(), 1.0);
+  std::vector<double> want = naive_product(a, b, c, x, y, tr_a, tr_b);
+  if (summed) {  // (the batches' products added up)
+    const std::size_t mn = static_cast<std::size_t>(d.numel());
+    for (std::size_t i = mn; i < want.size(); ++i) want[i % mn] += want[i];
+    want.resize(mn);
+  }
   for (std::size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got.value[i] - want[i]) <= 1e-12);
 }
 
@@ -204,7 +221,12 @@ struct plan_checking_backend : ctg::cpu::backend {
     using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
     using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
     check_product<C0, C1, typename node::dtype, node::kind == ctg::node_kind::fp8_matmul, node::transpose_a,
-                  node::transpose_b>(g, b);
+                  node::transpose_b, summed_product<node>()>(g, b);
+  }
+  template <class N>
+  static constexpr bool summed_product() {
+    if constexpr (N::kind == ctg::node_kind::matmul) return N::sum_batches;
+    else return false;
   }
   template <class Key, std::size_t R>
   static consteval ctg::runner_t<workspace> runner_for() {
@@ -312,15 +334,42 @@ TEST_CASE("every product of the tiny transformer's step, planned and interpreted
   const tally q = check_transformer<pr::fp8<pr::delayed<>>>();
   MESSAGE("products checked: f32 " << f.products << ", bf16 " << b.products << ", fp8 " << q.products << " ("
                                    << q.fp8 << " fp8, " << q.transposed << " with a transposed copy); worst error / "
-                                   << "bound " << std::max({f.worst, b.worst, q.worst}));
+                                   << "bound: f32 " << f.worst << ", bf16 " << b.worst << ", fp8 " << q.worst);
   for (const tally* t : {&f, &b, &q}) {
     CHECK(t->bad == 0);
     CHECK(t->products >= 2 * 12);  // (2 steps; per layer q, k, v, o, 2 mlp, 2 attention products, and the head)
     CHECK(t->folded > 0);          // [batch, seq, dim] x weights: one product
     CHECK(t->strided > 0);         // attention: [batch, heads, ...] batches
   }
+  CHECK(f.summed > 0);  // (attention's projection weights' gradients, w @ x^T's: summed over the batch)
+  CHECK(b.summed > 0);
   CHECK(q.fp8 > 0);
   CHECK(q.transposed > 0);
+}
+
+TEST_CASE("a product summed over its batches: a call per batch, each after the first adding to D") {
+  // w @ x^T's weight gradient: dy [3, 4, 5] x [3, 5, 6] -> [4, 6], the sum over the 3 batches.
+  auto p = cu::plan_gemm(shape({3, 4, 5}), shape({3, 5, 6}), shape({4, 6}), f32, f32, f32, false, false, false, true);
+  REQUIRE(p.calls.size() == 3);
+  for (std::size_t t = 0; t < 3; ++t) {
+    CHECK((p.calls[t].accumulate == (t > 0) && p.calls[t].d_offset == 0 && p.calls[t].batches == 1));
+    CHECK((p.calls[t].second_offset == dim_t(t) * 20 && p.calls[t].first_offset == dim_t(t) * 30));
+  }
+  check_broadcast_plan(shape({3, 4, 5}), shape({3, 5, 6}), shape({3, 4, 6}), false, false, false, 3, 1, true);
+  // Broadcast batch dims [2, 3] (A [2, 1], B [3]), operands read transposed: 6 calls.
+  check_broadcast_plan(shape({2, 1, 5, 4}), shape({3, 6, 5}), shape({2, 3, 4, 6}), false, true, true, 6, 1, true);
+  // A matrix times batches (a rank-2 A broadcast), and the batches of one operand read transposed.
+  check_broadcast_plan(shape({4, 5}), shape({3, 5, 6}), shape({3, 4, 6}), false, false, false, 3, 1, true);
+  check_broadcast_plan(shape({3, 5, 4}), shape({5, 6}), shape({3, 4, 6}), false, true, false, 3, 1, true);
+  // No batch, or no k: zeros, no call.
+  p = cu::plan_gemm(shape({0, 4, 5}), shape({0, 5, 6}), shape({4, 6}), f32, f32, f32, false, false, false, true);
+  CHECK((p.calls.empty() && p.zeros == 24));
+  p = cu::plan_gemm(shape({3, 4, 0}), shape({3, 0, 6}), shape({4, 6}), f32, f32, f32, false, false, false, true);
+  CHECK((p.calls.empty() && p.zeros == 24));
+  // (fp8, or a result of more than two dims, is not a summed product)
+  CHECK_THROWS_AS(cu::plan_gemm(shape({3, 4, 5}), shape({3, 5, 6}), shape({3, 4, 6}), f32, f32, f32, false, false,
+                                false, true),
+                  ctg::error);
 }
 
 TEST_CASE("broadcast batches no stride describes: one strided-batched call per index of the leading batch dims") {

@@ -288,6 +288,62 @@ TEST_CASE("matmul of batches of rows by a matrix: the weight's gradient over all
   for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == 2.0 * static_cast<double>(i));
 }
 
+namespace {
+// Does the step hold a matmul summed over its batches (matmul_node's
+// SumBatches), and how many reductions?
+template <class N>
+constexpr bool is_summed_product() {
+  if constexpr (N::kind == ctg::node_kind::matmul) return N::sum_batches;
+  else return false;
+}
+template <class Step>
+constexpr std::size_t summed_products = []<class... Ns>(ctg::tl::list<Ns...>) {
+  return (std::size_t(0) + ... + std::size_t(is_summed_product<Ns>()));
+}(typename Step::nodes{});
+template <class Step>
+constexpr std::size_t reductions = []<class... Ns>(ctg::tl::list<Ns...>) {
+  return (std::size_t(0) + ... + std::size_t(Ns::kind == ctg::node_kind::reduce));
+}(typename Step::nodes{});
+}  // namespace
+
+// w [F, d] @ x^T over a dyn batch (attention's projections): w's gradient is
+// the batches' products summed in the product itself, [F, d] in f32 (f64
+// here), not [batch, F, d] partial products summed by a reduction; against
+// finite differences, for 1 and 3 batches; over no batch, zeros (the buffer
+// is written, not left as the last step's).
+TEST_CASE("matmul: the gradient of a matrix a batched product broadcasts is its batches' products summed") {
+  using X = ctg::input<"x", ctg::f64, ctg::dyn, 5, 4>;
+  using W = ctg::param<"w", ctg::f64, 3, 4>;
+  gc::rng rng(94);
+  ctg::cpu::device dev;
+  auto step = ctg::value_and_grad(ctg::sum(ctg::tanh(ctg::matmul(W{}, ctg::transpose(X{})))), ctg::wrt<W>);
+  using S = decltype(step);
+  static_assert(summed_products<S> == 1);
+  static_assert(reductions<S> == 1, "the loss's sum only");
+  using G = ctg::tl::at_t<1, S::outputs>;
+  static_assert(std::is_same_v<ctg::shape_t<G>, ctg::shape<3, 4>>);
+  auto st = ctg::make_store(dev, step);
+  gc::set<W>(st, rng.vec(12, -1.0, 1.0));
+  for (std::size_t batches : {1u, 3u}) {
+    CAPTURE(batches);
+    const auto x = gc::data_of<double>(rng.vec(batches * 5 * 4, -1.0, 1.0));
+    gc::check_grad<W>(step, st, gc::f64_tol, ctg::feed<X>(std::span<const double>(x), batches));
+  }
+  const std::vector<double> none;
+  step(st, ctg::feed<X>(std::span<const double>(none), 0));
+  for (double g : st.grad<W>()) CHECK(g == 0.0);
+  // A static batch, and the matrix on the right read transposed: the same node.
+  using Y = ctg::param<"y", ctg::f64, 2, 3, 4>;
+  using V = ctg::param<"v", ctg::f64, 5, 4>;
+  auto right = ctg::value_and_grad(ctg::sum(ctg::tanh(ctg::matmul(Y{}, ctg::transpose(V{})))), ctg::wrt<Y, V>);
+  static_assert(summed_products<decltype(right)> == 1 && reductions<decltype(right)> == 1);
+  auto rs = ctg::make_store(dev, right);
+  gc::set<Y>(rs, rng.vec(24, -1.0, 1.0));
+  gc::set<V>(rs, rng.vec(20, -1.0, 1.0));
+  gc::check_grad<V>(right, rs, gc::f64_tol);
+  gc::check_grad<Y>(right, rs, gc::f64_tol);
+}
+
 TEST_CASE("matmul reads an operand stretched along batch dims where it lies; value and gradients") {
   // The gradient of a sum over heads, stretched back over them, times per-head weights.
   using G = ctg::param<"g", ctg::f64, 2, 1, 3, 4>;

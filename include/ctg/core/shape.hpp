@@ -134,4 +134,17 @@ struct rt_shape {
   }
 };
 
+// The shape of a batched product of a and b (rank 2 or more each) without
+// its matrices: their leading dims broadcast by numpy's rule (a 1 stretches;
+// the shapes' agreement is checked where they are resolved).
+constexpr rt_shape product_batch_dims(const rt_shape& a, const rt_shape& b) {
+  rt_shape r;
+  r.rank = (a.rank > b.rank ? a.rank : b.rank) - 2;
+  for (std::size_t i = 1; i <= r.rank; ++i) {
+    const dim_t da = i + 2 <= a.rank ? a.d[a.rank - 2 - i] : 1, db = i + 2 <= b.rank ? b.d[b.rank - 2 - i] : 1;
+    r.d[r.rank - i] = da == 1 ? db : da;
+  }
+  return r;
+}
+
 }  // namespace ctg

@@ -71,8 +71,10 @@ inline group_work group_work_of(const detail::table_view& t, const group_call& c
   } else if (detail::kind_info_of(d.kind).runs_alone) {
     for (std::size_t k = 0; k < d.nchild && k < 2; ++k) w.bytes += bytes(c.child[k]);
     if (d.kind == node_kind::matmul || d.kind == node_kind::fp8_matmul) {
-      const rt_shape& a = v.shape[c.child[0]];
-      w.flops = 2.0 * static_cast<double>(v.shape[c.root].numel()) *
+      const rt_shape &a = v.shape[c.child[0]], &b = v.shape[c.child[1]];
+      // (Summed over batches: the result holds one product, of every batch.)
+      const double products = d.sum_batches ? static_cast<double>(product_batch_dims(a, b).numel()) : 1.0;
+      w.flops = 2.0 * products * static_cast<double>(v.shape[c.root].numel()) *
                 static_cast<double>(a.d[a.rank - (d.transpose_a ? 2 : 1)]);
     }
   } else {

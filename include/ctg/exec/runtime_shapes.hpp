@@ -200,6 +200,7 @@ inline void resolve_shape(const table_view& t, std::size_t i, rt_shape* shapes) 
       sb.rank -= 2;
       out = broadcast_rt(ba, sa, bb, sb,
                          d.kind == node_kind::fp8_matmul ? "fp8_matmul batch dims" : "matmul batch dims");
+      if (d.sum_batches) out.rank = 0;  // (their sum: the batch dims checked, not kept)
       out.d[out.rank++] = a.d[a.rank - 2];
       out.d[out.rank++] = b.d[b.rank - 1];
       break;

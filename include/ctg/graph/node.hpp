@@ -390,28 +390,40 @@ consteval shape_value swap_last_two(shape_value v) {
   v.d[v.rank - 2] = t;
   return v;
 }
-// The shape of op(A) op(B), op = transpose where TA / TB.
-template <class A, class B, bool TA = false, bool TB = false>
+// The shape of op(A) op(B), op = transpose where TA / TB (summed over its
+// batches: the last two dims).
+template <class A, class B, bool TA = false, bool TB = false, bool SumBatches = false>
 consteval shape_value matmul_shape() {
   shape_value a = value_of<typename A::dims>(), b = value_of<typename B::dims>();
   if (TA && a.rank >= 2) a = swap_last_two(a);
   if (TB && b.rank >= 2) b = swap_last_two(b);
-  return matmul_shape_of(a, b);
+  shape_value r = matmul_shape_of(a, b);
+  if (SumBatches && r.ok && r.rank > 2) {
+    r.d[0] = r.d[r.rank - 2];
+    r.d[1] = r.d[r.rank - 1];
+    r.rank = 2;
+  }
+  return r;
 }
 }  // namespace detail
 
 // op(A) op(B), op = transpose where TA / TB: the product reads a transposed
 // operand where it lies (ctg::matmul folds transpose(x) into these flags), so
-// no transposed copy is ever made.
-template <class A, class B, bool TA = false, bool TB = false>
+// no transposed copy is ever made. SumBatches: the sum of the batches'
+// products, [M, N], each output one chain over the batches' k in f32 (f64
+// for f64): the gradient of a matrix a batched product broadcasts (w @ x^T
+// over a batch), with no [batch, M, N] of partial products rounded to the
+// operands' dtype and then summed (autodiff makes it: graph/rules.hpp).
+template <class A, class B, bool TA = false, bool TB = false, bool SumBatches = false>
 struct matmul_node {
   using ctg_node = void;
-  using dtype = promote_t<typename A::dtype, typename B::dtype>;
-  using dims = shape_from<detail::matmul_shape<A, B, TA, TB>()>;
+  using dtype = std::conditional_t<SumBatches, compute_t<promote_t<typename A::dtype, typename B::dtype>>,
+                                   promote_t<typename A::dtype, typename B::dtype>>;
+  using dims = shape_from<detail::matmul_shape<A, B, TA, TB, SumBatches>()>;
   using children = tl::list<A, B>;
   static constexpr node_kind kind = node_kind::matmul;
   static constexpr bool requires_grad = A::requires_grad || B::requires_grad;
-  static constexpr bool transpose_a = TA, transpose_b = TB;
+  static constexpr bool transpose_a = TA, transpose_b = TB, sum_batches = SumBatches;
 };
 
 namespace detail {

@@ -382,12 +382,12 @@ consteval bool reads_child() {
   else return same_product_shape(value_of<typename X::dims>(), value_of<typename C::dims>(),
                                  value_of<typename Other::dims>(), TX, TO, XFirst);
 }
-template <class A, class B, bool TA, bool TB>
+template <class A, class B, bool TA, bool TB, bool SumBatches>
 constexpr auto matmul_reading_b() {
   if constexpr (reads_child<B, A, TB, TA, false>())
-    return node_t<matmul_node<A, typename stretched_from<B>::type, TA, TB>>{};
+    return node_t<matmul_node<A, typename stretched_from<B>::type, TA, TB, SumBatches>>{};
   else
-    return node_t<matmul_node<A, B, TA, TB>>{};
+    return node_t<matmul_node<A, B, TA, TB, SumBatches>>{};
 }
 
 // op(a) op(b) (op: transpose where TA / TB) as one matmul node; a transposed
@@ -395,16 +395,18 @@ constexpr auto matmul_reading_b() {
 // one stretched along batch dims, as its child. (The choice is made by
 // branches, not by an alias of the chosen type: nvcc's front end, given a
 // node spelled through such an alias, did not finish the tiny transformer.)
-template <bool TA, bool TB, expr A, expr B>
+// SumBatches: their sum over the product's batches (matmul_node). (Reading a
+// stretched operand as its child keeps the product's batches, so the sum too.)
+template <bool TA, bool TB, bool SumBatches = false, expr A, expr B>
 constexpr auto matmul_op(A, B) {
   using a = product_operand<node_t<A>, TA>;
   using b = product_operand<node_t<B>, TB>;
   using an = typename a::node;
   using bn = typename b::node;
   if constexpr (reads_child<an, bn, a::transposed, b::transposed, true>())
-    return matmul_reading_b<typename stretched_from<an>::type, bn, a::transposed, b::transposed>();
+    return matmul_reading_b<typename stretched_from<an>::type, bn, a::transposed, b::transposed, SumBatches>();
   else
-    return matmul_reading_b<an, bn, a::transposed, b::transposed>();
+    return matmul_reading_b<an, bn, a::transposed, b::transposed, SumBatches>();
 }
 }  // namespace detail
 

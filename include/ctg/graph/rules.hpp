@@ -136,23 +136,33 @@ consteval bool batched_times_matrix() {
   for (std::size_t i = 0; i + 1 < A::dims::rank; ++i) rows_merge = rows_merge && A::dims::dims[i] == dyn;
   return rows_merge;
 }
+// Is operand X a matrix that the batched product Y broadcasts over its
+// batches (its gradient: the sum of the batches' products)?
+template <class X, class Y>
+inline constexpr bool matrix_over_batches = X::dims::rank == 2 && Y::dims::rank > 2;
 }  // namespace detail
 
 // y = op(A) op(B): d op(A) = g op(B)^T, d op(B) = op(A)^T g, transposed
 // back where op is; every transpose is a flag of the product, not a copy.
+// The gradient of a matrix the product broadcasts over batches is summed
+// over them in the product itself (matmul_node's SumBatches), or, where the
+// batches' rows merge, is one product over all of them.
 template <std::size_t K, class A, class B, bool TA, bool TB, class G>
 constexpr auto rule(matmul_node<A, B, TA, TB>, G g) {
+  using Y = matmul_node<A, B, TA, TB>;
   if constexpr (K == 0) {
-    if constexpr (!TA) return detail::matmul_op<false, !TB>(g, B{});
-    else return detail::matmul_op<TB, true>(B{}, g);
+    constexpr bool sum = detail::matrix_over_batches<A, Y>;
+    if constexpr (!TA) return detail::matmul_op<false, !TB, sum>(g, B{});
+    else return detail::matmul_op<TB, true, sum>(B{}, g);
   } else if constexpr (!TA && !TB && detail::batched_times_matrix<A, B>()) {
     // One product over every row of every batch (K = batch * M), as the
     // batched product's sum over batches: no [batch, K, N] partial products.
     constexpr dim_t k = A::dims::dims[A::dims::rank - 1], n = B::dims::dims[1];
     return detail::matmul_op<true, false>(reshape<shape<dyn, k>>(A{}), reshape<shape<dyn, n>>(g));
   } else {
-    if constexpr (!TB) return detail::matmul_op<!TA, false>(A{}, g);
-    else return detail::matmul_op<true, TA>(g, A{});
+    constexpr bool sum = detail::matrix_over_batches<B, Y>;
+    if constexpr (!TB) return detail::matmul_op<!TA, false, sum>(A{}, g);
+    else return detail::matmul_op<true, TA, sum>(g, A{});
   }
 }
 

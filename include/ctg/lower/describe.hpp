@@ -140,10 +140,13 @@ consteval std::string_view kind_op_name(node_kind k) {
 }
 
 // A product's op with the operands it reads transposed: "matmul a^T b".
-consteval std::string_view product_op_name(node_kind k, bool ta, bool tb) {
+// ("matmul summed": the sum of the batches' products.)
+consteval std::string_view product_op_name(node_kind k, bool ta, bool tb, bool summed = false) {
   constexpr std::string_view plain[4] = {"matmul", "matmul a b^T", "matmul a^T b", "matmul a^T b^T"};
+  constexpr std::string_view sums[4] = {"matmul summed", "matmul summed a b^T", "matmul summed a^T b",
+                                        "matmul summed a^T b^T"};
   constexpr std::string_view fp8[4] = {"fp8_matmul", "fp8_matmul a b^T", "fp8_matmul a^T b", "fp8_matmul a^T b^T"};
-  return (k == node_kind::matmul ? plain : fp8)[2 * ta + tb];
+  return (k == node_kind::fp8_matmul ? fp8 : summed ? sums : plain)[2 * ta + tb];
 }
 
 // What the node's type says: op, name, dtype, dims, grad.
@@ -177,7 +180,8 @@ consteval node_description describe_type() {
     d.layers = N::layers;
     d.recomputes_layers = N::recompute;
   } else if constexpr (k == node_kind::matmul || k == node_kind::fp8_matmul) {
-    d.op = product_op_name(k, N::transpose_a, N::transpose_b);
+    if constexpr (k == node_kind::matmul) d.op = product_op_name(k, N::transpose_a, N::transpose_b, N::sum_batches);
+    else d.op = product_op_name(k, N::transpose_a, N::transpose_b);
   } else if constexpr (k == node_kind::attention) {
     constexpr std::string_view names[] = {"attention_lse", "causal_attention", "attention_grad"};
     d.op = names[static_cast<int>(N::pass)];

@@ -8,6 +8,7 @@
 //   ctg::cpu::gemm(M, N, K, a, b, c, ws);       // a: TA*, b: TB*, c: TC*
 //   ctg::cpu::gemm(M, N, K, a, b, c, ws, pool); // the same bits, on a thread_pool
 //   ctg::cpu::gemm(M, N, K, a, b, c, ws, pool, {.transpose_a = true});  // A^T B
+//   ctg::cpu::gemm(M, N, K, a, b, c, ws, pool, {.add_to_c = true});      // C += A B (f32 or f64 C)
 //   ctg::cpu::gemm_sharing_b(M, N, K, a, b, c, {a_offsets, c_offsets, n}, ws);  // n products, one B
 //
 // Numerics. Every output is one f32 fused multiply-add chain in k order,
@@ -75,6 +76,7 @@
 #include <ctg/core/shape.hpp>
 #include <ctg/core/dtype_rules.hpp>
 #include <ctg/core/dtypes.hpp>
+#include <ctg/core/error.hpp>
 #include <ctg/exec/cpu/thread_pool.hpp>
 #include <ctg/exec/cpu/transpose.hpp>
 
@@ -89,9 +91,13 @@ CTG_HOT_BEGIN
 
 namespace ctg::cpu {
 
-// Which operands a gemm reads transposed (A stored [K,M], B stored [N,K]).
+// Which operands a gemm reads transposed (A stored [K,M], B stored [N,K]);
+// add_to_c: C += op(A) op(B), each output's chain starting from C's value
+// instead of +0 (an f32 or f64 C: a sum of products, as the products of a
+// batch summed into one result continue one chain over the batches).
 struct gemm_layout {
   bool transpose_a = false, transpose_b = false;
+  bool add_to_c = false;
 };
 
 // Products that read one B: product p reads op(A) at A + a_offset[p] and
@@ -541,14 +547,15 @@ struct gemm_rows {
 
 // Tiles of rows [i_begin, i_end) and panels [p0, p1) of C from rows of
 // op(A) and packed B, blocked as above: K steps of f32 values (gemm_kernels)
-// or of bf16 pairs (gemm_bf16_kernels). Kernels that write TC write C; f32
+// or of bf16 pairs (gemm_bf16_kernels), the chains starting from C's values
+// with add_to_c (C f32, its kernels writing it). Kernels that write TC write C; f32
 // kernels for a narrow C accumulate in `block` (room for the rows times a
 // chunk's columns: gemm_block_floats), rounded once. Kernels that round to
 // a narrow C themselves take each tile over all of K, unblocked (between
 // blocks of k a sum can wait only in f32).
 template <class Kernels, class TRow, class TPanel, class TC>
 void gemm_tiles(const Kernels& ks, dim_t N, dim_t K, gemm_rows<TRow> A, const TPanel* bp, TC* C, dim_t i_begin,
-                dim_t i_end, dim_t p0, dim_t p1, float* block) {
+                dim_t i_end, dim_t p0, dim_t p1, float* block, bool add_to_c) {
   using Out = typename Kernels::out_type;
   static_assert(std::is_same_v<Out, TC> || std::is_same_v<Out, float>);
   const TRow* rows[gemm_max_mr];
@@ -574,7 +581,7 @@ void gemm_tiles(const Kernels& ks, dim_t N, dim_t K, gemm_rows<TRow> A, const TP
             for (int r = 0; r < ks.mr; ++r)
               rows[r] = A.base + (i0 - i_begin) * A.tile_step + std::min(r, mr - 1) * A.row_step + k0 * A.k_step;
             if constexpr (std::is_same_v<Out, TC>)
-              fn(steps, rows, A.k_step, slice, C + i0 * N + j0, N, mr, nr, k0 > 0);
+              fn(steps, rows, A.k_step, slice, C + i0 * N + j0, N, mr, nr, add_to_c || k0 > 0);
             else
               fn(steps, rows, A.k_step, slice, block + (i0 - i_begin) * ldb + (j0 - first_col), ldb, mr, nr, k0 > 0);
           }
@@ -592,7 +599,7 @@ template <class TA, class TB>
 void gemm_f64(dim_t M, dim_t N, dim_t K, const TA* A, const TB* B, f64* C, cpu::gemm_layout layout) {
   for (dim_t i = 0; i < M; ++i) {
     f64* c = C + i * N;
-    std::fill(c, c + N, 0.0);
+    if (!layout.add_to_c) std::fill(c, c + N, 0.0);
     for (dim_t k = 0; k < K; ++k) {
       const f64 av = load_as<TA>(layout.transpose_a ? A[k * M + i] : A[i * K + k]);
       for (dim_t j = 0; j < N; ++j)
@@ -696,7 +703,7 @@ void gemm_f32_chains(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A0, cons
     float* block = nullptr;
     if constexpr (!std::is_same_v<TC, f32>)
       block = ws.c_f32(gemm_block_floats(ks, i1 - i0, p1 - p0), worker);
-    gemm_tiles(ks, N, K, a, bp, C + ps.c_at(product), i0, i1, p0, p1, block);
+    gemm_tiles(ks, N, K, a, bp, C + ps.c_at(product), i0, i1, p0, p1, block, layout.add_to_c);
   });
 }
 
@@ -739,11 +746,13 @@ void gemm_bf16_pairs(dim_t M, dim_t N, dim_t K, const bf16* A0, const bf16* B, T
     }
     // Pair steps are as long in bytes as f32 steps: the same blocks. A long
     // K2 takes the kernels that write f32, a bf16 C's sums waiting in a block.
-    if (K2 <= gemm_long_k) return gemm_tiles(ks, N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1, nullptr);
+    if (K2 <= gemm_long_k)
+      return gemm_tiles(ks, N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1, nullptr, layout.add_to_c);
     float* block = nullptr;
     if constexpr (!std::is_same_v<TC, f32>)
       block = ws.c_f32(gemm_block_floats(ks, i1 - i0, p1 - p0), worker);
-    gemm_tiles(gemm_bf16_kernels_for<float>(), N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1, block);
+    gemm_tiles(gemm_bf16_kernels_for<float>(), N, K2, a, bp, C + ps.c_at(product), i0, i1, p0, p1, block,
+               layout.add_to_c);
   });
 }
 
@@ -793,8 +802,10 @@ void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B
   } else {
     static_assert(std::is_same_v<compute_t<TC>, f32>);
     if (M <= 0 || N <= 0 || ps.count <= 0) return;
+    if constexpr (!std::is_same_v<TC, f32>)  // (a narrow C's sums wait in f32 scratch, not in C)
+      if (layout.add_to_c) throw error("ctg: gemm: add_to_c needs an f32 or f64 C (internal)");
     if constexpr (std::is_same_v<TA, TB>) {
-      if (gemm_computed_transposed(M, N, layout, ps)) {  // (the one product: A and C at its offsets)
+      if (!layout.add_to_c && gemm_computed_transposed(M, N, layout, ps)) {  // (the one product: A and C at its offsets)
         TC* ct = ws.transposed_c<TC>(static_cast<std::size_t>(N * M));
         gemm_with(isa, N, M, K, B, A + ps.a_at(0), ct, ws, pool, {.transpose_a = false, .transpose_b = true});
         for (dim_t j0 = 0; j0 < N; j0 += cpu::transpose_tile)  // C^T's rows in tiles

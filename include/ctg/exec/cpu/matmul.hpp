@@ -4,9 +4,13 @@
 // (one FMA chain per output, in k order, accumulated in f32; f64 for f64):
 //
 //   ctg::cpu::run_matmul<TA, TB, TC>(call, bindings, workspace, nullptr);  // C = A B
+//   ctg::cpu::run_summed_matmul<TA, TB, TC, TransposeA, TransposeB>(...);  // C = the sum of the batches' op(A) op(B)
 //   ctg::cpu::run_fp8_matmul<QA, QB, TC, TransposeA, TransposeB>(...);   // op(A) op(B) of fp8 payloads, scaled once
 // (call.child: A and B; call.root: C.)
+#include <algorithm>
+
 #include <ctg/core/config.hpp>
+#include <ctg/core/shape.hpp>
 #include <ctg/exec/bindings.hpp>
 #include <ctg/exec/buffers.hpp>
 #include <ctg/exec/cpu/matmul_batches.hpp>
@@ -48,6 +52,29 @@ void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, floa
     return;
   }
   for (dim_t k = 0; k < groups; ++k) run_group(k, ws.gemm, pool);
+}
+
+// C[M, N] (f32, or f64) = the sum over the product's batches of op(A) op(B)
+// (matmul_node's SumBatches): the batches in order, each one's chains
+// starting where the last one's ended (gemm's add_to_c), so each output is
+// one chain over every batch's k; a product of no batch or no k is zeros.
+template <class TA, class TB, class TC, bool TransposeA, bool TransposeB>
+void run_summed_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  const std::size_t ia = g.child[0], ib = g.child[1], R = g.root;
+  const rt_shape &sa = b.shape[ia], &sb = b.shape[ib];
+  const dim_t M = b.shape[R].d[0], N = b.shape[R].d[1];
+  const dim_t K = TransposeA ? sa.d[sa.rank - 2] : sa.d[sa.rank - 1];
+  rt_shape product = product_batch_dims(sa, sb);  // (the unsummed product's shape)
+  product.d[product.rank++] = M;
+  product.d[product.rank++] = N;
+  const TA* A = b.template as<const TA>(ia);
+  const TB* B = b.template as<const TB>(ib);
+  TC* C = b.template as<TC>(R);
+  std::fill(C, C + M * N, TC(0));  // (what a product of no batch or no k is; the first batch adds to it)
+  detail::for_each_batch(sa, sb, product, [&](dim_t, dim_t oa, dim_t ob) {
+    gemm(M, N, K, A + oa * M * K, B + ob * K * N, C, ws.gemm, ws.pool(),
+         {.transpose_a = TransposeA, .transpose_b = TransposeB, .add_to_c = true});
+  });
 }
 
 // Each batch: the payloads widened to f32 (exactly), multiplied by cpu::gemm,

@@ -100,7 +100,8 @@ struct backend {
     if constexpr (node::kind == node_kind::stack || node::kind == node_kind::stack_grad) {
       return nullptr;
     } else if constexpr (node::kind == node_kind::matmul) {
-      return &run_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+      if constexpr (node::sum_batches) return &run_summed_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+      else return &run_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
     } else if constexpr (node::kind == node_kind::fp8_matmul) {
       return &run_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
     } else if constexpr (node::kind == node_kind::transpose) {

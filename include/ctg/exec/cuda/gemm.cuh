@@ -272,7 +272,8 @@ class gemm_runner {
     const double one64 = 1.0, zero64 = 0.0;
     const float one32 = 1.0f, zero32 = 0.0f;
     const void* alpha = f64 ? static_cast<const void*>(&one64) : static_cast<const void*>(&one32);
-    const void* beta = f64 ? static_cast<const void*>(&zero64) : static_cast<const void*>(&zero32);
+    const void* beta = f64 ? static_cast<const void*>(c.accumulate ? &one64 : &zero64)
+                           : static_cast<const void*>(c.accumulate ? &one32 : &zero32);
     CTG_LT_CHECK(cublasLtMatmul(handle_, x.desc.h, alpha, address(m, o.a), x.a.h, address(m, o.b), x.b.h, beta, out,
                                 x.d.h, out, x.d.h, &x.algo, workspace_.data(), workspace_bytes_, dev_.stream()));
     // cuBLASLt's status is what counts: a runtime error its own calls left

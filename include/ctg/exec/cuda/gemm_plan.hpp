@@ -22,6 +22,10 @@
 // call. Otherwise C's batch dims split into leading and trailing ones, the
 // trailing as many as one stride per operand describes (the last one at
 // least): one strided-batched call per index of the leading dims.
+//
+// A product summed over its batches (matmul_node's SumBatches: C [M, N],
+// f32) is one call per batch, in batch order, the calls after the first
+// adding to D (beta 1): each output the f32 sum of the batches' products.
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -73,6 +77,7 @@ struct gemm_call {
   dim_t ld_first = 0, ld_second = 0, ld_d = 0;
   dim_t batches = 1;
   dim_t stride_first = 0, stride_second = 0, stride_d = 0;  // elements between batches (0: the same matrix)
+  bool accumulate = false;  // D += the product (beta 1): a summed product's batches after its first
 };
 
 struct gemm_plan {
@@ -130,12 +135,13 @@ inline bool fp8_dims_supported(const gemm_plan& p) {
 
 // The plan of C = op(A) op(B): a, b, c the run-time shapes (rank >= 2;
 // A's last two dims [M, K], or [K, M] when transpose_a), the dtypes, and
-// whether the product is an fp8_matmul. Throws ctg::error for shapes that
-// do not multiply (the graph's checks make that an internal error).
+// whether the product is an fp8_matmul; sum_batches: C [M, N] is the sum of
+// the batches' products. Throws ctg::error for shapes that do not multiply
+// (the graph's checks make that an internal error).
 inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape& c, gemm_type ta, gemm_type tb,
-                           gemm_type td, bool fp8, bool transpose_a, bool transpose_b) {
-  if (a.rank < 2 || b.rank < 2 || c.rank < 2)
-    throw error("ctg: gemm plan: operands of rank 2 or more expected (internal)");
+                           gemm_type td, bool fp8, bool transpose_a, bool transpose_b, bool sum_batches = false) {
+  if (a.rank < 2 || b.rank < 2 || c.rank < 2 || (sum_batches && (fp8 || c.rank != 2)))
+    throw error("ctg: gemm plan: operands of rank 2 or more expected, a summed product's result of rank 2 (internal)");
   const dim_t M = c.d[c.rank - 2], N = c.d[c.rank - 1];
   const dim_t K = transpose_a ? a.d[a.rank - 2] : a.d[a.rank - 1];
   const dim_t kb = transpose_b ? b.d[b.rank - 1] : b.d[b.rank - 2];
@@ -149,18 +155,18 @@ inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape&
   p.compute = (ta == gemm_type::f64) ? gemm_type::f64 : gemm_type::f32;
   p.fp8 = fp8;
 
-  // Batches of C, and each operand's stride over them (in matrices; 0: broadcast).
-  rt_shape batch = c, ba = a, bb = b;
-  batch.rank -= 2;
+  // Batches of C (of the product before its sum), and each operand's stride over them (in matrices; 0: broadcast).
+  rt_shape batch = sum_batches ? product_batch_dims(a, b) : c, ba = a, bb = b;
+  if (!sum_batches) batch.rank -= 2;
   ba.rank -= 2;
   bb.rank -= 2;
   dim_t sa[max_rank]{}, sb[max_rank]{};
   kernel::broadcast_strides(ba.rank, ba.d, batch.rank, sa);
   kernel::broadcast_strides(bb.rank, bb.d, batch.rank, sb);
   const dim_t count = batch.numel();
-  if (M == 0 || N == 0 || count == 0) return p;  // (an empty result: no call)
-  if (K == 0) {  // (a sum of no products)
-    p.zeros = M * N * count;
+  if (M == 0 || N == 0 || (count == 0 && !sum_batches)) return p;  // (an empty result: no call)
+  if (K == 0 || count == 0) {  // (a sum of no products)
+    p.zeros = M * N * (sum_batches ? 1 : count);
     return p;
   }
 
@@ -218,7 +224,18 @@ inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape&
   dim_t stride_a = 0, stride_b = 0;
   const bool all_uniform = uniform(0, count, stride_a, stride_b);
   const dim_t mat_a = M * K, mat_b = K * N, mat_d = M * N;
-  if (count > 1 && all_uniform && stride_b == 0 && stride_a == 1 && second_t == false &&
+  if (sum_batches) {
+    p.calls.reserve(static_cast<std::size_t>(count));
+    for (dim_t t = 0; t < count; ++t) {
+      dim_t oa, ob;
+      offsets(0, t, oa, ob);
+      gemm_call one = base;
+      one.first_offset = ob * mat_b;
+      one.second_offset = oa * mat_a;
+      one.accumulate = t > 0;
+      p.calls.push_back(one);
+    }
+  } else if (count > 1 && all_uniform && stride_b == 0 && stride_a == 1 && second_t == false &&
       second == gemm_buffer::a) {
     gemm_call one = base;  // one B for all, A's batches contiguous: M * count rows of A
     one.n = M * count;

@@ -105,6 +105,17 @@ void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, floa
                     nullptr, nullptr});
 }
 
+// C [M, N] (f32, or f64) = the sum of the batches' op(A) op(B): a call per batch, each after the first adding to C.
+template <class TA, class TB, class TC, bool TransposeA, bool TransposeB>
+void run_summed_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
+  const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
+  using W = product_operand_t<TA, TB, promote_t<TA, TB>>;
+  const gemm_plan p = plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], gemm_type_of<W>(), gemm_type_of<W>(),
+                                gemm_type_of<TC>(), false, TransposeA, TransposeB, true);
+  ws.gemm().run(p, {operand_as<TA, W>(b, ia, 0, ws), operand_as<TB, W>(b, ib, 1, ws), b.buf[r], nullptr, nullptr,
+                    nullptr, nullptr});
+}
+
 // The payloads multiplied by cuBLASLt FP8, scaled by scale_inv(A) * scale_inv(B)
 // (the quantized buffers' side data) and rounded once to the result type.
 template <class QA, class QB, class TC, bool TransposeA, bool TransposeB>
@@ -385,7 +396,8 @@ struct backend {
     if constexpr (node::kind == node_kind::stack || node::kind == node_kind::stack_grad) {
       return nullptr;
     } else if constexpr (node::kind == node_kind::matmul) {
-      return &runners::run_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+      if constexpr (node::sum_batches) return &runners::run_summed_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+      else return &runners::run_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
     } else if constexpr (node::kind == node_kind::fp8_matmul) {
       return &runners::run_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
     } else if constexpr (node::kind == node_kind::transpose) {
@@ -417,7 +429,7 @@ struct backend {
       using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
       using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
       if constexpr (std::is_same_v<C0, C1>) return nullptr;
-      else return &runners::reserve_matmul<C0, C1, T>;
+      else return &runners::reserve_matmul<C0, C1, promote_t<C0, C1>>;  // (a summed product's T is wider)
     } else if constexpr (node::kind == node_kind::fp8_matmul) {
       using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
       using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
