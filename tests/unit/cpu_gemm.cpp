@@ -401,6 +401,12 @@ TEST_CASE("gemm: add_to_c continues each output's chain (a batch's products summ
       check(s, batches, isa, std::type_identity<ctg::bf16>{});
     }
   }
+  // A narrow C holds no chain to continue: refused.
+  const std::vector<ctg::bf16> a(6), b(6);
+  std::vector<ctg::bf16> c(4);
+  ctg::cpu::gemm_workspace ws;
+  CHECK_THROWS_WITH_AS(ctg::cpu::gemm(2, 2, 3, a.data(), b.data(), c.data(), ws, nullptr, {.add_to_c = true}),
+                       "ctg: gemm: add_to_c needs an f32 or f64 C (a narrow C does not hold the sums it rounds)", ctg::error);
 }
 
 // A transposed A is packed by tile of MR rows before the kernels read it
