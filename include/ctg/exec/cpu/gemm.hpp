@@ -803,7 +803,8 @@ void gemm_with(gemm_isa isa, dim_t M, dim_t N, dim_t K, const TA* A, const TB* B
     static_assert(std::is_same_v<compute_t<TC>, f32>);
     if (M <= 0 || N <= 0 || ps.count <= 0) return;
     if constexpr (!std::is_same_v<TC, f32>)  // (a narrow C's sums wait in f32 scratch, not in C)
-      if (layout.add_to_c) throw error("ctg: gemm: add_to_c needs an f32 or f64 C (a narrow C does not hold the sums it rounds)");
+      if (layout.add_to_c)
+        throw error("ctg: gemm: add_to_c needs an f32 or f64 C (a narrow C does not hold the sums it rounds)");
     if constexpr (std::is_same_v<TA, TB>) {
       if (!layout.add_to_c && gemm_computed_transposed(M, N, layout, ps)) {  // (the one product: A and C at its offsets)
         TC* ct = ws.transposed_c<TC>(static_cast<std::size_t>(N * M));
