@@ -240,7 +240,7 @@ TEST_CASE("mistakes: every run of a step feeds one shape; an update needs a whol
   init(s);
   ctg::dist::data_parallel dp(s, ctg::dist::emulate{2});
   ctg::dist::sharded_adamw opt(dp);
-  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
+  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradients since the last update (each set is applied once): run a step on every rank first"), ctg::error);
   const batch a = rows(0, 2), b = rows(2, 3);
   const auto steps_run = s.steps_run();
   step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));
@@ -251,10 +251,10 @@ TEST_CASE("mistakes: every run of a step feeds one shape; an update needs a whol
   CHECK(dp.runs_done() == 0);
   CHECK(s.steps_run() == steps_run);
   CHECK(s.accumulated() == 0);
-  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
+  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradients since the last update (each set is applied once): run a step on every rank first"), ctg::error);
   const V before = values<W2>(s);
   step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));  // (the step again, from rank 0)
-  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
+  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradients since the last update (each set is applied once): run a step on every rank first"), ctg::error);
   step(s, ctg::feed<X>(a.x, 2), ctg::feed<Y>(a.y, 2));
   opt.step();
   CHECK(values<W2>(s) != before);
@@ -383,7 +383,7 @@ TEST_CASE("micro-batches: 2 emulated ranks of 2 micro-batches each train the glo
       sum += step(whole, ctg::feed<X>(b.x, 2), ctg::feed<Y>(b.y, 2));
       if (m == 1) CHECK_THROWS_WITH_AS(dp.accumulate(1), doctest::Contains("runs of this step are done"), ctg::error);
       step(shared, ctg::feed<X>(b.x, 2), ctg::feed<Y>(b.y, 2));
-      if (m < 3) CHECK_THROWS_WITH_AS(sopt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
+      if (m < 3) CHECK_THROWS_WITH_AS(sopt.step(), doctest::Contains("no gradients since the last update (each set is applied once): run a step on every rank first"), ctg::error);
     }
     // (the bounds of the test above: bf16 gradients rounded per micro-batch or per rank)
     CHECK(std::abs(dp.loss() - sum / 4) <= 0x1p-8f * sum / 4);
@@ -597,7 +597,7 @@ TEST_CASE("a load into a data-parallel store spends its unapplied gradient; io's
       ctg::dist::load(file, dp, opt);
     CHECK_FALSE(dp.has_gradient());
     const V loaded = values<W2>(s);
-    CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradient since the last update"), ctg::error);
+    CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("no gradients since the last update (each set is applied once): run a step on every rank first"), ctg::error);
     CHECK(values<W2>(s) == loaded);
     CHECK(opt.steps() == 1);
   }

@@ -102,7 +102,7 @@ class sharded_adamw : detail::data_parallel_optimizer {
     ctg::detail::check_adamw_lr(lr);
     const auto alone = dp().store().hold_alone();  // (no step runs on the store meanwhile)
     if (!dp().has_gradient())
-      throw error("ctg: adamw: no gradient since the last update (each step's is applied once): run a step on "
+      throw error("ctg: adamw: no gradients since the last update (each set is applied once): run a step on "
                   "every rank first; nothing was updated");
     const float total = checked_norm();
     const optim::adamw_config cfg = cfg_;

@@ -305,12 +305,16 @@ class basic_store {
       if constexpr (is_leaf_v<L>) return L::fed;
       else return false;
     }();
+    constexpr bool state = detail::stored_leaf<L>() && L::role == leaf_role::state;
     constexpr bool forward_step = Step::wrt::size == 0;
     static_assert(!frozen, "ctg: frozen parameter: a frozen leaf has no gradient");
     static_assert(frozen || !input, "ctg: no gradient path: an input is fed, and the store keeps no gradient for it");
-    static_assert(frozen || input || !forward_step,
+    static_assert(frozen || input || !state,
+                  "ctg: no gradient path: an FP8 scaling state leaf (a scale or an amax history) is updated by the "
+                  "step, never differentiated: it has no gradient");
+    static_assert(frozen || input || state || !forward_step,
                   "ctg: no gradient path: a forward step computes no gradient (ctg::value_and_grad does)");
-    static_assert(frozen || input || forward_step || tl::contains<L, typename Step::wrt>::value,
+    static_assert(frozen || input || state || forward_step || tl::contains<L, typename Step::wrt>::value,
                   "ctg: no gradient path: this leaf is not in the step's wrt<...>");
     check_not_moved_from();
     return mem_.grad_bytes(tl::index_of<L, nodes>::value);
