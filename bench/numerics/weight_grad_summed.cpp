@@ -1,8 +1,9 @@
 // The gradient of a weight that a batched product broadcasts (attention's
 // w @ x^T over a batch), under bf16 autocast: time a step and the
 // gradient's error against a float64 sum of the same bf16 terms. A program
-// of its own (not built by CMake), for bench/RESULTS.md (stop 54):
-//   c++ -std=gnu++20 -O2 -march=native -DNDEBUG -Iinclude bench/weight_grad_summed.cpp -o weight_grad_summed -lpthread
+// of its own (bench/numerics: not built by CMake, whose bench/*.cpp are
+// Google Benchmark programs), for bench/RESULTS.md (stop 54):
+//   c++ -std=gnu++20 -O2 -march=native -DNDEBUG -Iinclude bench/numerics/weight_grad_summed.cpp -o weight_grad_summed -lpthread
 //   ./weight_grad_summed [batches = 8] [threads = 2]
 #include <ctg/ctg.hpp>
 #include <chrono>
