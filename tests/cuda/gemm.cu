@@ -1,11 +1,11 @@
 // cuBLASLt runs the CUDA backend's GEMM plans (exec/cuda/gemm.cuh): plans of
 // every kind (f32, f64, bf16 and FP8; transposed operands; one strided
-// batch, batches folded into rows, one call per broadcast batch; FP8's
-// transposed copies) against host loops in double, within the bound of an f32
-// accumulation of K terms (FP8: 14-bit partial sums, see u_acc) and one
-// rounding to the result type. FP8 products
-// run where the GPU has FP8 GEMMs (compute capability 8.9+), and say so
-// where it has not. Without a GPU: skipped (77).
+// batch, batches folded into rows, one call per broadcast batch; products
+// summed over their batches; FP8's transposed copies) against host loops in
+// double, within the bound of an f32 accumulation of K terms (FP8: 14-bit
+// partial sums, see u_acc) and one rounding to the result type. FP8
+// products run where the GPU has FP8 GEMMs (compute capability 8.9+), and
+// say so where it has not. Without a GPU: skipped (77).
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -61,18 +61,21 @@ std::vector<T> random_values(dim_t n, unsigned seed, float range) {
   return v;
 }
 
-// C = alpha op(A) op(B) for shapes a, b (as stored) and c, by the definition
+// C = alpha op(A) op(B) for shapes a, b (as stored) and c (the product's
+// shape; summed: C is its sum over the batches, [M, N]), by the definition
 // in double; runs the plan on the GPU and compares. Prints one line.
 template <class TA, class TB, class TD>
 bool check(const cu::device& dev, cu::gemm_runner& lt, const char* name, ctg::rt_shape a, ctg::rt_shape b,
-           ctg::rt_shape c, bool ta, bool tb, bool fp8) {
+           ctg::rt_shape c, bool ta, bool tb, bool fp8, bool summed = false) {
   const auto av = random_values<TA>(a.numel(), 1, fp8 ? 4.0f : 1.0f);
   const auto bv = random_values<TB>(b.numel(), 2, fp8 ? 4.0f : 1.0f);
   const float sa = fp8 ? 0.5f : 1.0f, sb = fp8 ? 0.25f : 1.0f;  // scale_inv of A and of B
-  const cu::gemm_plan p =
-      cu::plan_gemm(a, b, c, cu::gemm_type_of<TA>(), cu::gemm_type_of<TB>(), cu::gemm_type_of<TD>(), fp8, ta, tb);
+  const dim_t M = c.d[c.rank - 2], N = c.d[c.rank - 1], K = ta ? a.d[a.rank - 2] : a.d[a.rank - 1];
+  const ctg::rt_shape d = summed ? shape({M, N}) : c;  // (the result's shape)
+  const cu::gemm_plan p = cu::plan_gemm(a, b, d, cu::gemm_type_of<TA>(), cu::gemm_type_of<TB>(),
+                                        cu::gemm_type_of<TD>(), fp8, ta, tb, summed);
 
-  device_bytes da(av.size() * sizeof(TA)), db(bv.size() * sizeof(TB)), dd(static_cast<std::size_t>(c.numel()) * sizeof(TD));
+  device_bytes da(av.size() * sizeof(TA)), db(bv.size() * sizeof(TB)), dd(static_cast<std::size_t>(d.numel()) * sizeof(TD));
   device_bytes dat(static_cast<std::size_t>(p.scratch_a) * sizeof(TA)), dbt(static_cast<std::size_t>(p.scratch_b) * sizeof(TB));
   device_bytes scales(8 * sizeof(float));
   upload(da, av);
@@ -81,10 +84,26 @@ bool check(const cu::device& dev, cu::gemm_runner& lt, const char* name, ctg::rt
   const float* s = static_cast<const float*>(scales.p);
   lt.run(p, {da.p, db.p, dd.p, dat.p, dbt.p, s, s + 4});
   dev.synchronize();
-  std::vector<TD> got(static_cast<std::size_t>(c.numel()));
+  std::vector<TD> got(static_cast<std::size_t>(d.numel()));
   CTG_CUDA_CHECK(cudaMemcpy(got.data(), dd.p, got.size() * sizeof(TD), cudaMemcpyDeviceToHost));
 
-  const dim_t M = c.d[c.rank - 2], N = c.d[c.rank - 1], K = ta ? a.d[a.rank - 2] : a.d[a.rank - 1];
+  // Each output's sum and the sum of its terms' magnitudes, over K (and over the batches when summed).
+  std::vector<double> want(got.size()), mag(got.size());
+  dim_t terms = K;
+  ctg::detail::for_each_batch(a, b, c, [&](dim_t t, dim_t oa, dim_t ob) {
+    const TA* am = av.data() + oa * M * K;
+    const TB* bm = bv.data() + ob * K * N;
+    if (summed && t > 0) terms += K;
+    for (dim_t i = 0; i < M; ++i)
+      for (dim_t j = 0; j < N; ++j) {
+        const std::size_t o = static_cast<std::size_t>((summed ? 0 : t) * M * N + i * N + j);
+        for (dim_t k = 0; k < K; ++k) {
+          const double x = value_of(ta ? am[k * M + i] : am[i * K + k]) * value_of(tb ? bm[j * K + k] : bm[k * N + j]);
+          want[o] += x;
+          mag[o] += std::abs(x);
+        }
+      }
+  });
   const double alpha = static_cast<double>(sa) * static_cast<double>(sb);
   // The accumulation's unit roundoff: f64 and f32 as their types; FP8
   // tensor-core products on Hopper keep about 14 bits of each partial sum
@@ -93,27 +112,16 @@ bool check(const cu::device& dev, cu::gemm_runner& lt, const char* name, ctg::rt
   const double u_acc = std::is_same_v<TD, ctg::f64> ? 0x1p-53 : fp8 ? 0x1p-14 : 0x1p-24;
   double worst = 0;
   int bad = 0;
-  ctg::detail::for_each_batch(a, b, c, [&](dim_t t, dim_t oa, dim_t ob) {
-    const TA* am = av.data() + oa * M * K;
-    const TB* bm = bv.data() + ob * K * N;
-    for (dim_t i = 0; i < M; ++i)
-      for (dim_t j = 0; j < N; ++j) {
-        double sum = 0, mag = 0;
-        for (dim_t k = 0; k < K; ++k) {
-          const double x = value_of(ta ? am[k * M + i] : am[i * K + k]) * value_of(tb ? bm[j * K + k] : bm[k * N + j]);
-          sum += x;
-          mag += std::abs(x);
-        }
-        const double want = alpha * sum, acc_error = double(K + 2) * u_acc * alpha * mag;
-        const double bound = acc_error + unit_roundoff<TD>() * (std::abs(want) + acc_error) + 1e-30;
-        const double v = value_of(got[static_cast<std::size_t>(t * M * N + i * N + j)]);
-        const double ratio = std::abs(v - want) / bound;
-        if (!(ratio <= 1.0) && bad++ < 3)
-          std::printf("  %s: batch %lld (%lld, %lld): %.9g, want %.9g\n", name, static_cast<long long>(t),
-                      static_cast<long long>(i), static_cast<long long>(j), v, want);
-        if (ratio > worst || ratio != ratio) worst = ratio;
-      }
-  });
+  for (std::size_t o = 0; o < got.size(); ++o) {
+    // (A summed product's calls each round their partial sum into D: one more rounding per call.)
+    const double acc_error = double(terms + (summed ? static_cast<dim_t>(p.calls.size()) : 0) + 2) * u_acc * alpha * mag[o];
+    const double w = alpha * want[o];
+    const double bound = acc_error + unit_roundoff<TD>() * (std::abs(w) + acc_error) + 1e-30;
+    const double v = value_of(got[o]);
+    const double ratio = std::abs(v - w) / bound;
+    if (!(ratio <= 1.0) && bad++ < 3) std::printf("  %s: element %zu: %.9g, want %.9g\n", name, o, v, w);
+    if (ratio > worst || ratio != ratio) worst = ratio;
+  }
   std::printf("%-44s %zu call(s), %zu transposed cop%s: worst error / bound %.3f %s\n", name, p.calls.size(),
               p.transposes.size(), p.transposes.size() == 1 ? "y" : "ies", worst, bad ? "FAILED" : "ok");
   return bad == 0;
@@ -156,6 +164,14 @@ int main() {
                                  shape({3, 33, 9}), shape({2, 3, 17, 9}), false, false, false);
     ok &= check<bf16, bf16, f32>(dev, lt, "bf16 a^T, shared b^T (attention's dk)", shape({2, 33, 17}), shape({9, 33}),
                                  shape({2, 17, 9}), true, true, false);
+    // Weight gradients summed over the batches: a call per batch adding to D (beta 1), and, where the batches
+    // lie end to end along K (x^T dy), one call.
+    ok &= check<bf16, bf16, f32>(dev, lt, "bf16 summed over [3], a call each (dy x)", shape({3, 17, 33}),
+                                 shape({3, 33, 9}), shape({3, 17, 9}), false, false, false, true);
+    ok &= check<bf16, bf16, f32>(dev, lt, "bf16 summed over [2, 3] along K (x^T dy)", shape({2, 3, 33, 17}),
+                                 shape({2, 3, 33, 9}), shape({2, 3, 17, 9}), true, false, false, true);
+    ok &= check<f32, f32, f32>(dev, lt, "f32 summed, a broadcast b^T", shape({4, 17, 33}), shape({9, 33}),
+                               shape({4, 17, 9}), false, true, false, true);
     if (!dev.has_fp8_gemm()) {
       std::printf("FP8 products not run: compute capability %d (cuBLASLt FP8 needs 8.9+)\n", dev.compute_capability());
       return ok;

@@ -347,7 +347,7 @@ TEST_CASE("every product of the tiny transformer's step, planned and interpreted
   CHECK(q.transposed > 0);
 }
 
-TEST_CASE("a product summed over its batches: a call per batch, each after the first adding to D") {
+TEST_CASE("a product summed over its batches: a call per batch adding to D, or one along K where batches lie end to end") {
   // w @ x^T's weight gradient: dy [3, 4, 5] x [3, 5, 6] -> [4, 6], the sum over the 3 batches.
   auto p = cu::plan_gemm(shape({3, 4, 5}), shape({3, 5, 6}), shape({4, 6}), f32, f32, f32, false, false, false, true);
   REQUIRE(p.calls.size() == 3);
@@ -356,6 +356,18 @@ TEST_CASE("a product summed over its batches: a call per batch, each after the f
     CHECK((p.calls[t].second_offset == dim_t(t) * 20 && p.calls[t].first_offset == dim_t(t) * 30));
   }
   check_broadcast_plan(shape({3, 4, 5}), shape({3, 5, 6}), shape({3, 4, 6}), false, false, false, 3, 1, true);
+  // x^T dy, a linear layer's weight gradient: x [3, 5, 4] read transposed, dy [3, 5, 6]. Both operands' batches
+  // are contiguous and K-major, so they lie end to end along K: one call of K = 15, no accumulation.
+  p = cu::plan_gemm(shape({3, 5, 4}), shape({3, 5, 6}), shape({4, 6}), f32, f32, f32, false, true, false, true);
+  REQUIRE(p.calls.size() == 1);
+  CHECK((p.calls[0].m == 6 && p.calls[0].n == 4 && p.calls[0].k == 15 && p.calls[0].batches == 1));
+  CHECK((p.calls[0].op_first == cu::gemm_op::n && p.calls[0].op_second == cu::gemm_op::t));
+  CHECK((p.calls[0].ld_first == 6 && p.calls[0].ld_second == 4 && !p.calls[0].accumulate));
+  check_broadcast_plan(shape({3, 5, 4}), shape({3, 5, 6}), shape({3, 4, 6}), false, true, false, 1, 1, true);
+  check_broadcast_plan(shape({2, 3, 5, 4}), shape({2, 3, 5, 6}), shape({2, 3, 4, 6}), false, true, false, 1, 1, true);
+  // Not end to end: an operand broadcast (A [2, 1]), or B read transposed (its K is not the outer dim).
+  check_broadcast_plan(shape({2, 1, 5, 4}), shape({2, 3, 5, 6}), shape({2, 3, 4, 6}), false, true, false, 6, 1, true);
+  check_broadcast_plan(shape({3, 5, 4}), shape({3, 6, 5}), shape({3, 4, 6}), false, true, true, 3, 1, true);
   // Broadcast batch dims [2, 3] (A [2, 1], B [3]), operands read transposed: 6 calls.
   check_broadcast_plan(shape({2, 1, 5, 4}), shape({3, 6, 5}), shape({2, 3, 4, 6}), false, true, true, 6, 1, true);
   // A matrix times batches (a rank-2 A broadcast), and the batches of one operand read transposed.

@@ -1,6 +1,9 @@
 // matmul (plain, batched, broadcast batch dims) and transpose: forward values
 // against a triple-loop reference written here, gradients of both operands
 // against central finite differences (f64; one f32 case with a loose tolerance).
+#include <bit>
+#include <cstdint>
+
 #include "grad_check.hpp"
 
 namespace {
@@ -342,6 +345,37 @@ TEST_CASE("matmul: the gradient of a matrix a batched product broadcasts is its 
   gc::set<V>(rs, rng.vec(20, -1.0, 1.0));
   gc::check_grad<V>(right, rs, gc::f64_tol);
   gc::check_grad<Y>(right, rs, gc::f64_tol);
+}
+
+// x^T dy over a static batch (a linear layer's weight gradient): the batches
+// lie end to end along K, so cpu::run_summed_matmul makes them one product.
+// Bit for bit the batches' products added one after another (cpu::gemm's
+// add_to_c), with blocks of k that cross from one batch into the next.
+TEST_CASE("matmul: a weight gradient x^T dy over a static batch is one product, bit for bit the batches' chain") {
+  using X = ctg::input<"x", ctg::f32, 3, 100, 20>;
+  using C = ctg::input<"c", ctg::f32, 3, 100, 12>;
+  using W = ctg::param<"w", ctg::f32, 20, 12>;
+  // (d loss / d (x @ w) is c, exactly: the summed product's operands are x and c)
+  auto step = ctg::value_and_grad(ctg::sum(ctg::matmul(X{}, W{}) * C{}), ctg::wrt<W>);
+  static_assert(summed_products<decltype(step)> == 1);
+  gc::rng rng(95);
+  ctg::cpu::device dev;
+  auto st = ctg::make_store(dev, step);
+  gc::set<W>(st, rng.vec(20 * 12, -1.0, 1.0));
+  const auto x = gc::data_of<float>(rng.vec(3 * 100 * 20, -1.0, 1.0));
+  const auto c = gc::data_of<float>(rng.vec(3 * 100 * 12, -1.0, 1.0));
+  step(st, ctg::feed<X>(x), ctg::feed<C>(c));
+  std::vector<float> want(20 * 12, 0.0f);
+  ctg::cpu::gemm_workspace ws;
+  for (std::size_t t = 0; t < 3; ++t)
+    ctg::cpu::gemm(20, 12, 100, x.data() + t * 2000, c.data() + t * 1200, want.data(), ws, nullptr,
+                   {.transpose_a = true, .add_to_c = true});
+  const auto got = st.grad<W>();
+  REQUIRE(got.size() == want.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    differ += std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i]);
+  CHECK(differ == 0);
 }
 
 TEST_CASE("matmul reads an operand stretched along batch dims where it lies; value and gradients") {

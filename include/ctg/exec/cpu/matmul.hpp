@@ -58,19 +58,31 @@ void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, floa
 // (matmul_node's SumBatches): the batches in order, each one's chains
 // starting where the last one's ended (gemm's add_to_c), so each output is
 // one chain over every batch's k; a product of no batch or no k is zeros.
+// Where the batches lie end to end along K (A read transposed, B not, and
+// neither broadcast: a linear layer's weight gradient x^T dy), those chains
+// are one product over K * batches: one call.
 template <class TA, class TB, class TC, bool TransposeA, bool TransposeB>
 void run_summed_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ia = g.child[0], ib = g.child[1], R = g.root;
   const rt_shape &sa = b.shape[ia], &sb = b.shape[ib];
   const dim_t M = b.shape[R].d[0], N = b.shape[R].d[1];
   const dim_t K = TransposeA ? sa.d[sa.rank - 2] : sa.d[sa.rank - 1];
-  rt_shape product = product_batch_dims(sa, sb);  // (the unsummed product's shape)
-  product.d[product.rank++] = M;
-  product.d[product.rank++] = N;
+  const rt_shape batches = product_batch_dims(sa, sb);
   const TA* A = b.template as<const TA>(ia);
   const TB* B = b.template as<const TB>(ib);
   TC* C = b.template as<TC>(R);
   std::fill(C, C + M * N, TC(0));  // (what a product of no batch or no k is; the first batch adds to it)
+  auto has_every_batch = [&](const rt_shape& s) {
+    return s.rank == batches.rank + 2 && std::equal(batches.d, batches.d + batches.rank, s.d);
+  };
+  if (TransposeA && !TransposeB && has_every_batch(sa) && has_every_batch(sb)) {
+    gemm(M, N, K * batches.numel(), A, B, C, ws.gemm, ws.pool(),
+         {.transpose_a = true, .transpose_b = false, .add_to_c = true});
+    return;
+  }
+  rt_shape product = batches;  // (the unsummed product's shape)
+  product.d[product.rank++] = M;
+  product.d[product.rank++] = N;
   detail::for_each_batch(sa, sb, product, [&](dim_t, dim_t oa, dim_t ob) {
     gemm(M, N, K, A + oa * M * K, B + ob * K * N, C, ws.gemm, ws.pool(),
          {.transpose_a = TransposeA, .transpose_b = TransposeB, .add_to_c = true});

@@ -26,6 +26,9 @@
 // A product summed over its batches (matmul_node's SumBatches: C [M, N],
 // f32) is one call per batch, in batch order, the calls after the first
 // adding to D (beta 1): each output the f32 sum of the batches' products.
+// Where both operands' batches are contiguous and stored K-major (A read
+// transposed, B not: a linear layer's weight gradient x^T dy), the batches
+// lie end to end along K and the sum is one call of K * batches.
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -224,7 +227,11 @@ inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape&
   dim_t stride_a = 0, stride_b = 0;
   const bool all_uniform = uniform(0, count, stride_a, stride_b);
   const dim_t mat_a = M * K, mat_b = K * N, mat_d = M * N;
-  if (sum_batches) {
+  if (sum_batches && count > 1 && all_uniform && stride_a == 1 && stride_b == 1 && second_t && !first_t) {
+    gemm_call one = base;  // (op(A) is M x K per batch, ld M, the next batch's K columns after it; B's alike)
+    one.k = K * count;
+    p.calls.push_back(one);
+  } else if (sum_batches) {
     p.calls.reserve(static_cast<std::size_t>(count));
     for (dim_t t = 0; t < count; ++t) {
       dim_t oa, ob;

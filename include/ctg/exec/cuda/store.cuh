@@ -56,19 +56,16 @@ void run_fused(const group_call& g, const bindings_view& b, workspace& ws, float
     launch_fused<Plan>(ws.dev(), c, layout, ctg::detail::group_outputs_of<Plan>(g, b));
 }
 
-// Operands of two dtypes multiply in the wider one, the product's (dtype rules).
-template <class TA, class TB, class TC>
-using product_operand_t = std::conditional_t<std::is_same_v<TA, TB>, TA, TC>;
-
 // The scratch of a product's operand that is widened (below): one W per element.
 template <class W>
 std::size_t widened_operand_bytes(const bindings_view& b, std::size_t node) {
   return static_cast<std::size_t>(b.shape[node].numel()) * sizeof(W) + 1;
 }
-// A product of operands of two dtypes (backend::scratch_for): the narrower one's widened copy.
-template <class TA, class TB, class TC>
+// A product of operands of two dtypes (backend::scratch_for): the narrower one's widened copy (operands of two
+// dtypes multiply in the wider one: dtype rules).
+template <class TA, class TB>
 void reserve_matmul(const group_call& g, const bindings_view& b, workspace& ws) {
-  using W = product_operand_t<TA, TB, TC>;
+  using W = promote_t<TA, TB>;
   if constexpr (!std::is_same_v<TA, W>) ws.operand_scratch(0).reserve(widened_operand_bytes<W>(b, g.child[0]));
   if constexpr (!std::is_same_v<TB, W>) ws.operand_scratch(1).reserve(widened_operand_bytes<W>(b, g.child[1]));
 }
@@ -95,23 +92,13 @@ const void* operand_as(const bindings_view& b, std::size_t node, int which, work
   }
 }
 
-template <class TA, class TB, class TC, bool TransposeA, bool TransposeB>
+// C = op(A) op(B); SumBatches: C [M, N] (f32, or f64) is the sum of the batches' products (gemm_plan.hpp).
+template <class TA, class TB, class TC, bool TransposeA, bool TransposeB, bool SumBatches>
 void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
-  using W = product_operand_t<TA, TB, TC>;
+  using W = promote_t<TA, TB>;
   const gemm_plan p = plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], gemm_type_of<W>(), gemm_type_of<W>(),
-                                gemm_type_of<TC>(), false, TransposeA, TransposeB);
-  ws.gemm().run(p, {operand_as<TA, W>(b, ia, 0, ws), operand_as<TB, W>(b, ib, 1, ws), b.buf[r], nullptr, nullptr,
-                    nullptr, nullptr});
-}
-
-// C [M, N] (f32, or f64) = the sum of the batches' op(A) op(B): a call per batch, each after the first adding to C.
-template <class TA, class TB, class TC, bool TransposeA, bool TransposeB>
-void run_summed_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
-  const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
-  using W = product_operand_t<TA, TB, promote_t<TA, TB>>;
-  const gemm_plan p = plan_gemm(b.shape[ia], b.shape[ib], b.shape[r], gemm_type_of<W>(), gemm_type_of<W>(),
-                                gemm_type_of<TC>(), false, TransposeA, TransposeB, true);
+                                gemm_type_of<TC>(), false, TransposeA, TransposeB, SumBatches);
   ws.gemm().run(p, {operand_as<TA, W>(b, ia, 0, ws), operand_as<TB, W>(b, ib, 1, ws), b.buf[r], nullptr, nullptr,
                     nullptr, nullptr});
 }
@@ -396,8 +383,7 @@ struct backend {
     if constexpr (node::kind == node_kind::stack || node::kind == node_kind::stack_grad) {
       return nullptr;
     } else if constexpr (node::kind == node_kind::matmul) {
-      if constexpr (node::sum_batches) return &runners::run_summed_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
-      else return &runners::run_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+      return &runners::run_matmul<C0, C1, T, node::transpose_a, node::transpose_b, node::sum_batches>;
     } else if constexpr (node::kind == node_kind::fp8_matmul) {
       return &runners::run_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
     } else if constexpr (node::kind == node_kind::transpose) {
@@ -429,7 +415,7 @@ struct backend {
       using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
       using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
       if constexpr (std::is_same_v<C0, C1>) return nullptr;
-      else return &runners::reserve_matmul<C0, C1, promote_t<C0, C1>>;  // (a summed product's T is wider)
+      else return &runners::reserve_matmul<C0, C1>;
     } else if constexpr (node::kind == node_kind::fp8_matmul) {
       using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
       using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
