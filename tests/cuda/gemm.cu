@@ -188,6 +188,12 @@ int main() {
                       "ctg: fp8_matmul on a GPU needs every dim of the product a multiple of 16");
     ok &= check<e4m3, e4m3, bf16>(dev, lt, "fp8 strided batch [2]", shape({2, 32, 64}), shape({2, 64, 32}),
                                   shape({2, 32, 32}), false, false, true);
+    // FP8 weight gradients summed over the batches into an f32 D: end to end along K (x^T dy: both operands
+    // copied transposed as one matrix, one call), and a call per batch with beta 1 (dy x: x copied per batch).
+    ok &= check<e4m3, e5m2, f32>(dev, lt, "fp8 summed over [2] along K (x^T dy)", shape({2, 32, 48}),
+                                 shape({2, 32, 16}), shape({2, 48, 16}), true, false, true, true);
+    ok &= check<e5m2, e4m3, f32>(dev, lt, "fp8 summed over [3], a call each (dy x)", shape({3, 32, 48}),
+                                 shape({3, 48, 16}), shape({3, 32, 16}), false, false, true, true);
     return ok;
   });
 }

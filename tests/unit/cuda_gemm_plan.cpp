@@ -225,7 +225,7 @@ struct plan_checking_backend : ctg::cpu::backend {
   }
   template <class N>
   static constexpr bool summed_product() {
-    if constexpr (N::kind == ctg::node_kind::matmul) return N::sum_batches;
+    if constexpr (N::kind == ctg::node_kind::matmul || N::kind == ctg::node_kind::fp8_matmul) return N::sum_batches;
     else return false;
   }
   template <class Key, std::size_t R>
@@ -343,6 +343,7 @@ TEST_CASE("every product of the tiny transformer's step, planned and interpreted
   }
   CHECK(f.summed > 0);  // (attention's projection weights' gradients, w @ x^T's: summed over the batch)
   CHECK(b.summed > 0);
+  CHECK(q.summed > 0);  // (and every fp8 weight's: the linear layers' x^T dy too)
   CHECK(q.fp8 > 0);
   CHECK(q.transposed > 0);
 }
@@ -378,7 +379,17 @@ TEST_CASE("a product summed over its batches: a call per batch adding to D, or o
   CHECK((p.calls.empty() && p.zeros == 24));
   p = cu::plan_gemm(shape({3, 4, 0}), shape({3, 0, 6}), shape({4, 6}), f32, f32, f32, false, false, false, true);
   CHECK((p.calls.empty() && p.zeros == 24));
-  // (fp8, or a result of more than two dims, is not a summed product)
+  // FP8 (TN only): B copied transposed per batch, a call per batch adding to D; end to end along K, each
+  // operand copied transposed as one matrix of K * batches rows, and one call.
+  check_broadcast_plan(shape({3, 4, 5}), shape({3, 5, 6}), shape({3, 4, 6}), true, false, false, 3, 1, true);
+  p = cu::plan_gemm(shape({3, 5, 4}), shape({3, 5, 6}), shape({4, 6}), e4m3, e4m3, f32, true, true, false, true);
+  REQUIRE((p.calls.size() == 1 && p.transposes.size() == 2));
+  for (const cu::transpose_step& t : p.transposes) CHECK((t.rows == 15 && t.batches == 1));
+  CHECK((p.calls[0].k == 15 && p.calls[0].ld_first == 15 && p.calls[0].ld_second == 15));
+  CHECK((p.calls[0].op_first == cu::gemm_op::t && p.calls[0].op_second == cu::gemm_op::n));
+  check_broadcast_plan(shape({3, 5, 4}), shape({3, 5, 6}), shape({3, 4, 6}), true, true, false, 1, 1, true);
+  check_broadcast_plan(shape({2, 3, 5, 4}), shape({2, 3, 5, 6}), shape({2, 3, 4, 6}), true, true, false, 1, 1, true);
+  // (a result of more than two dims is not a summed product)
   CHECK_THROWS_AS(cu::plan_gemm(shape({3, 4, 5}), shape({3, 5, 6}), shape({3, 4, 6}), f32, f32, f32, false, false,
                                 false, true),
                   ctg::error);

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include <ctg/lower/describe.hpp>
 #include <ctg/optim/optim.hpp>
 
 #include "grad_check.hpp"
@@ -159,6 +160,60 @@ TEST_CASE("an fp8 linear forward and backward agree with f32 within the quantiza
       }
   CHECK(std::abs(st.value()[0] - ref) <= bound);
   CHECK(std::abs(st.value()[0] - ref) > 0);  // it really was quantized
+}
+
+namespace {
+template <class N>
+constexpr bool is_summed_fp8_product() {
+  if constexpr (N::kind == ctg::node_kind::fp8_matmul) return N::sum_batches;
+  else return false;
+}
+template <class Step>
+constexpr std::size_t summed_fp8_products = []<class... Ns>(ctg::tl::list<Ns...>) {
+  return (std::size_t(0) + ... + std::size_t(is_summed_fp8_product<Ns>()));
+}(typename Step::nodes{});
+template <class Step>
+constexpr std::size_t reductions = []<class... Ns>(ctg::tl::list<Ns...>) {
+  return (std::size_t(0) + ... + std::size_t(Ns::kind == ctg::node_kind::reduce));
+}(typename Step::nodes{});
+}  // namespace
+
+// x of [batch, 3, 8]: w's gradient is the batches' fp8 products summed in
+// one fp8_matmul ([8, 4] in f32), with no [batch, 8, 4] partial products
+// and no reduction: each output one chain over every batch's rows, scaled
+// once, so the bits of the flat x [6, 8]'s gradient, within its bound.
+TEST_CASE("an fp8 weight's gradient over batches is one summed product: the flat product's bits") {
+  using DG = ctg::scaling::current<pr::current<>>;
+  using XB = ctg::input<"x", ctg::f32, dyn, 3, 8>;
+  using RB = ctg::input<"r", ctg::f32, dyn, 3, 4>;
+  auto loss_of = []<class In, class Up>(In, Up) {
+    return ctg::sum(ctg::fp8_matmul<ctg::f32, DG>(ctg::quantize<ctg::e4m3, Cur>(In{}), ctg::quantize<ctg::e4m3, Cur>(W{})) *
+                    Up{});
+  };
+  auto flat = ctg::value_and_grad(loss_of(X{}, R{}), ctg::wrt<W>);
+  auto batched = ctg::value_and_grad(loss_of(XB{}, RB{}), ctg::wrt<W>);
+  using S = decltype(batched);
+  static_assert(summed_fp8_products<S> == 1 && summed_fp8_products<decltype(flat)> == 0);
+  static_assert(reductions<S> == 1, "the loss's sum only");
+  static_assert(std::is_same_v<ctg::tl::at_t<1, S::outputs>::dtype, ctg::f32>);
+  const ctg::step_description& d = ctg::description<S>;
+  std::size_t named = 0;  // (in a graph's text: x^T dy, summed)
+  for (std::size_t i = 0; i < d.size(); ++i) named += d.node[i].op == "fp8_matmul summed a^T b";
+  CHECK(named == 1);
+  ctg::cpu::device dev;
+  auto fs = ctg::make_store(dev, flat);
+  auto bs = ctg::make_store(dev, batched);
+  gc::rng r(4);
+  const auto w = r.vec(32, -1, 1);
+  gc::set<W>(fs, w);
+  gc::set<W>(bs, w);
+  const auto xs = gc::data_of<float>(r.vec(48, -2, 2)), rs = gc::data_of<float>(r.vec(24, -1, 1));
+  flat(fs, ctg::feed<X>(xs, 6), ctg::feed<R>(rs, 6));
+  batched(bs, ctg::feed<XB>(xs, 2), ctg::feed<RB>(rs, 2));
+  check_weight_gradient(bs.grad<W>(), xs, rs);
+  const auto got = bs.grad<W>(), want = fs.grad<W>();
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(std::memcmp(&got[i], &want[i], sizeof(float)) == 0);
 }
 
 TEST_CASE("gradients far below 1 are scaled before their e5m2 cast, under current and delayed scaling") {

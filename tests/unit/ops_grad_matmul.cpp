@@ -6,6 +6,8 @@
 
 #include "grad_check.hpp"
 
+#include <ctg/lower/describe.hpp>
+
 namespace {
 
 template <class S>
@@ -323,6 +325,10 @@ TEST_CASE("matmul: the gradient of a matrix a batched product broadcasts is its 
   using S = decltype(step);
   static_assert(summed_products<S> == 1);
   static_assert(reductions<S> == 1, "the loss's sum only");
+  const ctg::step_description& d = ctg::description<S>;
+  std::size_t named = 0;  // (in a graph's text: g x, summed)
+  for (std::size_t i = 0; i < d.size(); ++i) named += d.node[i].op == "matmul summed";
+  CHECK(named == 1);
   using G = ctg::tl::at_t<1, S::outputs>;
   static_assert(std::is_same_v<ctg::shape_t<G>, ctg::shape<3, 4>>);
   auto st = ctg::make_store(dev, step);

@@ -90,17 +90,21 @@ struct dequantize_node {
 // op(A) @ op(B), op = transpose where TA / TB: fp8 payloads multiplied exactly
 // and summed in f32, times scale_inv(A) * scale_inv(B), rounded once to Out.
 // GradScaling quantizes the incoming gradient in backward (void: no backward).
-template <class A, class B, bool TA, bool TB, class Out, class GradScaling>
+// SumBatches (a backward product: the gradient of a weight the forward
+// product broadcasts over batches, as matmul_node's): the sum of the
+// batches' products, [M, N] in f32, with no [batch, M, N] partial products
+// rounded to Out.
+template <class A, class B, bool TA, bool TB, class Out, class GradScaling, bool SumBatches = false>
 struct fp8_matmul_node {
   static_assert(A::kind == node_kind::quantize && B::kind == node_kind::quantize,
                 "ctg: fp8_matmul multiplies quantized tensors (ctg::quantize)");
   using ctg_node = void;
-  using dtype = Out;
-  using dims = shape_from<detail::matmul_shape<A, B, TA, TB>()>;
+  using dtype = std::conditional_t<SumBatches, compute_t<Out>, Out>;
+  using dims = shape_from<detail::matmul_shape<A, B, TA, TB, SumBatches>()>;
   using children = tl::list<A, B>;
   static constexpr node_kind kind = node_kind::fp8_matmul;
   static constexpr bool requires_grad = A::requires_grad || B::requires_grad;
-  static constexpr bool transpose_a = TA, transpose_b = TB;
+  static constexpr bool transpose_a = TA, transpose_b = TB, sum_batches = SumBatches;
 };
 
 // quantize<Fmt, Scaling>(x): x as an fp8 tensor (see the top of this file).

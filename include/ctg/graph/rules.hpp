@@ -217,16 +217,21 @@ constexpr auto rule(dequantize_node<T, Q>, G g) {
 // y = op(A) op(B) with the gradient g quantized (gq) to the gradient format
 // of GS's recipe (e5m2 under precision::hybrid):
 //   d op(A) = gq op(B)^T,  d op(B) = op(A)^T gq,  and transposed back where op is.
-template <std::size_t K, class A, class B, bool TA, bool TB, class Out, class GS, class G>
-constexpr auto rule(fp8_matmul_node<A, B, TA, TB, Out, GS>, G) {
+// The gradient of a weight the product broadcasts over batches is summed
+// over them in the product itself (fp8_matmul_node's SumBatches), as for matmul.
+template <std::size_t K, class A, class B, bool TA, bool TB, class Out, class GS, bool S, class G>
+constexpr auto rule(fp8_matmul_node<A, B, TA, TB, Out, GS, S>, G) {
   static_assert(!std::is_void_v<GS>, "ctg: this fp8_matmul has no gradient scaling (a backward product)");
+  using Y = fp8_matmul_node<A, B, TA, TB, Out, GS, S>;
   using gq = node_t<quantize_node<typename GS::recipe::formats::gradient, node_t<G>, GS>>;
   if constexpr (K == 0) {
-    if constexpr (!TA) return node_t<fp8_matmul_node<gq, B, false, !TB, Out, void>>{};
-    else return node_t<fp8_matmul_node<B, gq, TB, true, Out, void>>{};
+    constexpr bool sum = detail::matrix_over_batches<A, Y>;
+    if constexpr (!TA) return node_t<fp8_matmul_node<gq, B, false, !TB, Out, void, sum>>{};
+    else return node_t<fp8_matmul_node<B, gq, TB, true, Out, void, sum>>{};
   } else {
-    if constexpr (!TB) return node_t<fp8_matmul_node<A, gq, !TA, false, Out, void>>{};
-    else return node_t<fp8_matmul_node<gq, A, true, TA, Out, void>>{};
+    constexpr bool sum = detail::matrix_over_batches<B, Y>;
+    if constexpr (!TB) return node_t<fp8_matmul_node<A, gq, !TA, false, Out, void, sum>>{};
+    else return node_t<fp8_matmul_node<gq, A, true, TA, Out, void, sum>>{};
   }
 }
 

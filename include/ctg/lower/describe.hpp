@@ -146,7 +146,10 @@ consteval std::string_view product_op_name(node_kind k, bool ta, bool tb, bool s
   constexpr std::string_view sums[4] = {"matmul summed", "matmul summed a b^T", "matmul summed a^T b",
                                         "matmul summed a^T b^T"};
   constexpr std::string_view fp8[4] = {"fp8_matmul", "fp8_matmul a b^T", "fp8_matmul a^T b", "fp8_matmul a^T b^T"};
-  return (k == node_kind::fp8_matmul ? fp8 : summed ? sums : plain)[2 * ta + tb];
+  constexpr std::string_view fp8_sums[4] = {"fp8_matmul summed", "fp8_matmul summed a b^T",
+                                            "fp8_matmul summed a^T b", "fp8_matmul summed a^T b^T"};
+  if (k == node_kind::fp8_matmul) return (summed ? fp8_sums : fp8)[2 * ta + tb];
+  return (summed ? sums : plain)[2 * ta + tb];
 }
 
 // What the node's type says: op, name, dtype, dims, grad.
@@ -180,8 +183,7 @@ consteval node_description describe_type() {
     d.layers = N::layers;
     d.recomputes_layers = N::recompute;
   } else if constexpr (k == node_kind::matmul || k == node_kind::fp8_matmul) {
-    if constexpr (k == node_kind::matmul) d.op = product_op_name(k, N::transpose_a, N::transpose_b, N::sum_batches);
-    else d.op = product_op_name(k, N::transpose_a, N::transpose_b);
+    d.op = product_op_name(k, N::transpose_a, N::transpose_b, N::sum_batches);
   } else if constexpr (k == node_kind::attention) {
     constexpr std::string_view names[] = {"attention_lse", "causal_attention", "attention_grad"};
     d.op = names[static_cast<int>(N::pass)];

@@ -102,7 +102,7 @@ struct node_desc {
   std::size_t count_of[2] = {no_node, no_node};  // a mean's run-time scalar: 1 / (numel [0] / numel [1])
   void (*store_scalar)(double, std::byte*) = nullptr;  // a run-time scalar: its value in its dtype
   bool transpose_a = false, transpose_b = false;  // matmul, fp8_matmul: op = transpose
-  bool sum_batches = false;       // a matmul summed over its batches (graph/node.hpp)
+  bool sum_batches = false;       // a (fp8_)matmul summed over its batches (graph/node.hpp)
   bool delayed = false;           // a quantize with delayed scaling (it records an amax)
   std::size_t layers = 1;         // its buffer holds this many values of its shape (a stack's layers, two
                                   // where no backward reads them: schedule.hpp; dq, dk, dv)
@@ -303,8 +303,8 @@ consteval node_desc node_facts() {
   if constexpr (N::kind == node_kind::matmul || N::kind == node_kind::fp8_matmul) {
     d.transpose_a = N::transpose_a;
     d.transpose_b = N::transpose_b;
+    d.sum_batches = N::sum_batches;
   }
-  if constexpr (N::kind == node_kind::matmul) d.sum_batches = N::sum_batches;
   if constexpr (N::kind == node_kind::quantize) d.delayed = N::scaling::is_delayed;
   if constexpr (N::kind == node_kind::stack) d.layers = N::layers;
   if constexpr (requires { N::values; }) d.layers = N::values;

@@ -5,7 +5,7 @@
 //
 //   ctg::cpu::run_matmul<TA, TB, TC>(call, bindings, workspace, nullptr);  // C = A B
 //   ctg::cpu::run_summed_matmul<TA, TB, TC, TransposeA, TransposeB>(...);  // C = the sum of the batches' op(A) op(B)
-//   ctg::cpu::run_fp8_matmul<QA, QB, TC, TransposeA, TransposeB>(...);   // op(A) op(B) of fp8 payloads, scaled once
+//   ctg::cpu::run_fp8_matmul<QA, QB, TC, TransposeA, TransposeB, SumBatches>(...);  // of fp8 payloads, scaled once
 // (call.child: A and B; call.root: C.)
 #include <algorithm>
 
@@ -80,10 +80,7 @@ void run_summed_matmul(const group_call& g, const bindings_view& b, workspace& w
          {.transpose_a = true, .transpose_b = false, .add_to_c = true});
     return;
   }
-  rt_shape product = batches;  // (the unsummed product's shape)
-  product.d[product.rank++] = M;
-  product.d[product.rank++] = N;
-  detail::for_each_batch(sa, sb, product, [&](dim_t, dim_t oa, dim_t ob) {
+  detail::for_each_batch(sa, sb, detail::unsummed_product(batches, M, N), [&](dim_t, dim_t oa, dim_t ob) {
     gemm(M, N, K, A + oa * M * K, B + ob * K * N, C, ws.gemm, ws.pool(),
          {.transpose_a = TransposeA, .transpose_b = TransposeB, .add_to_c = true});
   });
@@ -91,10 +88,12 @@ void run_summed_matmul(const group_call& g, const bindings_view& b, workspace& w
 
 // Each batch: the payloads widened to f32 (exactly), multiplied by cpu::gemm,
 // times scale_inv(A) * scale_inv(B), rounded once to the result type.
-template <class QA, class QB, class TC, bool TransposeA, bool TransposeB>
+// SumBatches: C [M, N] (f32) is the sum of the batches' products, each
+// output one chain over every batch's k (gemm's add_to_c), then scaled.
+template <class QA, class QB, class TC, bool TransposeA, bool TransposeB, bool SumBatches>
 void run_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ia = g.child[0], ib = g.child[1], R = g.root;
-  const rt_shape &sa = b.shape[ia], &sc = b.shape[R];
+  const rt_shape &sa = b.shape[ia], &sb = b.shape[ib], &sc = b.shape[R];
   const dim_t M = sc.d[sc.rank - 2], N = sc.d[sc.rank - 1];
   const dim_t K = TransposeA ? sa.d[sa.rank - 2] : sa.d[sa.rank - 1];
   const QA* A = b.template as<const QA>(ia);
@@ -104,17 +103,22 @@ void run_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws, 
   ws.fp8_a.resize(std::max<std::size_t>(ws.fp8_a.size(), static_cast<std::size_t>(M * K)));
   ws.fp8_b.resize(std::max<std::size_t>(ws.fp8_b.size(), static_cast<std::size_t>(K * N)));
   ws.fp8_c.resize(std::max<std::size_t>(ws.fp8_c.size(), static_cast<std::size_t>(M * N)));
-  detail::for_each_batch(sa, b.shape[ib], sc, [&](dim_t batch, dim_t oa, dim_t ob) {
+  auto scaled = [&](TC* out) {
+    for (dim_t i = 0, n = M * N; i < n; ++i) out[i] = store_as<TC>(ws.fp8_c[i] * scale);
+  };
+  if (SumBatches) std::fill(ws.fp8_c.begin(), ws.fp8_c.begin() + M * N, 0.0f);
+  const rt_shape product = SumBatches ? detail::unsummed_product(product_batch_dims(sa, sb), M, N) : sc;
+  detail::for_each_batch(sa, sb, product, [&](dim_t batch, dim_t oa, dim_t ob) {
     const QA* a = A + oa * M * K;
     const QB* bm = B + ob * K * N;
     for (dim_t i = 0; i < M; ++i)  // a_f32[i][k]
       for (dim_t k = 0; k < K; ++k) ws.fp8_a[i * K + k] = to_float(TransposeA ? a[k * M + i] : a[i * K + k]);
     for (dim_t k = 0; k < K; ++k)  // b_f32[k][j]
       for (dim_t j = 0; j < N; ++j) ws.fp8_b[k * N + j] = to_float(TransposeB ? bm[j * K + k] : bm[k * N + j]);
-    gemm(M, N, K, ws.fp8_a.data(), ws.fp8_b.data(), ws.fp8_c.data(), ws.gemm, ws.pool());
-    TC* cm = C + batch * M * N;
-    for (dim_t i = 0, n = M * N; i < n; ++i) cm[i] = store_as<TC>(ws.fp8_c[i] * scale);
+    gemm(M, N, K, ws.fp8_a.data(), ws.fp8_b.data(), ws.fp8_c.data(), ws.gemm, ws.pool(), {.add_to_c = SumBatches});
+    if (!SumBatches) scaled(C + batch * M * N);
   });
+  if (SumBatches) scaled(C);
 }
 
 }  // namespace ctg::cpu

@@ -4,6 +4,7 @@
 // and the batches grouped by the B they read:
 //
 //   detail::for_each_batch(sa, sb, sc, f);      // f(batch, A offset, B offset), in matrices
+//   detail::unsummed_product(batch_dims, M, N); // a summed product's shape before its sum
 //   ws.matmul_groups.group(batches, M, N, K);   // groups of batches sharing B (cpu::run_matmul)
 #include <algorithm>
 #include <vector>
@@ -52,6 +53,14 @@ void for_each_batch(const rt_shape& sa, const rt_shape& sb, const rt_shape& sc, 
     mb.offsets(b, oa, ob);
     f(b, oa, ob);
   }
+}
+
+// The shape C[batch..., M, N] of a product summed over its batches
+// (matmul_node's SumBatches: C [M, N]) before its sum.
+inline rt_shape unsummed_product(rt_shape batches, dim_t M, dim_t N) {
+  batches.d[batches.rank++] = M;
+  batches.d[batches.rank++] = N;
+  return batches;
 }
 
 // A batched matmul's batches in groups that read the same B (in batch order

@@ -103,7 +103,7 @@ struct backend {
       if constexpr (node::sum_batches) return &run_summed_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
       else return &run_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
     } else if constexpr (node::kind == node_kind::fp8_matmul) {
-      return &run_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+      return &run_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b, node::sum_batches>;
     } else if constexpr (node::kind == node_kind::transpose) {
       return &run_transpose<T>;
     } else if constexpr (node::kind == node_kind::gather) {

@@ -23,12 +23,14 @@
 // trailing as many as one stride per operand describes (the last one at
 // least): one strided-batched call per index of the leading dims.
 //
-// A product summed over its batches (matmul_node's SumBatches: C [M, N],
-// f32) is one call per batch, in batch order, the calls after the first
-// adding to D (beta 1): each output the f32 sum of the batches' products.
+// A product summed over its batches (matmul_node's and fp8_matmul_node's
+// SumBatches: C [M, N], f32) is one call per batch, in batch order, the
+// calls after the first adding to D (beta 1): each output the f32 sum of
+// the batches' products.
 // Where both operands' batches are contiguous and stored K-major (A read
 // transposed, B not: a linear layer's weight gradient x^T dy), the batches
-// lie end to end along K and the sum is one call of K * batches.
+// lie end to end along K and the sum is one call of K * batches (fp8: the
+// operands copied transposed as one matrix each, [K * batches, ...]).
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -143,7 +145,7 @@ inline bool fp8_dims_supported(const gemm_plan& p) {
 // (the graph's checks make that an internal error).
 inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape& c, gemm_type ta, gemm_type tb,
                            gemm_type td, bool fp8, bool transpose_a, bool transpose_b, bool sum_batches = false) {
-  if (a.rank < 2 || b.rank < 2 || c.rank < 2 || (sum_batches && (fp8 || c.rank != 2)))
+  if (a.rank < 2 || b.rank < 2 || c.rank < 2 || (sum_batches && c.rank != 2))
     throw error("ctg: gemm plan: operands of rank 2 or more expected, a summed product's result of rank 2 (internal)");
   const dim_t M = c.d[c.rank - 2], N = c.d[c.rank - 1];
   const dim_t K = transpose_a ? a.d[a.rank - 2] : a.d[a.rank - 1];
@@ -173,36 +175,6 @@ inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape&
     return p;
   }
 
-  // ctg's B is cuBLASLt's first operand (B^T column-major: N x K, ld N), its
-  // A the second (A^T: K x M, ld K); a transposed operand flips its op. An
-  // fp8 operand in the wrong layout for TN is copied transposed, matrix by
-  // matrix: the copy keeps the operand's batch layout.
-  bool first_t = transpose_b, second_t = transpose_a;
-  gemm_buffer first = gemm_buffer::b, second = gemm_buffer::a;
-  if (fp8 && !first_t) {
-    p.transposes.push_back({gemm_buffer::b, gemm_buffer::b_transposed, K, N, bb.numel()});
-    p.scratch_b = K * N * bb.numel();
-    first = gemm_buffer::b_transposed;
-    first_t = true;
-  }
-  if (fp8 && second_t) {
-    p.transposes.push_back({gemm_buffer::a, gemm_buffer::a_transposed, K, M, ba.numel()});
-    p.scratch_a = M * K * ba.numel();
-    second = gemm_buffer::a_transposed;
-    second_t = false;
-  }
-  gemm_call base;
-  base.op_first = first_t ? gemm_op::t : gemm_op::n;
-  base.op_second = second_t ? gemm_op::t : gemm_op::n;
-  base.m = N;
-  base.n = M;
-  base.k = K;
-  base.first = first;
-  base.second = second;
-  base.ld_first = first_t ? K : N;    // stored N x K (op n) or K x N (op t), column-major
-  base.ld_second = second_t ? M : K;  // stored K x M (op n) or M x K (op t)
-  base.ld_d = N;
-
   // Operand matrix offsets of C's batch t over dims [s, rank) (t indexes those dims only).
   auto offsets = [&](std::size_t s, dim_t t, dim_t& oa, dim_t& ob) {
     oa = ob = 0;
@@ -226,11 +198,47 @@ inline gemm_plan plan_gemm(const rt_shape& a, const rt_shape& b, const rt_shape&
   };
   dim_t stride_a = 0, stride_b = 0;
   const bool all_uniform = uniform(0, count, stride_a, stride_b);
+  // A summed product whose operands' batches lie end to end along K (each
+  // operand has every batch, contiguous, and is stored K-major: A [K, M]
+  // read transposed, B [K, N] not) is one product of K * count.
+  const bool end_to_end =
+      sum_batches && count > 1 && all_uniform && stride_a == 1 && stride_b == 1 && transpose_a && !transpose_b;
+  const dim_t kk = end_to_end ? K * count : K;  // (the calls' k)
+
+  // ctg's B is cuBLASLt's first operand (B^T column-major: N x K, ld N), its
+  // A the second (A^T: K x M, ld K); a transposed operand flips its op. An
+  // fp8 operand in the wrong layout for TN is copied transposed, matrix by
+  // matrix: the copy keeps the operand's batch layout (batches end to end
+  // along K: one matrix of K * count rows).
+  bool first_t = transpose_b, second_t = transpose_a;
+  gemm_buffer first = gemm_buffer::b, second = gemm_buffer::a;
+  if (fp8 && !first_t) {
+    p.transposes.push_back({gemm_buffer::b, gemm_buffer::b_transposed, kk, N, end_to_end ? 1 : bb.numel()});
+    p.scratch_b = K * N * bb.numel();
+    first = gemm_buffer::b_transposed;
+    first_t = true;
+  }
+  if (fp8 && second_t) {
+    p.transposes.push_back({gemm_buffer::a, gemm_buffer::a_transposed, kk, M, end_to_end ? 1 : ba.numel()});
+    p.scratch_a = M * K * ba.numel();
+    second = gemm_buffer::a_transposed;
+    second_t = false;
+  }
+  gemm_call base;
+  base.op_first = first_t ? gemm_op::t : gemm_op::n;
+  base.op_second = second_t ? gemm_op::t : gemm_op::n;
+  base.m = N;
+  base.n = M;
+  base.k = kk;
+  base.first = first;
+  base.second = second;
+  base.ld_first = first_t ? kk : N;    // stored N x K (op n) or K x N (op t), column-major
+  base.ld_second = second_t ? M : kk;  // stored K x M (op n) or M x K (op t)
+  base.ld_d = N;
+
   const dim_t mat_a = M * K, mat_b = K * N, mat_d = M * N;
-  if (sum_batches && count > 1 && all_uniform && stride_a == 1 && stride_b == 1 && second_t && !first_t) {
-    gemm_call one = base;  // (op(A) is M x K per batch, ld M, the next batch's K columns after it; B's alike)
-    one.k = K * count;
-    p.calls.push_back(one);
+  if (end_to_end) {
+    p.calls.push_back(base);
   } else if (sum_batches) {
     p.calls.reserve(static_cast<std::size_t>(count));
     for (dim_t t = 0; t < count; ++t) {

@@ -104,23 +104,24 @@ void run_matmul(const group_call& g, const bindings_view& b, workspace& ws, floa
 }
 
 // The payloads multiplied by cuBLASLt FP8, scaled by scale_inv(A) * scale_inv(B)
-// (the quantized buffers' side data) and rounded once to the result type.
-template <class QA, class QB, class TC, bool TransposeA, bool TransposeB>
+// (the quantized buffers' side data) and rounded once to the result type;
+// SumBatches: summed over the batches (gemm_plan.hpp).
+template <class QA, class QB, class TC, bool TransposeA, bool TransposeB, bool SumBatches>
 gemm_plan plan_fp8_matmul(const group_call& g, const bindings_view& b) {
   return plan_gemm(b.shape[g.child[0]], b.shape[g.child[1]], b.shape[g.root], gemm_type_of<QA>(), gemm_type_of<QB>(),
-                   gemm_type_of<TC>(), true, TransposeA, TransposeB);
+                   gemm_type_of<TC>(), true, TransposeA, TransposeB, SumBatches);
 }
 // (backend::scratch_for) The operands' transposed copies its plan asks for (FP8 products take K-major operands).
-template <class QA, class QB, class TC, bool TransposeA, bool TransposeB>
+template <class QA, class QB, class TC, bool TransposeA, bool TransposeB, bool SumBatches>
 void reserve_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws) {
-  const gemm_plan p = plan_fp8_matmul<QA, QB, TC, TransposeA, TransposeB>(g, b);
+  const gemm_plan p = plan_fp8_matmul<QA, QB, TC, TransposeA, TransposeB, SumBatches>(g, b);
   ws.operand_scratch(0).reserve(static_cast<std::size_t>(p.scratch_a) + 1);
   ws.operand_scratch(1).reserve(static_cast<std::size_t>(p.scratch_b) + 1);
 }
-template <class QA, class QB, class TC, bool TransposeA, bool TransposeB>
+template <class QA, class QB, class TC, bool TransposeA, bool TransposeB, bool SumBatches>
 void run_fp8_matmul(const group_call& g, const bindings_view& b, workspace& ws, float*) {
   const std::size_t ia = g.child[0], ib = g.child[1], r = g.root;
-  const gemm_plan p = plan_fp8_matmul<QA, QB, TC, TransposeA, TransposeB>(g, b);
+  const gemm_plan p = plan_fp8_matmul<QA, QB, TC, TransposeA, TransposeB, SumBatches>(g, b);
   std::byte* at = take_reserved(ws.operand_scratch(0), static_cast<std::size_t>(p.scratch_a) + 1,
                                 "an FP8 product's transposed operand A");
   std::byte* bt = take_reserved(ws.operand_scratch(1), static_cast<std::size_t>(p.scratch_b) + 1,
@@ -385,7 +386,7 @@ struct backend {
     } else if constexpr (node::kind == node_kind::matmul) {
       return &runners::run_matmul<C0, C1, T, node::transpose_a, node::transpose_b, node::sum_batches>;
     } else if constexpr (node::kind == node_kind::fp8_matmul) {
-      return &runners::run_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+      return &runners::run_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b, node::sum_batches>;
     } else if constexpr (node::kind == node_kind::transpose) {
       return &runners::run_transpose<T>;
     } else if constexpr (node::kind == node_kind::gather) {
@@ -419,7 +420,7 @@ struct backend {
     } else if constexpr (node::kind == node_kind::fp8_matmul) {
       using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
       using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
-      return &runners::reserve_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b>;
+      return &runners::reserve_fp8_matmul<C0, C1, T, node::transpose_a, node::transpose_b, node::sum_batches>;
     } else if constexpr (node::kind == node_kind::scatter_add) {
       return &runners::reserve_scatter_add;
     } else {
