@@ -14,6 +14,7 @@
 #include <ctg/exec/cuda/gemm_plan.hpp>
 
 #include "../common/rt_shapes.hpp"
+#include "step_counts.hpp"
 
 namespace {
 using ctg::dim_t;
@@ -221,12 +222,7 @@ struct plan_checking_backend : ctg::cpu::backend {
     using C0 = ctg::detail::child_dtype_t<Key, R, 0>;
     using C1 = ctg::detail::child_dtype_t<Key, R, 1>;
     check_product<C0, C1, typename node::dtype, node::kind == ctg::node_kind::fp8_matmul, node::transpose_a,
-                  node::transpose_b, summed_product<node>()>(g, b);
-  }
-  template <class N>
-  static constexpr bool summed_product() {
-    if constexpr (N::kind == ctg::node_kind::matmul || N::kind == ctg::node_kind::fp8_matmul) return N::sum_batches;
-    else return false;
+                  node::transpose_b, step_counts::is_summed_product<node::kind, node>()>(g, b);
   }
   template <class Key, std::size_t R>
   static consteval ctg::runner_t<workspace> runner_for() {
